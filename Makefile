@@ -1,0 +1,96 @@
+# braid: NCCL net plugin.
+#
+#   make              build/libnccl-net-braid.so, build/libnccl-net.so, build/braid, softverbs
+#   make test         install missing Debian packages, build, run every test
+#   make test SAN=1   the same under ASan+UBSan, in build-san/
+#   make demo         install, build, run `braid perf` between two local processes
+#   make bench        benchmarks (numbers, not tests)
+#   make install PREFIX=/usr/local DESTDIR=
+#
+# Each folder adds its own rules in a fragment (*.mk) included below. A fragment:
+#   - compiles through the pattern rule $(BUILD)/obj/%.o: %.c (flags: BRAID_CFLAGS),
+#   - appends what `make` builds to ALL_TARGETS,
+#   - appends test executables or scripts to TESTS (run by tests/run-tests.sh, each with
+#     a time limit; a script exits 0 pass, 77 skip, anything else fail).
+
+SAN ?= 0
+ifeq ($(SAN),1)
+BUILD ?= build-san
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+else
+BUILD ?= build
+SANFLAGS :=
+endif
+
+CC ?= cc
+CFLAGS ?= -O2 -g
+PKG_CONFIG ?= pkg-config
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+BINDIR ?= $(PREFIX)/bin
+
+WARNFLAGS := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wno-unused-parameter
+BRAID_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARNFLAGS) $(CFLAGS) $(SANFLAGS) -fPIC \
+	-fvisibility=hidden -MMD -MP -I. -Iinclude $(DEP_CFLAGS)
+BRAID_LDFLAGS = $(SANFLAGS) $(LDFLAGS)
+
+# Headers only: libfabric and libibverbs are dlopen()ed at run time, never linked.
+DEP_CFLAGS = $(shell $(PKG_CONFIG) --cflags libfabric libibverbs hwloc 2>/dev/null)
+HWLOC_LIBS = $(shell $(PKG_CONFIG) --libs hwloc)
+CMOCKA_CFLAGS = $(shell $(PKG_CONFIG) --cflags cmocka)
+CMOCKA_LIBS = $(shell $(PKG_CONFIG) --libs cmocka)
+
+ALL_TARGETS :=
+TESTS :=
+BENCHES :=
+
+.PHONY: all
+all: build-all
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BRAID_CFLAGS) -c $< -o $@
+
+-include plugin/plugin.mk
+-include topo/topo.mk
+-include tools/tools.mk
+-include tests/unit/unit.mk
+-include tests/conformance/conformance.mk
+-include tests/softverbs/softverbs.mk
+-include net_ib/net_ib.mk
+-include tests/nccl/nccl.mk
+
+.PHONY: build-all deps test check demo bench install clean
+build-all: $(ALL_TARGETS)
+
+deps:
+	@packaging/install-deps.sh
+
+# `make test` is what CI runs on a clean clone: set-up first, then a fresh make so that
+# pkg-config sees the packages just installed.
+test: deps
+	@$(MAKE) --no-print-directory check
+
+check: build-all
+	@tests/run-tests.sh $(TESTS)
+
+demo: deps
+	@$(MAKE) --no-print-directory build-all
+	@echo "== braid perf: two local processes over libfabric tcp;ofi_rxm"
+	$(BUILD)/braid perf --backend ofi --provider 'tcp;ofi_rxm'
+
+bench: deps
+	@$(MAKE) --no-print-directory build-all
+	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
+
+install: build-all
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR)
+	install -m 0755 $(BUILD)/libnccl-net-braid.so $(DESTDIR)$(LIBDIR)/libnccl-net-braid.so
+	ln -sf libnccl-net-braid.so $(DESTDIR)$(LIBDIR)/libnccl-net.so
+	install -m 0755 $(BUILD)/braid $(DESTDIR)$(BINDIR)/braid
+
+clean:
+	rm -rf build build-san
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -73,7 +73,7 @@ test: deps
 	@$(MAKE) --no-print-directory check
 
 check: build-all
-	@tests/run-tests.sh $(TESTS)
+	@BRAID_TEST_LOGDIR=$(BUILD)/test-logs BUILD=$(BUILD) tests/run-tests.sh $(TESTS)
 
 demo: deps
 	@$(MAKE) --no-print-directory build-all

@@ -4,20 +4,23 @@
 # it was skipped (with its reason on stdout), anything else to fail.
 set -u
 limit=${BRAID_TEST_TIMEOUT:-300}
+logdir=${BRAID_TEST_LOGDIR:-build/test-logs}
+mkdir -p "$logdir"
 pass=0 fail=0 skip=0 failed=()
 for t in "$@"; do
 	name=${t#./}
+	log="$logdir/$(echo "$name" | tr '/' '_').log"
 	start=$(date +%s.%N)
-	timeout --kill-after=10 "$limit" "$t" >"$t.log" 2>&1
+	timeout --kill-after=10 "$limit" "$t" >"$log" 2>&1
 	rc=$?
 	secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
 	case $rc in
 	0) pass=$((pass + 1)); printf 'PASS  %-48s %6ss\n' "$name" "$secs" ;;
-	77) skip=$((skip + 1)); printf 'SKIP  %-48s %s\n' "$name" "$(tail -n 1 "$t.log")" ;;
+	77) skip=$((skip + 1)); printf 'SKIP  %-48s %s\n' "$name" "$(tail -n 1 "$log")" ;;
 	*) fail=$((fail + 1)); failed+=("$name")
 	   [ $rc -ge 124 ] && why="timed out or killed, rc $rc" || why="rc $rc"
 	   printf 'FAIL  %-48s %6ss (%s)\n' "$name" "$secs" "$why"
-	   echo "---- last lines of $t.log"; tail -n 40 "$t.log"; echo "----" ;;
+	   echo "---- last lines of $log"; tail -n 40 "$log"; echo "----" ;;
 	esac
 done
 echo

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# NCCL's loading rules and the exported symbols: the plugin is found by NCCL_NET_PLUGIN
+# as a path, as NAME (libnccl-net-NAME.so) and unset (libnccl-net.so), and exports the
+# four ncclNetPlugin_v8..v11 tables and no other symbol.
+set -u
+. "$(dirname "$0")/lib.sh"
+export BRAID_BACKEND=ofi BRAID_OFI_PROVIDER='tcp;ofi_rxm' BRAID_SOCKET_IFNAME=lo FI_TCP_IFACE=lo
+
+exports=$(nm -D --defined-only "$PLUGIN_SO" | awk '$2 ~ /^[TDBRVW]$/ { print $3 }' |
+	grep -v -E '^(_init|_fini|_edata|_end|__bss_start)$' | sort | tr '\n' ' ')
+want="ncclNetPlugin_v10 ncclNetPlugin_v11 ncclNetPlugin_v8 ncclNetPlugin_v9 "
+echo "exported: $exports"
+[ "$exports" = "$want" ] || die "the plugin must export exactly: $want"
+
+[ -L "$BUILD/libnccl-net.so" ] || [ -f "$BUILD/libnccl-net.so" ] ||
+	die "$BUILD/libnccl-net.so (the name NCCL loads with NCCL_NET_PLUGIN unset) is missing"
+
+echo "== NCCL_NET_PLUGIN=<full path>"
+"$CONF_BIN" --plugin "$(cd "$BUILD" && pwd)/libnccl-net-braid.so" --scenario props || die "by path"
+echo "== NCCL_NET_PLUGIN=braid (libnccl-net-braid.so through the loader's path)"
+LD_LIBRARY_PATH="$BUILD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+	"$CONF_BIN" --plugin braid --scenario props || die "by name"
+echo "== NCCL_NET_PLUGIN unset (libnccl-net.so)"
+LD_LIBRARY_PATH="$BUILD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+	"$CONF_BIN" --plugin "" --scenario props || die "unset"
+echo "loader: all passed"

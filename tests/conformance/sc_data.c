@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Scenarios where everything goes right: properties, streams, grouped receives, threads,
+ * and v11's per-communicator init. */
+#include "tests/conformance/conf.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/pattern.h"
+
+int sc_props(struct side *s)
+{
+	void *handle_buf[NCCL_NET_HANDLE_MAXSIZE / sizeof(void *)];
+	int ndev = 0, rc = 0;
+	ncclResult_t r;
+
+	conf_step(s, "devices()");
+	r = s->api->devices(s->api, &ndev);
+	if (r != ncclSuccess || ndev < 1)
+		return conf_fail(s, "devices returned %s (%d), ndev %d", netapi_result_str(r), r,
+				 ndev);
+	for (int d = 0; d < ndev; d++) {
+		struct net_props p;
+
+		conf_step(s, "getProperties(%d)", d);
+		r = s->api->get_props(s->api, d, &p);
+		if (r != ncclSuccess) {
+			rc = conf_fail(s, "returned %s (%d)", netapi_result_str(r), r);
+			continue;
+		}
+		conf_log(s, "dev %d: name '%s' pci '%s' guid 0x%llx ptrSupport 0x%x speed %d "
+			 "Mbps port %d latency %.2f us maxComms %d maxRecvs %d regIsGlobal %d "
+			 "vdevs %d maxP2pBytes %zu maxCollBytes %zu", d, p.name, p.pci_path,
+			 (unsigned long long)p.guid, p.ptr_support, p.speed, p.port, p.latency,
+			 p.max_comms, p.max_recvs, p.reg_is_global, p.vdev_ndevs,
+			 p.max_p2p_bytes, p.max_coll_bytes);
+		if (!p.name[0])
+			rc = conf_fail(s, "dev %d: empty name", d);
+		if (p.max_recvs < 1 || p.max_recvs > XFER_MAX_GROUP)
+			rc = conf_fail(s, "dev %d: maxRecvs %d, not in 1..%d", d, p.max_recvs,
+				       XFER_MAX_GROUP);
+		if (p.speed <= 0)
+			rc = conf_fail(s, "dev %d: speed %d Mbps", d, p.speed);
+		if (!(p.ptr_support & NCCL_PTR_HOST))
+			rc = conf_fail(s, "dev %d: ptrSupport 0x%x lacks NCCL_PTR_HOST", d,
+				       p.ptr_support);
+		if (!(p.latency >= 0.0f) || isinf(p.latency))
+			rc = conf_fail(s, "dev %d: latency %f", d, p.latency);
+		if (p.max_comms < 1)
+			rc = conf_fail(s, "dev %d: maxComms %d", d, p.max_comms);
+		if (s->api->version >= 9 && p.max_p2p_bytes == 0)
+			rc = conf_fail(s, "dev %d: maxP2pBytes 0", d);
+		if (s->api->version >= 9 && p.vdev_ndevs < 1)
+			rc = conf_fail(s, "dev %d: vProps.ndevs %d", d, p.vdev_ndevs);
+	}
+	/* A listen that nobody connects to must close cleanly (NCCL does it on errors). */
+	void *lc = NULL;
+
+	conf_step(s, "listen(dev %d) then closeListen, unused", s->dev);
+	r = s->api->listen(s->api, s->ctx, s->dev, handle_buf, &lc);
+	if (r != ncclSuccess || !lc)
+		return conf_fail(s, "listen returned %s (%d), listenComm %p",
+				 netapi_result_str(r), r, lc);
+	if (close_comms(s, NULL, NULL, lc))
+		rc = -1;
+	return rc;
+}
+
+/* The receiver listens and receives the plan, the other side connects and sends it;
+ * they meet again at the end so that nobody closes a comm the peer still uses. */
+static int one_way_dir(struct side *s, void *ctx, const char *name,
+		       const struct xfer_plan *p, bool receiver)
+{
+	void *lc = NULL, *rc = NULL, *sc = NULL;
+	char done_name[64];
+	struct xfer x;
+	int ret;
+
+	memset(&x, 0, sizeof(x));
+	if (receiver) {
+		if (link_accept(s, ctx, name, &lc, &rc)) {
+			close_comms(s, NULL, rc, lc);
+			return -1;
+		}
+	} else if (link_connect(s, ctx, name, &sc)) {
+		return -1;
+	}
+	ret = xfer_run(&x, s, receiver ? rc : sc, p, !receiver);
+	if (ret == 0) {
+		conf_log(s, "%s: %d messages, %zu bytes %s, all verified", name, x.msgs_done,
+			 x.bytes_done, receiver ? "received" : "sent");
+		snprintf(done_name, sizeof(done_name), "%s-done", name);
+		conf_step(s, "waiting for the peer to finish '%s'", name);
+		ret = rdv_sync(s, done_name);
+	}
+	xfer_dereg(&x);
+	if (close_comms(s, sc, rc, lc))
+		ret = -1;
+	xfer_free(&x);
+	return ret ? -1 : 0;
+}
+
+/* a receives, b sends */
+static int one_way(struct side *s, void *ctx, const char *name, const struct xfer_plan *p)
+{
+	return one_way_dir(s, ctx, name, p, s->role == 'a');
+}
+
+int sc_stream(struct side *s)
+{
+	struct xfer_plan p;
+	int rc;
+
+	plan_stream(&p, s->seed, 120, 4 << 20, true);
+	rc = one_way(s, s->ctx, "stream", &p);
+	plan_free(&p);
+	return rc;
+}
+
+int sc_zero_and_tiny(struct side *s)
+{
+	struct xfer_plan p;
+	uint64_t st = s->seed;
+	int rc;
+
+	/* many 0..16-byte messages, the window always full */
+	plan_fixed(&p, 600, 0, 0, 0);
+	for (int i = 0; i < p.nmsgs; i++) {
+		p.msgs[i].size = prng_range(&st, 0, 3) == 0 ? 0 : prng_range(&st, 1, 16);
+		p.msgs[i].cap = p.msgs[i].size + prng_range(&st, 0, 1) * 32;
+	}
+	rc = one_way(s, s->ctx, "tiny", &p);
+	plan_free(&p);
+	return rc;
+}
+
+int sc_groups(struct side *s)
+{
+	struct xfer_plan p;
+	int rc;
+
+	conf_log(s, "grouped receives of up to %d buffers (maxRecvs)", s->props.max_recvs);
+	plan_groups(&p, s->seed, 300, s->props.max_recvs, 256 << 10);
+	rc = one_way(s, s->ctx, "groups", &p);
+	plan_free(&p);
+	return rc;
+}
+
+/* ---- two comms, two threads, both directions at once ---- */
+
+struct thread_arg {
+	struct side s;      /* a copy: each thread has its own step for messages */
+	const char *name;
+	bool receiver;      /* on its comm, this thread receives */
+	int rc;
+};
+
+static void *comm_thread(void *argp)
+{
+	struct thread_arg *t = argp;
+	struct xfer_plan p;
+	void *ctx = t->s.ctx;
+	ncclResult_t r;
+
+	/* v11: each thread is its own communicator, with its own init (concurrently). */
+	if (t->s.api->version >= 11) {
+		r = t->s.api->init(t->s.api, &ctx, t->s.seed ^ (uint64_t)t->name[1]);
+		if (r != ncclSuccess) {
+			t->rc = conf_fail(&t->s, "init (thread %s) returned %s (%d)", t->name,
+					  netapi_result_str(r), r);
+			return NULL;
+		}
+	}
+	plan_stream(&p, t->s.seed ^ (t->name[1] * 7919ULL), 60, 1 << 20, false);
+	t->rc = one_way_dir(&t->s, ctx, t->name, &p, t->receiver);
+	plan_free(&p);
+	if (t->s.api->version >= 11) {
+		r = t->s.api->finalize(t->s.api, ctx);
+		if (r != ncclSuccess)
+			t->rc = conf_fail(&t->s, "finalize (thread %s) returned %s (%d)", t->name,
+					  netapi_result_str(r), r);
+	}
+	return NULL;
+}
+
+int sc_threads(struct side *s)
+{
+	struct thread_arg t[2];
+	pthread_t th[2];
+	int rc = 0;
+
+	for (int i = 0; i < 2; i++) {
+		t[i].s = *s;
+		t[i].name = i == 0 ? "t1" : "t2";
+		/* t1: a receives from b; t2: b receives from a */
+		t[i].receiver = (i == 0) == (s->role == 'a');
+		t[i].rc = -1;
+	}
+	for (int i = 0; i < 2; i++)
+		if (pthread_create(&th[i], NULL, comm_thread, &t[i])) {
+			conf_fail(s, "pthread_create");
+			for (int j = 0; j < i; j++)
+				pthread_join(th[j], NULL);
+			return -1;
+		}
+	for (int i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		rc |= t[i].rc;
+	}
+	return rc ? -1 : 0;
+}
+
+/* v11: two inits, traffic on the second, finalize it, the first still works; then the
+ * last finalize and a fresh init (NCCL does that for communicators created one after
+ * the other). */
+int sc_init_twice(struct side *s)
+{
+	void *ctx1 = NULL, *ctx2 = NULL, *ctx3 = NULL;
+	struct xfer_plan p = { 0 };
+	ncclResult_t r;
+	int rc = -1;
+
+	conf_step(s, "init #1");
+	if ((r = s->api->init(s->api, &ctx1, s->seed + 1)) != ncclSuccess)
+		return conf_fail(s, "returned %s (%d)", netapi_result_str(r), r);
+	conf_step(s, "init #2");
+	if ((r = s->api->init(s->api, &ctx2, s->seed + 2)) != ncclSuccess) {
+		conf_fail(s, "returned %s (%d)", netapi_result_str(r), r);
+		goto fin1;
+	}
+	plan_stream(&p, s->seed, 20, 256 << 10, false);
+	if (one_way(s, ctx2, "ctx2", &p))
+		goto fin2;
+	conf_step(s, "finalize #2");
+	r = s->api->finalize(s->api, ctx2);
+	ctx2 = NULL;
+	if (r != ncclSuccess) {
+		conf_fail(s, "returned %s (%d)", netapi_result_str(r), r);
+		goto fin1;
+	}
+	conf_log(s, "one finalize done, one context left: it must still work");
+	if (one_way(s, ctx1, "ctx1", &p))
+		goto fin1;
+	conf_step(s, "finalize #1 (the last)");
+	r = s->api->finalize(s->api, ctx1);
+	ctx1 = NULL;
+	if (r != ncclSuccess) {
+		conf_fail(s, "returned %s (%d)", netapi_result_str(r), r);
+		goto out;
+	}
+	conf_step(s, "init #3, after everything was finalized");
+	if ((r = s->api->init(s->api, &ctx3, s->seed + 3)) != ncclSuccess) {
+		conf_fail(s, "returned %s (%d)", netapi_result_str(r), r);
+		goto out;
+	}
+	if (one_way(s, ctx3, "ctx3", &p) == 0)
+		rc = 0;
+	conf_step(s, "finalize #3");
+	if ((r = s->api->finalize(s->api, ctx3)) != ncclSuccess)
+		rc = conf_fail(s, "returned %s (%d)", netapi_result_str(r), r);
+	goto out;
+fin2:
+	s->api->finalize(s->api, ctx2);
+fin1:
+	s->api->finalize(s->api, ctx1);
+out:
+	plan_free(&p);
+	return rc;
+}

@@ -60,6 +60,8 @@ static int check_xml_file(const char *xml, const char *origin, char *err, size_t
 	return 0;
 }
 
+static const char *const skip_components[] = { "opencl", "gl", "rsmi", "levelzero", "pci" };
+
 static hwloc_topology_t open_hwloc(const char *xml, const char *origin, char *err,
 				   size_t errlen)
 {
@@ -71,6 +73,17 @@ static hwloc_topology_t open_hwloc(const char *xml, const char *origin, char *er
 	}
 	/* Keep PCI devices, bridges on their way and OS devices (what lstopo shows). */
 	hwloc_topology_set_io_types_filter(h, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+	/*
+	 * Skip components braid does not need. opencl, gl, rsmi and levelzero only name
+	 * other vendors' GPUs or displays, and would load their runtimes into NCCL's
+	 * process. pci (libpciaccess) only adds vendor and device names from pci.ids, since
+	 * the linux component reads PCI devices and link speeds from sysfs itself, and
+	 * libpciaccess leaks on every load (which fails LeakSanitizer runs of every test
+	 * that loads this machine). CUDA and NVML, which name our GPUs, stay.
+	 */
+	for (size_t i = 0; i < sizeof(skip_components) / sizeof(skip_components[0]); i++)
+		hwloc_topology_set_components(h, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
+					      skip_components[i]);
 	if (xml && hwloc_topology_set_xml(h, xml) < 0) {
 		set_err(err, errlen,
 			"cannot load topology XML %s%s: not a valid hwloc XML topology "
@@ -80,8 +93,10 @@ static hwloc_topology_t open_hwloc(const char *xml, const char *origin, char *er
 	}
 	if (hwloc_topology_load(h) < 0) {
 		if (xml)
-			set_err(err, errlen, "hwloc could not load topology XML %s%s: %s", xml,
-				origin, strerror(errno));
+			set_err(err, errlen,
+				"cannot load topology XML %s%s: not a valid hwloc XML topology "
+				"(hwloc: %s; check it with `lstopo -i %s`)", xml, origin,
+				strerror(errno), xml);
 		else
 			set_err(err, errlen, "hwloc could not discover this machine: %s",
 				strerror(errno));

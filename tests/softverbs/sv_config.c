@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+/* softverbs: configuration from the environment, and the timing model. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/softverbs/sv_internal.h"
+
+static long env_long(const char *name, long dflt)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? strtol(v, NULL, 0) : dflt;
+}
+
+/* "U:V,U:V" or "*:V" into table[U] = V * mult. */
+static void parse_uplink_table(const char *name, uint64_t *table, uint64_t mult)
+{
+	const char *v = getenv(name);
+	char buf[512], *save = NULL, *tok;
+
+	if (!v || !*v)
+		return;
+	snprintf(buf, sizeof(buf), "%s", v);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *colon = strchr(tok, ':');
+		uint64_t val;
+
+		if (!colon) {
+			sv_log("%s: ignoring '%s' (want UPLINK:VALUE)", name, tok);
+			continue;
+		}
+		val = strtoull(colon + 1, NULL, 0) * mult;
+		if (tok[0] == '*') {
+			for (int i = 0; i < SV_STATS_MAX_UPLINKS; i++)
+				table[i] = val;
+		} else {
+			long u = strtol(tok, NULL, 0);
+
+			if (u >= 0 && u < SV_STATS_MAX_UPLINKS)
+				table[u] = val;
+		}
+	}
+}
+
+void sv_config_load(struct sv_config *cfg)
+{
+	const char *v;
+
+	memset(cfg, 0, sizeof(*cfg));
+	v = getenv("SOFTVERBS_FABRIC");
+	snprintf(cfg->fabric, sizeof(cfg->fabric), "%s",
+		 v && *v ? v : "/tmp/softverbs-fabric");
+	v = getenv("SOFTVERBS_TIME_SCALE");
+	cfg->time_scale = v && *v ? strtod(v, NULL) : 0.01;
+	if (cfg->time_scale <= 0)
+		cfg->time_scale = 0.01;
+	cfg->uplinks = (int)env_long("SOFTVERBS_UPLINKS", 1);
+	if (cfg->uplinks < 1)
+		cfg->uplinks = 1;
+	if (cfg->uplinks > SV_STATS_MAX_UPLINKS)
+		cfg->uplinks = SV_STATS_MAX_UPLINKS;
+	parse_uplink_table("SOFTVERBS_UPLINK_RATE_MBPS", cfg->uplink_rate, 1000000ull);
+	parse_uplink_table("SOFTVERBS_UPLINK_DELAY_US", cfg->uplink_delay_us, 1);
+	cfg->fault_cut_bytes = (uint64_t)env_long("SOFTVERBS_FAULT_CUT_AFTER_BYTES", 0);
+	cfg->fault_cut_qp = (int)env_long("SOFTVERBS_FAULT_CUT_QP", 0);
+	cfg->fault_fail_reg = env_long("SOFTVERBS_FAULT_FAIL_REG", 0);
+	cfg->fault_remote_access = env_long("SOFTVERBS_FAULT_REMOTE_ACCESS", 0);
+	cfg->fault_port_down_ms = env_long("SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS", -1);
+	cfg->fault_port_up_ms = env_long("SOFTVERBS_FAULT_PORT_UP_AFTER_MS", -1);
+	cfg->debug = env_long("SOFTVERBS_DEBUG", 0) != 0;
+}
+
+/*
+ * IB local ACK timeout: 4.096 us * 2^timeout per try, retry_cnt retries, so a
+ * dead peer is reported after (retry_cnt + 1) tries. Scaled by
+ * SOFTVERBS_TIME_SCALE (default 0.01) so tests stay fast; timeout 0 (wait for
+ * ever in IB) is capped like the largest value. Clamped to [1 ms, 60 s].
+ */
+uint64_t sv_qp_timeout_ns(const struct ibv_qp_attr *attr)
+{
+	unsigned int t = attr->timeout ? attr->timeout : 31;
+	double ns = 4096.0 * (double)(1ull << (t > 31 ? 31 : t));
+
+	ns *= (double)(attr->retry_cnt + 1) * sv_eng.cfg.time_scale;
+	if (ns < 1e6)
+		ns = 1e6;
+	if (ns > 60e9)
+		ns = 60e9;
+	return (uint64_t)ns;
+}
+
+/* IB min_rnr_timer encoding (IBA table 45), in microseconds. Not scaled: the
+ * values are already short, and a scaled-down RNR wait would spin. */
+uint64_t sv_rnr_delay_ns(uint8_t t)
+{
+	static const uint32_t us[32] = {
+		655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640,
+		960, 1280, 1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480,
+		30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680,
+		491520,
+	};
+
+	return (uint64_t)us[t & 31] * 1000ull;
+}

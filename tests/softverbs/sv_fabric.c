@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softverbs: the fabric directory and the fabric model.
+ *
+ * $SOFTVERBS_FABRIC (default /tmp/softverbs-fabric) holds
+ *   ep/e<pid>.<n>      one listening Unix socket per process (its endpoint),
+ *   qp/<qpn as %06x>   one file per live QP: the endpoint path, then the pid,
+ *   stats/<pid>.<n>.stat  per-process counters (see sv_stats.h).
+ * Filesystem paths are shared by every network namespace of the host, so
+ * processes in different namespaces reach each other. QP numbers are unique
+ * fabric-wide (O_EXCL on the qp/ file), so (GID or LID, QPN) names one QP;
+ * the responder checks the GID/LID part when the requester says hello.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "tests/softverbs/sv_internal.h"
+
+static int mkdir_shared(const char *path)
+{
+	if (mkdir(path, 01777) && errno != EEXIST) {
+		sv_log("cannot create fabric directory %s: %s", path, strerror(errno));
+		return -1;
+	}
+	chmod(path, 01777);	/* whatever the umask: every user shares it */
+	return 0;
+}
+
+int sv_fabric_init(void)
+{
+	char p[PATH_MAX];
+	const char *f = sv_eng.cfg.fabric;
+
+	if (mkdir_shared(f))
+		return -1;
+	snprintf(p, sizeof(p), "%s/ep", f);
+	if (mkdir_shared(p))
+		return -1;
+	snprintf(p, sizeof(p), "%s/qp", f);
+	if (mkdir_shared(p))
+		return -1;
+	snprintf(p, sizeof(p), "%s/stats", f);
+	return mkdir_shared(p);
+}
+
+static bool pid_alive(pid_t pid)
+{
+	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+int sv_qpn_alloc(const char *ep_path, uint32_t *qpn, char *file, size_t filelen)
+{
+	static uint32_t seq;
+	uint64_t seed = sv_hash64(((uint64_t)getpid() << 32) ^ sv_now_ns() ^
+				  __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
+	uint32_t q = (uint32_t)(seed & 0xffffff);
+
+	for (int tries = 0; tries < 4096; tries++, q = (q + 1) & 0xffffff) {
+		char buf[256];
+		int fd, len;
+
+		if (q < 2)
+			continue;	/* QP0 and QP1 are special in IB */
+		snprintf(file, filelen, "%s/qp/%06x", sv_eng.cfg.fabric, q);
+		fd = open(file, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
+		if (fd < 0 && errno == EEXIST) {
+			FILE *fp = fopen(file, "r");
+			long pid = 0;
+
+			/* Left behind by a process that died? Take it over. */
+			if (fp) {
+				if (!fgets(buf, sizeof(buf), fp) || fscanf(fp, "%ld", &pid) != 1)
+					pid = 0;
+				fclose(fp);
+			}
+			if (pid && !pid_alive((pid_t)pid) && unlink(file) == 0) {
+				q = (q - 1) & 0xffffff;
+				continue;
+			}
+			continue;
+		}
+		if (fd < 0) {
+			sv_log("cannot create %s: %s", file, strerror(errno));
+			return errno;
+		}
+		len = snprintf(buf, sizeof(buf), "%s\n%ld\n", ep_path, (long)getpid());
+		if (write(fd, buf, (size_t)len) != len) {
+			close(fd);
+			unlink(file);
+			return EIO;
+		}
+		close(fd);
+		*qpn = q;
+		return 0;
+	}
+	sv_log("no free QP number in %s/qp", sv_eng.cfg.fabric);
+	return ENOSPC;
+}
+
+void sv_qpn_free(const char *file)
+{
+	if (file[0])
+		unlink(file);
+}
+
+int sv_qpn_endpoint(uint32_t qpn, char *ep, size_t eplen)
+{
+	char file[PATH_MAX];
+	FILE *fp;
+	char *nl;
+
+	snprintf(file, sizeof(file), "%s/qp/%06x", sv_eng.cfg.fabric, qpn);
+	fp = fopen(file, "r");
+	if (!fp)
+		return -1;
+	if (!fgets(ep, (int)eplen, fp)) {
+		fclose(fp);
+		return -1;
+	}
+	fclose(fp);
+	nl = strchr(ep, '\n');
+	if (nl)
+		*nl = 0;
+	return 0;
+}
+
+/* Linux rdma_calc_flow_label() and rdma_flow_label_to_udp_sport(). */
+uint16_t sv_rocev2_sport(uint32_t lqpn, uint32_t rqpn, uint32_t flow_label)
+{
+	uint32_t fl = flow_label & 0xfffff;
+
+	if (!fl) {
+		uint64_t v = (uint64_t)lqpn * rqpn;
+
+		v ^= v >> 20;
+		v ^= v >> 40;
+		fl = (uint32_t)(v & 0xfffff);
+	}
+	return (uint16_t)(((fl & 0x3fff) ^ ((fl & 0xfc000) >> 14)) | 0xc000);
+}
+
+/*
+ * ECMP: an uplink per flow from its 5-tuple (src IP, dst IP, 17, sport, 4791):
+ *   h = mix(ntohl(sip) << 32 | ntohl(dip)) ^ mix(17 << 32 | sport << 16 | 4791)
+ * with mix = splitmix64's finaliser; uplink = h % nuplinks.
+ */
+int sv_uplink_of(uint32_t sip, uint32_t dip, uint16_t sport, int nuplinks)
+{
+	uint64_t h = sv_hash64(((uint64_t)ntohl(sip) << 32) | ntohl(dip)) ^
+		     sv_hash64((17ull << 32) | ((uint64_t)sport << 16) | 4791u);
+
+	return (int)(h % (uint64_t)(nuplinks > 0 ? nuplinks : 1));
+}
+
+static void sleep_until(uint64_t t)
+{
+	uint64_t now = sv_now_ns();
+
+	if (t > now) {
+		struct timespec ts = {
+			.tv_sec = (time_t)((t - now) / 1000000000ull),
+			.tv_nsec = (long)((t - now) % 1000000000ull),
+		};
+
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* Congested path: the tx thread waits here before putting bytes on an
+ * uplink that has a rate limit (a token bucket with no burst) or a delay.
+ * Only the tx thread calls it. */
+void sv_uplink_pace(int uplink, uint64_t bytes)
+{
+	uint64_t rate = sv_eng.cfg.uplink_rate[uplink];
+	uint64_t delay = sv_eng.cfg.uplink_delay_us[uplink];
+
+	if (delay)
+		sleep_until(sv_now_ns() + delay * 1000ull);
+	if (rate) {
+		uint64_t now = sv_now_ns();
+		uint64_t *next = &sv_eng.ul_next_ns[uplink];
+
+		if (*next < now)
+			*next = now;
+		*next += bytes * 1000000000ull / rate;
+		sleep_until(*next);
+	}
+}

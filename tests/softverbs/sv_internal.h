@@ -1,0 +1,340 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * softverbs: a userspace RDMA device that stands in for libibverbs.so.1.
+ *
+ * Shared declarations of the library. One process-wide "engine" owns the
+ * wire (a listening Unix socket in the fabric directory, an rx thread that
+ * reads and applies every incoming message, a tx thread that sends work
+ * requests and responses). All verbs objects hang off it.
+ *
+ * Locking: one engine mutex (sv_eng.lock) protects every verbs object and the
+ * connection list. Each CQ has its own mutex for the poll path; lock order is
+ * engine lock, then CQ lock. Payload bytes are copied with no lock held: the
+ * objects involved are pinned with a reference count (qp->refs) that
+ * destroy_qp waits on, boundedly.
+ */
+#ifndef SV_INTERNAL_H
+#define SV_INTERNAL_H
+
+#include <infiniband/verbs.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "tests/softverbs/sv_stats.h"
+
+#define SV_EXPORT __attribute__((visibility("default")))
+
+#define SV_MAX_DEVICES 8
+#define SV_MAX_PORTS 4
+#define SV_MAX_SGE 30
+#define SV_MAX_INLINE 512
+#define SV_MAX_QP 65536
+#define SV_MAX_QP_WR 32768
+#define SV_MAX_CQE 4194303
+#define SV_MAX_RD_ATOM 16
+#define SV_MAX_MSG (1ull << 31)
+#define SV_ROCE_GIDS 4
+#define SV_ROCE_GID_TBL_LEN 256
+#define SV_IB_GID_TBL_LEN 128
+
+#define sv_container_of(ptr, type, member) \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+
+struct sv_port {
+	uint8_t link_layer;		/* IBV_LINK_LAYER_* */
+	uint16_t lid;			/* IB only */
+	enum ibv_port_state state;
+	int ngids;
+	union ibv_gid gid[SV_ROCE_GIDS];
+	uint32_t gid_type[SV_ROCE_GIDS];	/* enum ibv_gid_type */
+	uint32_t ipv4;			/* network order; RoCE only */
+	int ifindex;
+};
+
+struct sv_device {
+	struct ibv_device ibdev;	/* apps hold &ibdev */
+	int index;
+	bool roce;
+	int nports;
+	__be64 node_guid;
+	struct sv_port port[SV_MAX_PORTS];
+};
+
+struct sv_context {
+	struct verbs_context vctx;	/* ibv_context is its last member */
+	struct sv_device *dev;
+	int async_wfd;			/* write end of context.async_fd */
+};
+
+struct sv_pd {
+	struct ibv_pd ibpd;
+};
+
+struct sv_mr {
+	struct ibv_mr ibmr;
+	uint64_t iova;			/* remote address of byte 0 */
+	unsigned int access;
+	struct sv_mr *hnext;		/* key hash chain */
+};
+
+struct sv_channel {
+	struct ibv_comp_channel ch;	/* ch.fd: read end of a pipe */
+	int wfd;
+};
+
+struct sv_cq {
+	struct ibv_cq ibcq;
+	pthread_mutex_t lock;		/* ring, armed */
+	struct ibv_wc *ring;
+	uint32_t size, head, count;
+	bool armed, solicited_only;
+	int nqps;			/* QPs using it: destroy gives EBUSY */
+};
+
+struct sv_swqe {
+	uint64_t wr_id;
+	enum ibv_wr_opcode opcode;
+	unsigned int send_flags;
+	uint32_t imm;			/* as posted (network order) */
+	uint64_t raddr;
+	uint32_t rkey;
+	uint32_t num_sge;
+	struct ibv_sge *sge;		/* points into the QP's sge pool */
+	uint8_t *inline_buf;		/* copy of inline data, or NULL */
+	uint64_t len;
+	uint32_t psn;
+	uint64_t post_ns;
+};
+
+struct sv_rwqe {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	struct ibv_sge *sge;
+};
+
+struct sv_conn;
+
+struct sv_qp {
+	struct ibv_qp ibqp;
+	struct sv_context *ctx;
+	struct sv_cq *scq, *rcq;
+	bool sq_sig_all;
+	struct ibv_qp_cap cap;
+	struct ibv_qp_attr attr;	/* as last modified */
+	int ordinal;			/* n-th QP of this process, from 1 */
+
+	/* Send queue: monotonic counters, slot = counter % sq_size.
+	 * [sq_head, sq_send) sent and waiting for a response,
+	 * [sq_send, sq_tail) posted and not yet sent. */
+	struct sv_swqe *sq;
+	struct ibv_sge *sq_sge;
+	uint8_t *sq_inline;
+	uint32_t sq_size;
+	uint64_t sq_head, sq_send, sq_tail;
+	uint32_t next_psn;
+
+	struct sv_rwqe *rq;
+	struct ibv_sge *rq_sge;
+	uint32_t rq_size;
+	uint64_t rq_head, rq_tail;
+
+	struct sv_conn *out;		/* our requests go here */
+	bool path_dead;			/* peer unreachable or gone */
+	uint64_t dead_ns;
+	uint64_t rnr_until_ns;
+	int rnr_left;
+
+	uint16_t sport;
+	int uplink;
+	struct sv_stats_qp *stats;
+	uint64_t bytes_sent;		/* for the link-cut fault */
+
+	int refs;			/* threads copying for this QP */
+	bool destroyed;
+	struct sv_qp *next;
+	char qpfile[PATH_MAX];
+};
+
+/* Wire message header; payload (if any) follows. Host byte order: every
+ * peer is on this host. */
+enum sv_op {
+	SV_OP_HELLO = 1,	/* requester -> responder: bind connection */
+	SV_OP_SEND,
+	SV_OP_SEND_IMM,
+	SV_OP_WRITE,
+	SV_OP_WRITE_IMM,
+	SV_OP_READ_REQ,
+	SV_OP_ACK,		/* responder -> requester */
+	SV_OP_NAK,
+	SV_OP_READ_RESP,
+};
+
+enum sv_nak {
+	SV_NAK_RNR = 1,
+	SV_NAK_ACCESS,		/* -> IBV_WC_REM_ACCESS_ERR */
+	SV_NAK_INV_REQ,		/* -> IBV_WC_REM_INV_REQ_ERR */
+	SV_NAK_OP_ERR,		/* -> IBV_WC_REM_OP_ERR */
+	SV_NAK_DEAD,		/* responder QP gone or in error: path dead */
+};
+
+#define SV_WIRE_MAGIC 0x53567631u	/* "SVv1" */
+#define SV_HDR_SOLICITED 1
+
+struct sv_hdr {
+	uint32_t magic;
+	uint8_t op;
+	uint8_t flags;
+	uint8_t nak;
+	uint8_t rnr_timer;
+	uint32_t psn;
+	uint32_t imm;
+	uint32_t rkey;
+	uint32_t src_qpn;
+	uint32_t dst_qpn;
+	uint16_t lid;
+	uint8_t is_global;
+	uint8_t link_layer;
+	uint64_t raddr;
+	uint64_t len;
+	uint8_t gid[16];
+};
+
+struct sv_conn {
+	int fd;
+	int refs;
+	bool outbound;
+	bool dead;
+	struct sv_qp *qp;		/* bound QP, NULL until HELLO */
+	bool rnr_wait;			/* responder dropping until wait_psn */
+	uint32_t wait_psn;
+	int pending;			/* queued responses not yet written */
+	struct sv_conn *next;
+};
+
+struct sv_resp {
+	struct sv_conn *conn;
+	struct sv_hdr hdr;
+	void *data;			/* READ response source, or NULL */
+	struct sv_qp *qp;		/* for stats, pinned while queued */
+	struct sv_resp *next;
+};
+
+struct sv_config {
+	char fabric[128];			/* short: Unix socket paths are under it */
+	double time_scale;
+	int uplinks;
+	uint64_t uplink_rate[SV_STATS_MAX_UPLINKS];	/* bytes/s, 0 = none */
+	uint64_t uplink_delay_us[SV_STATS_MAX_UPLINKS];
+	uint64_t fault_cut_bytes;	/* 0 = off */
+	int fault_cut_qp;		/* ordinal, 0 = every QP */
+	long fault_fail_reg;		/* n-th registration fails */
+	long fault_remote_access;	/* n-th incoming RDMA op fails */
+	long fault_port_down_ms;	/* -1 = off */
+	long fault_port_up_ms;		/* -1 = off */
+	bool debug;
+};
+
+struct sv_engine {
+	pthread_mutex_t lock;
+	pthread_cond_t tx_cond;		/* tx work or shutdown */
+	pthread_cond_t idle_cond;	/* qp->refs or conn->pending dropped */
+	int users;			/* open contexts */
+	bool stop;
+	pthread_t rx_thread, tx_thread;
+	int listen_fd;
+	int wake[2];			/* wakes the rx thread's poll() */
+	char ep_path[108];
+	struct sv_conn *conns;
+	struct sv_qp *qps;
+	struct sv_resp *resp_head, *resp_tail;
+	struct sv_mr *mr_hash[1024];
+	uint32_t next_key;
+	int nqp_created;
+	long nreg, nremote_ops;
+	uint64_t start_ns;
+	bool port_down_done, port_up_done;
+	struct sv_context *ctxs[64];	/* for async port events */
+	int nctx;
+	struct sv_stats_file *stats;
+	size_t stats_len;
+	char stats_path[PATH_MAX];
+	struct sv_config cfg;
+	uint64_t ul_next_ns[SV_STATS_MAX_UPLINKS];	/* rate limiter */
+};
+
+extern struct sv_engine sv_eng;
+
+/* sv_util.c */
+uint64_t sv_now_ns(void);
+void sv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void sv_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int sv_write_full(int fd, const void *buf, size_t len);
+int sv_read_full(int fd, void *buf, size_t len);
+int sv_writev_full(int fd, struct iovec *iov, int iovcnt);
+int sv_readv_full(int fd, struct iovec *iov, int iovcnt);
+int sv_drain(int fd, uint64_t len);
+uint64_t sv_hash64(uint64_t x);
+
+/* sv_config.c */
+void sv_config_load(struct sv_config *cfg);
+uint64_t sv_qp_timeout_ns(const struct ibv_qp_attr *attr);
+uint64_t sv_rnr_delay_ns(uint8_t min_rnr_timer);
+
+/* sv_device.c */
+struct sv_device *sv_devices(int *n);
+int sv_port_check(struct sv_device *dev, uint8_t port);
+void sv_async_event(struct sv_context *ctx, enum ibv_event_type type, void *elem,
+		    int port);
+void sv_set_port_state(enum ibv_port_state state);
+
+/* sv_mr.c */
+struct sv_mr *sv_mr_lookup(uint32_t key);
+/* Returns the host address for [addr, addr+len) of an MR, or NULL. */
+void *sv_mr_translate(struct sv_mr *mr, uint64_t addr, uint64_t len, bool by_iova);
+
+/* sv_cq.c */
+void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc);
+int sv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+int sv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+
+/* sv_qp.c */
+int sv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+int sv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+struct sv_qp *sv_qp_find(uint32_t qpn);
+void sv_qp_to_error(struct sv_qp *qp);
+void sv_qp_complete_send(struct sv_qp *qp, enum ibv_wc_status status);
+bool sv_qp_pop_recv(struct sv_qp *qp, struct sv_rwqe *out);
+void sv_qp_complete_recv(struct sv_qp *qp, const struct sv_rwqe *r,
+			 enum ibv_wc_status status, enum ibv_wc_opcode op,
+			 uint32_t byte_len, const struct sv_hdr *h);
+void sv_qp_put(struct sv_qp *qp);
+void sv_qp_addr(struct sv_qp *qp, uint32_t *sip, uint32_t *dip);
+
+/* sv_wire.c */
+int sv_engine_get(struct sv_context *ctx);
+void sv_engine_put(struct sv_context *ctx);
+void sv_conn_put(struct sv_conn *c);
+void sv_conn_kill(struct sv_conn *c);
+void sv_queue_resp(struct sv_conn *c, struct sv_hdr *h, void *data, struct sv_qp *qp);
+void sv_wake_rx(void);
+
+/* sv_fabric.c */
+int sv_fabric_init(void);
+int sv_qpn_alloc(const char *ep_path, uint32_t *qpn, char *file, size_t filelen);
+void sv_qpn_free(const char *file);
+int sv_qpn_endpoint(uint32_t qpn, char *ep, size_t eplen);
+uint16_t sv_rocev2_sport(uint32_t lqpn, uint32_t rqpn, uint32_t flow_label);
+int sv_uplink_of(uint32_t sip, uint32_t dip, uint16_t sport, int nuplinks);
+void sv_uplink_pace(int uplink, uint64_t bytes);
+
+/* sv_stats.c */
+int sv_stats_open(void);
+void sv_stats_close(void);
+struct sv_stats_qp *sv_stats_qp_slot(uint32_t qpn);
+void sv_stats_uplink_add(int uplink, uint64_t bytes);
+
+#endif

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+/* softverbs: the per-process stats file (layout in sv_stats.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+
+#include "tests/softverbs/sv_internal.h"
+
+int sv_stats_open(void)
+{
+	static int seq;
+	size_t len = sizeof(struct sv_stats_file);
+	void *p;
+	int fd;
+
+	snprintf(sv_eng.stats_path, sizeof(sv_eng.stats_path), "%s/stats/%d.%d.stat",
+		 sv_eng.cfg.fabric, (int)getpid(), ++seq);
+	fd = open(sv_eng.stats_path, O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		sv_log("cannot create stats file %s: %s", sv_eng.stats_path, strerror(errno));
+		return -1;
+	}
+	if (ftruncate(fd, (off_t)len)) {
+		close(fd);
+		unlink(sv_eng.stats_path);
+		return -1;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED) {
+		unlink(sv_eng.stats_path);
+		return -1;
+	}
+	sv_eng.stats = p;
+	sv_eng.stats_len = len;
+	sv_eng.stats->version = SV_STATS_VERSION;
+	sv_eng.stats->pid = (int32_t)getpid();
+	sv_eng.stats->nuplinks = (uint32_t)sv_eng.cfg.uplinks;
+	__atomic_store_n(&sv_eng.stats->magic, SV_STATS_MAGIC, __ATOMIC_RELEASE);
+	return 0;
+}
+
+void sv_stats_close(void)
+{
+	if (!sv_eng.stats)
+		return;
+	munmap(sv_eng.stats, sv_eng.stats_len);
+	unlink(sv_eng.stats_path);
+	sv_eng.stats = NULL;
+}
+
+/* Called with sv_eng.lock held. NULL when the table is full (no stats). */
+struct sv_stats_qp *sv_stats_qp_slot(uint32_t qpn)
+{
+	if (!sv_eng.stats)
+		return NULL;
+	for (int i = 0; i < SV_STATS_MAX_QPS; i++) {
+		struct sv_stats_qp *s = &sv_eng.stats->qp[i];
+
+		if (s->qpn == 0) {
+			memset(s, 0, sizeof(*s));
+			s->uplink = -1;
+			__atomic_store_n(&s->qpn, qpn, __ATOMIC_RELEASE);
+			return s;
+		}
+	}
+	return NULL;
+}
+
+void sv_stats_uplink_add(int uplink, uint64_t bytes)
+{
+	if (!sv_eng.stats || uplink < 0 || uplink >= SV_STATS_MAX_UPLINKS)
+		return;
+	__atomic_fetch_add(&sv_eng.stats->uplink[uplink].tx_bytes, bytes, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&sv_eng.stats->uplink[uplink].tx_msgs, 1, __ATOMIC_RELAXED);
+}

@@ -12,7 +12,7 @@ SV_LIB_OBJS := $(SV_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 
 SV_TEST_NAMES :=
 SV_TEST_BINS := $(addprefix $(SV_OUT)/,$(SV_TEST_NAMES))
-SV_TEST_SCRIPTS :=
+SV_TEST_SCRIPTS := $(SV_DIR)/test_sv_utils.sh
 
 ALL_TARGETS += $(SV_LIB) $(SV_STAT)
 TESTS += $(SV_TEST_BINS) $(SV_TEST_SCRIPTS)

@@ -304,12 +304,18 @@ def no_gpu():
     return m
 
 
+def no_pci():
+    """A VM or container that shows no PCI at all (and so no GPU, no NIC to hwloc)."""
+    return Machine(sockets=1)
+
+
 FIXTURES = {
     "8gpu-nic-per-pair.xml": eight_gpu_nic_per_pair,
     "8gpu-4efa-per-gpu.xml": eight_gpu_four_efa,
     "2socket-remote-nics.xml": two_socket_remote_nics,
     "no-nic.xml": no_nic,
     "no-gpu.xml": no_gpu,
+    "no-pci.xml": no_pci,
 }
 
 

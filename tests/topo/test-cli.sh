@@ -70,6 +70,7 @@ expect 2socket-remote-nics.xml 7 "rail 0   mlx5_0 SYS/10, mlx5_1 SYS/10" \
 	"WARNING: rail 0 mixes NIC PCIe link speeds"
 expect no-nic.xml 1 "WARNING: no NIC found at all"
 expect no-gpu.xml 0 "note: no GPU found"
+expect no-pci.xml 1 "note: hwloc saw no PCI devices"
 expect hwloc-2socket-3gpu-mlx5.xml 1 "0000:03:00.0         rail 0   mlx5_0 SYS/8"
 
 # This machine: works whatever it has.

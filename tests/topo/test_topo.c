@@ -399,6 +399,21 @@ static void test_hwloc_real(void **state)
 	braid_topo_free(t);
 }
 
+/* Nothing on PCI (a bare VM): loads, and says what it could not see. */
+static void test_no_pci(void **state)
+{
+	static const struct want_warn warns[] = { { W_NO_RDMA, -1, -1, -1 } };
+	struct braid_topo *t = load_ok(DIR "no-pci.xml");
+
+	(void)state;
+	check_gpus(t, NULL, 0);
+	check_nics(t, NULL, 0);
+	check_warnings(t, warns, N(warns));
+	assert_true(has_note(t, "hwloc saw no PCI devices"));
+	assert_true(has_note(t, "no GPU found"));
+	braid_topo_free(t);
+}
+
 static void test_bus_id_parse(void **state)
 {
 	char out[16];
@@ -617,6 +632,7 @@ int main(void)
 		cmocka_unit_test(test_no_nic),
 		cmocka_unit_test(test_no_gpu),
 		cmocka_unit_test(test_hwloc_real),
+		cmocka_unit_test(test_no_pci),
 		cmocka_unit_test(test_bus_id_parse),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_env),

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+/* braid: one command, subcommands in their own files (tools/cmds.h). */
+#include "tools/cmds.h"
+
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+};
+
+static const struct command commands[] = {
+	{ "version", braid_cmd_version, "braid's version and what the plugin .so exports" },
+	{ "perf", braid_cmd_perf, "bandwidth and latency between two processes through the "
+	  "plugin, as NCCL drives it" },
+#ifdef BRAID_HAVE_TOPO
+	{ "topo", braid_cmd_topo, "GPUs, NICs, rails and PCIe paths of this machine" },
+#endif
+};
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+int braid_self_path(char *buf, size_t len)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return 0;
+}
+
+void braid_default_plugin(char *buf, size_t len)
+{
+	char self[PATH_MAX], cand[PATH_MAX + 32];
+
+	if (braid_self_path(self, sizeof(self)) == 0) {
+		snprintf(cand, sizeof(cand), "%s/libnccl-net-braid.so", dirname(self));
+		if (access(cand, R_OK) == 0) {
+			snprintf(buf, len, "%s", cand);
+			return;
+		}
+	}
+	snprintf(buf, len, "libnccl-net-braid.so");
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: braid COMMAND [options]\n\ncommands:\n");
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\n`braid help COMMAND` or `braid COMMAND --help` for a command's options.\n");
+}
+
+static const struct command *find(const char *name)
+{
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		if (!strcmp(commands[i].name, name))
+			return &commands[i];
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	const struct command *c;
+
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version"))
+		return braid_cmd_version(1, (char *[]){ "version", NULL });
+	if (!strcmp(argv[1], "help")) {
+		if (argc < 3) {
+			usage(stdout);
+			return 0;
+		}
+		c = find(argv[2]);
+		if (!c) {
+			fprintf(stderr, "braid: no command '%s'\n\n", argv[2]);
+			usage(stderr);
+			return 2;
+		}
+		return c->run(2, (char *[]){ (char *)c->name, "--help", NULL });
+	}
+	c = find(argv[1]);
+	if (!c) {
+		fprintf(stderr, "braid: no command '%s'\n\n", argv[1]);
+		usage(stderr);
+		return 2;
+	}
+	return c->run(argc - 1, argv + 1);
+}

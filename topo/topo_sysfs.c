@@ -56,6 +56,21 @@ static void pci_from_device_link(struct braid_topo_nic_info *info, const char *d
 	}
 }
 
+/* An interface hwloc did not list, on the PCI device of a NIC it did: not a new NIC. */
+static struct braid_topo_nic_rec *nic_on_same_pci(struct braid_topo *t, const char *dir)
+{
+	struct braid_topo_nic_info info = { .numa_node = -1 };
+	int i;
+
+	pci_from_device_link(&info, dir);
+	if (!info.bus_id[0])
+		return NULL;
+	for (i = 0; i < t->nnics; i++)
+		if (!strcmp(t->nics[i].info.bus_id, info.bus_id))
+			return &t->nics[i];
+	return NULL;
+}
+
 static int add_sysfs_nic(struct braid_topo *t, const char *name, const char *dir,
 			 enum braid_topo_nic_kind kind)
 {
@@ -115,9 +130,13 @@ static int scan_class(struct braid_topo *t, const char *root, const char *cls)
 			if (!read_line(p, parent, sizeof(parent)) && !strcmp(parent, name))
 				n = &t->nics[i];
 		}
-		if (n)
+		if (!n)
+			n = nic_on_same_pci(t, sub);
+		if (n && !n->info.netdev[0] && n->info.kind != BRAID_TOPO_NIC_NETDEV)
 			snprintf(n->info.netdev, sizeof(n->info.netdev), "%s", name);
-		else
+		else if (n && n->naliases < BRAID_TOPO_MAX_ALIASES)
+			snprintf(n->aliases[n->naliases++], sizeof(n->aliases[0]), "%s", name);
+		else if (!n)
 			rc = add_sysfs_nic(t, name, sub, BRAID_TOPO_NIC_NETDEV);
 	}
 	closedir(d);

@@ -576,6 +576,10 @@ static void test_sysfs_virtual(void **state)
 	write_file(p, "1\n");
 	snprintf(p, sizeof(p), "%s/class/infiniband/mlx5_9/device", root);
 	assert_int_equal(symlink("../../../devices/pci0000:00/0000:00:05.0", p), 0);
+	/* mlx5_9's Ethernet interface: same PCI device, so its netdev. */
+	mkdirs(root, "class/net/enp0s5");
+	snprintf(p, sizeof(p), "%s/class/net/enp0s5/device", root);
+	assert_int_equal(symlink("../../../devices/pci0000:00/0000:00:05.0", p), 0);
 
 	assert_int_equal(braid_topo_scan_sysfs(t, root), 0);
 	braid_topo_sort(t);
@@ -585,6 +589,8 @@ static void test_sysfs_virtual(void **state)
 	assert_string_equal(pl.bus_id, "0000:00:05.0");
 	assert_int_equal(pl.numa_node, 1);
 	assert_non_null(strstr(pl.pci_path, "/devices/pci0000:00/0000:00:05.0"));
+	assert_int_equal(braid_topo_nic_place(t, "enp0s5", &pl), 0);
+	assert_string_equal(pl.bus_id, "0000:00:05.0");
 	assert_int_equal(braid_topo_nic_place(t, "rxe0", &pl), 0);
 	assert_string_equal(pl.bus_id, "");
 	assert_string_equal(pl.pci_path, "");

@@ -10,11 +10,11 @@ SV_LIB_SRCS := $(addprefix $(SV_DIR)/,sv_util.c sv_config.c sv_device.c sv_mr.c 
 	sv_qp.c sv_wire.c sv_fabric.c sv_stats.c sv_misc.c)
 SV_LIB_OBJS := $(SV_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 
-SV_TEST_NAMES :=
+SV_TEST_NAMES := test_sv_verbs
 SV_TEST_BINS := $(addprefix $(SV_OUT)/,$(SV_TEST_NAMES))
 SV_TEST_SCRIPTS := $(SV_DIR)/test_sv_utils.sh
 
-ALL_TARGETS += $(SV_LIB) $(SV_STAT)
+ALL_TARGETS += $(SV_LIB) $(SV_STAT) $(SV_TEST_BINS)
 TESTS += $(SV_TEST_BINS) $(SV_TEST_SCRIPTS)
 
 $(SV_LIB): $(SV_LIB_OBJS) $(SV_DIR)/libibverbs.map

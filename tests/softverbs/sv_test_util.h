@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/* softverbs tests: shared helpers (plain verbs, no softverbs internals). */
+#ifndef SV_TEST_UTIL_H
+#define SV_TEST_UTIL_H
+
+#include <infiniband/verbs.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* One side of a connection: its device context and objects. */
+struct svt_end {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_comp_channel *ch;
+	struct ibv_qp *qp;
+	bool roce;
+};
+
+/* What a peer needs to connect to a QP (exchanged across processes). */
+struct svt_addr {
+	uint32_t qpn;
+	uint16_t lid;
+	union ibv_gid gid;
+};
+
+/* A private fabric directory per test process (removed by svt_fabric_done). */
+void svt_fabric_init(void);
+void svt_fabric_done(void);
+const char *svt_fabric(void);
+
+struct ibv_context *svt_open(const char *name);
+/* Open name, make a PD, a CQ (with a channel if want_channel) and an RC QP. */
+int svt_end_init(struct svt_end *e, const char *name, bool want_channel, int max_wr);
+void svt_end_fini(struct svt_end *e);
+void svt_addr_of(struct svt_end *e, int gid_index, struct svt_addr *a);
+/* RESET -> INIT -> RTR -> RTS towards a; access = QP access flags. */
+int svt_connect(struct svt_end *e, const struct svt_addr *a, int gid_index, int access,
+		uint8_t timeout, uint8_t retry_cnt, uint8_t rnr_retry);
+/* Connect two local QPs to each other with full remote access. */
+int svt_pair(struct svt_end *a, struct svt_end *b, const char *dev);
+
+/* Poll one completion, waiting at most ms; 0 on success, -1 on timeout. */
+int svt_wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, int ms);
+/* True if no completion arrives within ms. */
+bool svt_no_wc(struct ibv_cq *cq, int ms);
+
+int svt_post_rdma(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id, void *buf,
+		  uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm,
+		  unsigned int flags);
+int svt_post_recv(struct ibv_qp *qp, uint64_t wr_id, void *buf, uint32_t len, uint32_t lkey);
+
+uint64_t svt_now_ms(void);
+
+#endif

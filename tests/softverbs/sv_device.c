@@ -498,8 +498,12 @@ struct sv_async_msg {
 void sv_async_event(struct sv_context *ctx, enum ibv_event_type type, void *elem,
 		    int port)
 {
-	struct sv_async_msg m = { .type = type, .elem = elem, .port = port };
+	struct sv_async_msg m;
 
+	memset(&m, 0, sizeof(m));	/* no uninitialised padding into the pipe */
+	m.type = type;
+	m.elem = elem;
+	m.port = port;
 	if (write(ctx->async_wfd, &m, sizeof(m)) != (ssize_t)sizeof(m))
 		sv_log("async event %d lost (pipe full)", (int)type);
 }

@@ -116,7 +116,7 @@ static void test_qp_state_machine(void **state)
 	struct svt_addr ba;
 	struct ibv_qp_attr at;
 	struct ibv_qp_init_attr ia;
-	char buf[8];
+	char buf[8] = { 0 };
 
 	assert_int_equal(svt_end_init(&a, "svroce0", false, 8), 0);
 	assert_int_equal(svt_end_init(&b, "svroce0", false, 8), 0);
@@ -393,7 +393,7 @@ static void check_access_error(enum ibv_wr_opcode op, int mr_access, int qp_acce
 {
 	struct svt_end a, b;
 	struct svt_addr aa, ba;
-	char src[4096], dst[4096];
+	char src[4096] = { 0 }, dst[4096] = { 0 };
 	struct ibv_mr *smr, *dmr;
 	struct ibv_qp_attr at;
 	struct ibv_qp_init_attr ia;
@@ -457,7 +457,7 @@ static void test_rnr(void **state)
 {
 	struct svt_end a, b;
 	struct svt_addr aa, ba;
-	char buf[64];
+	char buf[64] = { 0 };
 	struct ibv_mr *mr;
 	uint64_t t0;
 
@@ -507,7 +507,7 @@ static void test_rnr(void **state)
 static void test_flush_on_error(void **state)
 {
 	struct svt_end a, b;
-	char buf[64];
+	char buf[64] = { 0 };
 	struct ibv_mr *mr;
 	struct ibv_qp_attr at = { .qp_state = IBV_QPS_ERR };
 	struct ibv_wc wc;
@@ -535,7 +535,7 @@ static void test_flush_on_error(void **state)
 static void test_local_errors(void **state)
 {
 	struct svt_end a, b;
-	char buf[64], big[256];
+	char buf[64] = { 0 }, big[256] = { 0 };
 	struct ibv_mr *mr, *bmr, *ro;
 	struct ibv_async_event ev;
 
@@ -584,7 +584,7 @@ static void test_unreachable_peer(void **state)
 {
 	struct svt_end a;
 	struct svt_addr nobody;
-	char buf[64];
+	char buf[64] = { 0 };
 	struct ibv_mr *mr;
 	uint64_t t0;
 
@@ -611,7 +611,7 @@ static void test_wrong_gid_is_unreachable(void **state)
 {
 	struct svt_end a, b;
 	struct svt_addr ba;
-	char buf[64];
+	char buf[64] = { 0 };
 	struct ibv_mr *mr;
 
 	/* Right QPN, wrong GID: the responder refuses the connection. */
@@ -634,7 +634,7 @@ static void test_completion_channel(void **state)
 {
 	struct svt_end a, b;
 	struct svt_addr aa, ba;
-	char buf[64];
+	char buf[64] = { 0 };
 	struct ibv_mr *mr, *bmr;
 	struct pollfd pfd;
 	struct ibv_cq *ev_cq;

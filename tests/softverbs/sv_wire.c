@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -934,12 +935,63 @@ static void *tx_main(void *arg)
 
 /* ---- engine lifecycle ---- */
 
+/*
+ * fork(): the child has none of the engine's threads, so it must not believe
+ * an engine runs. Like real verbs, inherited objects are unusable in the
+ * child; it may open devices afresh. Its copies of the parent's sockets are
+ * only closed (not shut down, which would cut the parent's connections) and
+ * the parent's files are left alone.
+ */
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&sv_eng.lock);
+}
+
+static void atfork_parent(void)
+{
+	pthread_mutex_unlock(&sv_eng.lock);
+}
+
+static void atfork_child(void)
+{
+	for (struct sv_conn *c = sv_eng.conns; c; c = c->next)
+		close(c->fd);
+	if (sv_eng.listen_fd >= 0)
+		close(sv_eng.listen_fd);
+	for (int i = 0; i < 2; i++)
+		if (sv_eng.wake[i] >= 0)
+			close(sv_eng.wake[i]);
+	if (sv_eng.stats)
+		munmap(sv_eng.stats, sv_eng.stats_len);
+	/* The parent's objects stay allocated but unreachable in the child. */
+	sv_eng.conns = NULL;
+	sv_eng.qps = NULL;
+	sv_eng.resp_head = sv_eng.resp_tail = NULL;
+	memset(sv_eng.mr_hash, 0, sizeof(sv_eng.mr_hash));
+	sv_eng.stats = NULL;
+	sv_eng.listen_fd = -1;
+	sv_eng.wake[0] = sv_eng.wake[1] = -1;
+	sv_eng.users = 0;
+	sv_eng.nctx = 0;
+	sv_eng.stop = false;
+	pthread_mutex_init(&sv_eng.lock, NULL);
+	pthread_cond_init(&sv_eng.tx_cond, NULL);
+	pthread_cond_init(&sv_eng.idle_cond, NULL);
+}
+
+static void register_atfork(void)
+{
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
 static int engine_start(void)
 {
 	static int seq;
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	int n;
 
+	pthread_once(&once, register_atfork);
 	sv_config_load(&sv_eng.cfg);
 	if (sv_fabric_init())
 		return -1;

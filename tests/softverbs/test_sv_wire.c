@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softverbs cmocka tests, two processes: bulk RDMA (1 GiB of 32 MiB WRITEs,
+ * 32 in flight, then READs) with its speed printed, and peer death turning
+ * outstanding WRs into IBV_WC_RETRY_EXC_ERR after the scaled QP timeout.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+#include "tests/softverbs/sv_test_util.h"
+
+#define ACC_ALL (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
+#define MSG (32u << 20)
+#define INFLIGHT 32
+
+struct xchg {
+	struct svt_addr addr;
+	uint64_t buf;
+	uint32_t rkey;
+};
+
+static pid_t child = -1;
+
+static int group_setup(void **state)
+{
+	svt_fabric_init();
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	svt_fabric_done();
+	return 0;
+}
+
+/* Reap the child, killing it if it does not end within ms. */
+static int reap(int ms)
+{
+	int st = 0;
+
+	for (int i = 0; i < ms / 10; i++) {
+		if (waitpid(child, &st, WNOHANG) == child) {
+			child = -1;
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		}
+		usleep(10000);
+	}
+	kill(child, SIGKILL);
+	waitpid(child, &st, 0);
+	child = -1;
+	return -1;
+}
+
+static int teardown_child(void **state)
+{
+	if (child > 0)
+		reap(0);
+	return 0;
+}
+
+static bool xread(int fd, void *p, size_t n)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+	return poll(&pfd, 1, 20000) == 1 && read(fd, p, n) == (ssize_t)n;
+}
+
+static uint8_t pattern(size_t i)
+{
+	return (uint8_t)((i * 131) ^ (i >> 13));
+}
+
+/* Child of the bulk test: target of WRITEs and READs. */
+static int bulk_target(int sock)
+{
+	struct svt_end e;
+	struct xchg mine, peer;
+	uint8_t *buf = malloc(MSG);
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	char c;
+
+	if (!buf || svt_end_init(&e, "svroce0", false, 64))
+		return 10;
+	mr = ibv_reg_mr(e.pd, buf, MSG, ACC_ALL);
+	if (!mr)
+		return 11;
+	svt_addr_of(&e, 3, &mine.addr);
+	mine.buf = (uintptr_t)buf;
+	mine.rkey = mr->rkey;
+	if (write(sock, &mine, sizeof(mine)) != sizeof(mine) || !xread(sock, &peer, sizeof(peer)))
+		return 12;
+	if (svt_connect(&e, &peer.addr, 3, ACC_ALL, 14, 7, 7) || svt_post_recv(e.qp, 1, NULL, 0, 0))
+		return 13;
+	if (write(sock, "r", 1) != 1)
+		return 14;
+	/* The last WRITE carries an immediate: all data is in place by then. */
+	if (svt_wait_wc(e.cq, &wc, 60000) || wc.status != IBV_WC_SUCCESS ||
+	    wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || be32toh(wc.imm_data) != 0xfeed)
+		return 15;
+	for (size_t i = 0; i < MSG; i++)
+		if (buf[i] != pattern(i))
+			return 16;
+	if (write(sock, "d", 1) != 1 || !xread(sock, &c, 1))	/* wait for the READs */
+		return 17;
+	ibv_dereg_mr(mr);
+	svt_end_fini(&e);
+	free(buf);
+	return 0;
+}
+
+static void test_bulk_two_processes(void **state)
+{
+	struct svt_end e;
+	struct xchg mine, peer;
+	uint8_t *src = malloc(MSG), *back = malloc(MSG);
+	struct ibv_mr *mr, *bmr;
+	struct ibv_wc wc;
+	int sv[2];
+	uint64_t t0, t1, t2;
+	char c;
+
+	assert_non_null(src);
+	assert_non_null(back);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		close(sv[0]);
+		_exit(bulk_target(sv[1]));
+	}
+	close(sv[1]);
+	for (size_t i = 0; i < MSG; i++)
+		src[i] = pattern(i);
+	assert_int_equal(svt_end_init(&e, "svroce0", false, 64), 0);
+	mr = ibv_reg_mr(e.pd, src, MSG, IBV_ACCESS_LOCAL_WRITE);
+	bmr = ibv_reg_mr(e.pd, back, MSG, IBV_ACCESS_LOCAL_WRITE);
+	assert_non_null(mr);
+	assert_non_null(bmr);
+	svt_addr_of(&e, 3, &mine.addr);
+	assert_int_equal(write(sv[0], &mine, sizeof(mine)), sizeof(mine));
+	assert_true(xread(sv[0], &peer, sizeof(peer)));
+	assert_int_equal(svt_connect(&e, &peer.addr, 3, ACC_ALL, 14, 7, 7), 0);
+	assert_true(xread(sv[0], &c, 1));
+
+	/* 1 GiB: 32 WRITEs of 32 MiB, all in flight; the last with imm. */
+	t0 = svt_now_ms();
+	for (int i = 0; i < INFLIGHT; i++) {
+		bool last = i == INFLIGHT - 1;
+
+		assert_int_equal(svt_post_rdma(e.qp, last ? IBV_WR_RDMA_WRITE_WITH_IMM :
+							    IBV_WR_RDMA_WRITE,
+					       (uint64_t)i, src, MSG, mr->lkey, peer.buf,
+					       peer.rkey, 0xfeed, IBV_SEND_SIGNALED), 0);
+	}
+	for (int i = 0; i < INFLIGHT; i++) {
+		assert_int_equal(svt_wait_wc(e.cq, &wc, 60000), 0);
+		assert_int_equal(wc.status, IBV_WC_SUCCESS);
+		assert_int_equal(wc.wr_id, (uint64_t)i);
+	}
+	t1 = svt_now_ms();
+	assert_true(xread(sv[0], &c, 1));
+	assert_int_equal(c, 'd');
+
+	/* 256 MiB of READs, 8 in flight. */
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(svt_post_rdma(e.qp, IBV_WR_RDMA_READ, 100 + (uint64_t)i, back,
+					       MSG, bmr->lkey, peer.buf, peer.rkey, 0,
+					       IBV_SEND_SIGNALED), 0);
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(svt_wait_wc(e.cq, &wc, 60000), 0);
+		assert_int_equal(wc.status, IBV_WC_SUCCESS);
+		assert_int_equal(wc.opcode, IBV_WC_RDMA_READ);
+	}
+	t2 = svt_now_ms();
+	assert_memory_equal(src, back, MSG);
+	printf("softverbs: 1 GiB RDMA WRITE between two processes in %.2f s (%.2f GB/s); "
+	       "256 MiB RDMA READ in %.2f s\n", (double)(t1 - t0) / 1000,
+	       1.073741824 / ((double)(t1 - t0 + 1) / 1000), (double)(t2 - t1) / 1000);
+	assert_true(t1 - t0 < 30000);
+	assert_int_equal(write(sv[0], "x", 1), 1);
+	assert_int_equal(reap(20000), 0);
+	ibv_dereg_mr(mr);
+	ibv_dereg_mr(bmr);
+	svt_end_fini(&e);
+	close(sv[0]);
+	free(src);
+	free(back);
+}
+
+/* Child that connects, then dies without cleaning up. */
+static int doomed_peer(int sock)
+{
+	struct svt_end e;
+	struct xchg mine, peer;
+	static char buf[1 << 20];
+	struct ibv_mr *mr;
+	char c;
+
+	if (svt_end_init(&e, "svroce0", false, 64))
+		return 10;
+	mr = ibv_reg_mr(e.pd, buf, sizeof(buf), ACC_ALL);
+	svt_addr_of(&e, 3, &mine.addr);
+	mine.buf = (uintptr_t)buf;
+	mine.rkey = mr ? mr->rkey : 0;
+	if (write(sock, &mine, sizeof(mine)) != sizeof(mine) || !xread(sock, &peer, sizeof(peer)))
+		return 12;
+	if (svt_connect(&e, &peer.addr, 3, ACC_ALL, 14, 7, 7) || write(sock, "r", 1) != 1)
+		return 13;
+	xread(sock, &c, 1);
+	_exit(0);	/* no destroy, no close: the process just goes */
+}
+
+static void test_peer_death(void **state)
+{
+	struct svt_end e;
+	struct xchg mine, peer;
+	static char src[1 << 20];
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	int sv[2], ok = 0, err = 0;
+	uint64_t t0, dt;
+	char c;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		close(sv[0]);
+		_exit(doomed_peer(sv[1]));
+	}
+	close(sv[1]);
+	assert_int_equal(svt_end_init(&e, "svroce0", false, 64), 0);
+	mr = ibv_reg_mr(e.pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
+	svt_addr_of(&e, 3, &mine.addr);
+	assert_int_equal(write(sv[0], &mine, sizeof(mine)), sizeof(mine));
+	assert_true(xread(sv[0], &peer, sizeof(peer)));
+	/* timeout 20, retry_cnt 7: 4.3 s * 8 tries, scaled by 0.01 = 344 ms. */
+	assert_int_equal(svt_connect(&e, &peer.addr, 3, ACC_ALL, 20, 7, 7), 0);
+	assert_true(xread(sv[0], &c, 1));
+
+	/* Traffic while the peer dies: some WRITEs may land, then the first
+	 * that cannot gets RETRY_EXC_ERR and the rest are flushed. */
+	for (int i = 0; i < 16; i++)
+		assert_int_equal(svt_post_rdma(e.qp, IBV_WR_RDMA_WRITE, (uint64_t)i, src,
+					       sizeof(src), mr->lkey, peer.buf, peer.rkey, 0,
+					       IBV_SEND_SIGNALED), 0);
+	assert_int_equal(write(sv[0], "k", 1), 1);
+	assert_int_equal(reap(10000), 0);
+	t0 = svt_now_ms();
+	for (int i = 0; i < 16; i++) {
+		assert_int_equal(svt_wait_wc(e.cq, &wc, 10000), 0);
+		assert_int_equal(wc.wr_id, (uint64_t)i);
+		if (wc.status == IBV_WC_SUCCESS) {
+			assert_int_equal(err, 0);
+			ok++;
+		} else if (wc.status == IBV_WC_RETRY_EXC_ERR) {
+			assert_int_equal(err, 0);
+			err++;
+		} else {
+			assert_int_equal(wc.status, IBV_WC_WR_FLUSH_ERR);
+			assert_int_equal(err, 1);
+		}
+	}
+	if (!err) {
+		/* Everything landed before the death: a new WR finds it. */
+		t0 = svt_now_ms();
+		assert_int_equal(svt_post_rdma(e.qp, IBV_WR_RDMA_WRITE, 99, src, 64, mr->lkey,
+					       peer.buf, peer.rkey, 0, IBV_SEND_SIGNALED), 0);
+		assert_int_equal(svt_wait_wc(e.cq, &wc, 10000), 0);
+		assert_int_equal(wc.status, IBV_WC_RETRY_EXC_ERR);
+	}
+	dt = svt_now_ms() - t0;
+	printf("softverbs: %d WRITEs landed; retry exceeded after %llu ms\n", ok,
+	       (unsigned long long)dt);
+	assert_true(dt < 5000);
+	/* After the error the QP is in ERR: new WRs are flushed. */
+	assert_int_equal(svt_post_rdma(e.qp, IBV_WR_RDMA_WRITE, 100, src, 64, mr->lkey,
+				       peer.buf, peer.rkey, 0, IBV_SEND_SIGNALED), 0);
+	assert_int_equal(svt_wait_wc(e.cq, &wc, 5000), 0);
+	assert_int_equal(wc.status, IBV_WC_WR_FLUSH_ERR);
+	ibv_dereg_mr(mr);
+	svt_end_fini(&e);
+	close(sv[0]);
+}
+
+static void test_timeout_scaling(void **state)
+{
+	struct svt_end e;
+	struct xchg mine, peer;
+	char src[64] = { 0 };
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	int sv[2];
+	uint64_t t0, dt;
+	char c;
+
+	/* Peer gone before anything is sent: the WR fails after the whole
+	 * scaled budget, 4.096 us * 2^20 * 8 * 0.01 = 344 ms. */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		close(sv[0]);
+		_exit(doomed_peer(sv[1]));
+	}
+	close(sv[1]);
+	assert_int_equal(svt_end_init(&e, "svroce0", false, 8), 0);
+	mr = ibv_reg_mr(e.pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
+	svt_addr_of(&e, 3, &mine.addr);
+	assert_int_equal(write(sv[0], &mine, sizeof(mine)), sizeof(mine));
+	assert_true(xread(sv[0], &peer, sizeof(peer)));
+	assert_int_equal(svt_connect(&e, &peer.addr, 3, ACC_ALL, 20, 7, 7), 0);
+	assert_true(xread(sv[0], &c, 1));
+	assert_int_equal(write(sv[0], "k", 1), 1);
+	assert_int_equal(reap(10000), 0);
+	t0 = svt_now_ms();
+	assert_int_equal(svt_post_rdma(e.qp, IBV_WR_SEND, 1, src, 8, mr->lkey, 0, 0, 0,
+				       IBV_SEND_SIGNALED), 0);
+	assert_int_equal(svt_wait_wc(e.cq, &wc, 10000), 0);
+	dt = svt_now_ms() - t0;
+	assert_int_equal(wc.status, IBV_WC_RETRY_EXC_ERR);
+	assert_true(dt >= 300 && dt < 3000);
+	ibv_dereg_mr(mr);
+	svt_end_fini(&e);
+	close(sv[0]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_bulk_two_processes, teardown_child),
+		cmocka_unit_test_teardown(test_peer_death, teardown_child),
+		cmocka_unit_test_teardown(test_timeout_scaling, teardown_child),
+	};
+
+	signal(SIGPIPE, SIG_IGN);	/* a dead child shows as a failed read/write */
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

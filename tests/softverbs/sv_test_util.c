@@ -10,6 +10,7 @@
 #include "tests/softverbs/sv_test_util.h"
 
 static char fabric_dir[64];
+uint32_t svt_flow_label;
 
 void svt_fabric_init(void)
 {
@@ -137,6 +138,7 @@ int svt_connect(struct svt_end *e, const struct svt_addr *a, int gid_index, int 
 		at.ah_attr.grh.dgid = a->gid;
 		at.ah_attr.grh.sgid_index = (uint8_t)gid_index;
 		at.ah_attr.grh.hop_limit = 64;
+		at.ah_attr.grh.flow_label = svt_flow_label;
 	}
 	rc = ibv_modify_qp(e->qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 			   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |

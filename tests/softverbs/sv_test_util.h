@@ -52,4 +52,7 @@ int svt_post_recv(struct ibv_qp *qp, uint64_t wr_id, void *buf, uint32_t len, ui
 
 uint64_t svt_now_ms(void);
 
+/* GRH flow label svt_connect puts in the AV (RoCE); 0 by default. */
+extern uint32_t svt_flow_label;
+
 #endif

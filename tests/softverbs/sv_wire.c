@@ -1017,6 +1017,8 @@ static int engine_start(void)
 	sv_stats_open();	/* stats are optional: go on without */
 	sv_eng.next_key = (uint32_t)(sv_hash64(sv_now_ns() ^ (uint64_t)getpid()) & 0xffff) << 8;
 	sv_eng.start_ns = sv_now_ns();
+	sv_eng.nqp_created = 0;
+	sv_eng.nreg = sv_eng.nremote_ops = 0;
 	sv_eng.stop = false;
 	if (pthread_create(&sv_eng.rx_thread, NULL, rx_main, NULL))
 		goto fail;

@@ -86,7 +86,7 @@ static uint8_t pattern(size_t i)
 static int bulk_target(int sock)
 {
 	struct svt_end e;
-	struct xchg mine, peer;
+	struct xchg mine = { 0 }, peer;
 	uint8_t *buf = malloc(MSG);
 	struct ibv_mr *mr;
 	struct ibv_wc wc;
@@ -124,16 +124,14 @@ static int bulk_target(int sock)
 static void test_bulk_two_processes(void **state)
 {
 	struct svt_end e;
-	struct xchg mine, peer;
-	uint8_t *src = malloc(MSG), *back = malloc(MSG);
+	struct xchg mine = { 0 }, peer;
+	uint8_t *src, *back;
 	struct ibv_mr *mr, *bmr;
 	struct ibv_wc wc;
 	int sv[2];
 	uint64_t t0, t1, t2;
 	char c;
 
-	assert_non_null(src);
-	assert_non_null(back);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	child = fork();
 	assert_true(child >= 0);
@@ -142,6 +140,11 @@ static void test_bulk_two_processes(void **state)
 		_exit(bulk_target(sv[1]));
 	}
 	close(sv[1]);
+	/* Allocated after fork(), so the child owns nothing it cannot free. */
+	src = malloc(MSG);
+	back = malloc(MSG);
+	assert_non_null(src);
+	assert_non_null(back);
 	for (size_t i = 0; i < MSG; i++)
 		src[i] = pattern(i);
 	assert_int_equal(svt_end_init(&e, "svroce0", false, 64), 0);
@@ -204,7 +207,7 @@ static void test_bulk_two_processes(void **state)
 static int doomed_peer(int sock)
 {
 	struct svt_end e;
-	struct xchg mine, peer;
+	struct xchg mine = { 0 }, peer;
 	static char buf[1 << 20];
 	struct ibv_mr *mr;
 	char c;
@@ -226,7 +229,7 @@ static int doomed_peer(int sock)
 static void test_peer_death(void **state)
 {
 	struct svt_end e;
-	struct xchg mine, peer;
+	struct xchg mine = { 0 }, peer;
 	static char src[1 << 20];
 	struct ibv_mr *mr;
 	struct ibv_wc wc;
@@ -299,7 +302,7 @@ static void test_peer_death(void **state)
 static void test_timeout_scaling(void **state)
 {
 	struct svt_end e;
-	struct xchg mine, peer;
+	struct xchg mine = { 0 }, peer;
 	char src[64] = { 0 };
 	struct ibv_mr *mr;
 	struct ibv_wc wc;

@@ -12,7 +12,7 @@ SV_LIB_OBJS := $(SV_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 
 SV_TEST_NAMES := test_sv_verbs test_sv_wire test_sv_fabric
 SV_TEST_BINS := $(addprefix $(SV_OUT)/,$(SV_TEST_NAMES))
-SV_TEST_SCRIPTS := $(SV_DIR)/test_sv_utils.sh
+SV_TEST_SCRIPTS := $(SV_DIR)/test_sv_utils.sh $(SV_DIR)/test_sv_valgrind.sh
 
 ALL_TARGETS += $(SV_LIB) $(SV_STAT) $(SV_TEST_BINS)
 TESTS += $(SV_TEST_BINS) $(SV_TEST_SCRIPTS)

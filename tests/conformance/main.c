@@ -112,15 +112,18 @@ static int run_side(const struct options *o, const struct scenario *sc, int vers
 		if (r != ncclSuccess)
 			return conf_fail(&s, "init returned %s (%d)", netapi_result_str(r), r);
 	}
-	conf_step(&s, "devices");
-	r = api.devices(&api, &ndev);
-	if (r != ncclSuccess || ndev < 1 || o->dev >= ndev)
-		return conf_fail(&s, "devices returned %s (%d), %d devices; want device %d",
-				 netapi_result_str(r), r, ndev, o->dev);
-	r = api.get_props(&api, o->dev, &s.props);
-	if (r != ncclSuccess)
-		return conf_fail(&s, "getProperties(%d) returned %s (%d)", o->dev,
-				 netapi_result_str(r), r);
+	/* devices and properties need an init first; own-init scenarios go without them */
+	if (!sc->own_init) {
+		conf_step(&s, "devices");
+		r = api.devices(&api, &ndev);
+		if (r != ncclSuccess || ndev < 1 || o->dev >= ndev)
+			return conf_fail(&s, "devices returned %s (%d), %d devices; want "
+					 "device %d", netapi_result_str(r), r, ndev, o->dev);
+		r = api.get_props(&api, o->dev, &s.props);
+		if (r != ncclSuccess)
+			return conf_fail(&s, "getProperties(%d) returned %s (%d)", o->dev,
+					 netapi_result_str(r), r);
+	}
 	rc = sc->run(&s);
 	if (!sc->own_init) {
 		conf_step(&s, "finalize");

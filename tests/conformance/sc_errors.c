@@ -23,8 +23,9 @@ static int try_bad_handle(struct side *s, const char *what, const unsigned char 
 	int polls = 0;
 
 	conf_step(s, "connect(%s handle)", what);
+	/* One buffer for all calls, as NCCL: the plugin may keep its progress in it. */
+	memcpy(h, handle, sizeof(h));
 	for (;;) {
-		memcpy(h, handle, sizeof(h)); /* the plugin may scribble on its copy */
 		r = s->api->connect(s->api, s->ctx, s->dev, h, &sc);
 		polls++;
 		if (r != ncclSuccess || sc || now_s() - start > BAD_HANDLE_BOUND_S)
@@ -144,8 +145,9 @@ close:
 int sc_bad_handle(struct side *s)
 {
 	unsigned char good[NCCL_NET_HANDLE_MAXSIZE], bad[NCCL_NET_HANDLE_MAXSIZE];
-	static const int keep[] = { 0, 2, 4, 8, 16, 24, 32, 48, 64 };
+	static const int keep[] = { 0, 2, 4, 8, 16, 24, 32, 48, 64, 96 };
 	uint64_t st = s->seed;
+	int used;
 	void *lc = NULL;
 	ncclResult_t r;
 	int rc = 0;
@@ -165,13 +167,20 @@ int sc_bad_handle(struct side *s)
 	}
 	memset(bad, 0xff, sizeof(bad));
 	rc |= try_bad_handle(s, "all-0xff", bad);
-	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
+	/* Truncated: the first bytes of a valid handle, the rest lost (zero). Only cuts
+	 * inside the bytes the plugin uses make a bad handle. */
+	for (used = sizeof(good); used > 0 && !good[used - 1]; used--)
+		;
+	conf_log(s, "the plugin's handle uses %d of %d bytes", used, (int)sizeof(good));
+	for (size_t i = 0; i <= sizeof(keep) / sizeof(keep[0]); i++) {
+		int k = i < sizeof(keep) / sizeof(keep[0]) ? keep[i] : used - 1;
 		char what[64];
 
-		/* the first bytes of a valid handle, the rest lost */
+		if (k >= used || k < 0 || (i < sizeof(keep) / sizeof(keep[0]) && k == used - 1))
+			continue;
 		memset(bad, 0, sizeof(bad));
-		memcpy(bad, good, keep[i]);
-		snprintf(what, sizeof(what), "truncated-to-%d-bytes", keep[i]);
+		memcpy(bad, good, k);
+		snprintf(what, sizeof(what), "truncated-to-%d-bytes", k);
 		rc |= try_bad_handle(s, what, bad);
 	}
 	/* The good handle must still work after all that. */

@@ -143,10 +143,14 @@ struct sv_qp {
 	uint64_t rq_head, rq_tail;
 
 	struct sv_conn *out;		/* our requests go here */
-	bool path_dead;			/* peer unreachable or gone */
-	uint64_t dead_ns;
+	/* Path trouble (peer not reachable, not ready, gone): since when, and
+	 * when to try again. Cleared by the next response. */
+	uint64_t retry_since_ns;
+	uint64_t retry_at_ns;
+	bool link_cut;			/* fault injection: never reconnect */
 	uint64_t rnr_until_ns;
 	int rnr_left;
+	uint32_t resp_psn;		/* responder: next expected PSN */
 
 	uint16_t sport;
 	int uplink;
@@ -178,7 +182,8 @@ enum sv_nak {
 	SV_NAK_ACCESS,		/* -> IBV_WC_REM_ACCESS_ERR */
 	SV_NAK_INV_REQ,		/* -> IBV_WC_REM_INV_REQ_ERR */
 	SV_NAK_OP_ERR,		/* -> IBV_WC_REM_OP_ERR */
-	SV_NAK_DEAD,		/* responder QP gone or in error: path dead */
+	SV_NAK_DEAD,		/* responder QP not ready or in error: dropped */
+	SV_NAK_SEQ,		/* PSN ahead of the expected one */
 };
 
 #define SV_WIRE_MAGIC 0x53567631u	/* "SVv1" */
@@ -209,8 +214,9 @@ struct sv_conn {
 	bool outbound;
 	bool dead;
 	struct sv_qp *qp;		/* bound QP, NULL until HELLO */
-	bool rnr_wait;			/* responder dropping until wait_psn */
-	uint32_t wait_psn;
+	struct sv_hdr hello;		/* inbound: the requester's hello */
+	bool verified;			/* hello checked against a ready QP */
+	bool rnr_wait;			/* after an RNR NAK: drop without NAKs */
 	int pending;			/* queued responses not yet written */
 	struct sv_conn *next;
 };

@@ -184,6 +184,8 @@ void sv_qp_complete_send(struct sv_qp *qp, enum ibv_wc_status status)
 	if (qp->sq_send < qp->sq_head)
 		qp->sq_send = qp->sq_head;
 	qp->rnr_left = qp->attr.rnr_retry;
+	if (status == IBV_WC_SUCCESS)
+		qp->retry_since_ns = 0;	/* the path works */
 	if (status != IBV_WC_SUCCESS && status != IBV_WC_WR_FLUSH_ERR)
 		sv_qp_to_error(qp);
 }
@@ -347,7 +349,8 @@ static void qp_reset(struct sv_qp *qp)
 {
 	qp->sq_head = qp->sq_send = qp->sq_tail = 0;
 	qp->rq_head = qp->rq_tail = 0;
-	qp->path_dead = false;
+	qp->retry_since_ns = qp->retry_at_ns = 0;
+	qp->link_cut = false;
 	qp->bytes_sent = 0;
 	if (qp->out) {
 		sv_conn_kill(qp->out);
@@ -421,8 +424,10 @@ SV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int m
 		qp->attr.path_mtu = attr->path_mtu;
 	if (mask & IBV_QP_DEST_QPN)
 		qp->attr.dest_qp_num = attr->dest_qp_num;
-	if (mask & IBV_QP_RQ_PSN)
+	if (mask & IBV_QP_RQ_PSN) {
 		qp->attr.rq_psn = attr->rq_psn & 0xffffff;
+		qp->resp_psn = qp->attr.rq_psn;
+	}
 	if (mask & IBV_QP_SQ_PSN) {
 		qp->attr.sq_psn = attr->sq_psn & 0xffffff;
 		qp->next_psn = qp->attr.sq_psn;

@@ -117,18 +117,51 @@ void sv_conn_kill(struct sv_conn *c)
 	sv_wake_rx();
 }
 
+/* Time between tries on a troubled path: one local ACK timeout. */
+static uint64_t retry_interval(struct sv_qp *qp)
+{
+	uint64_t t = sv_qp_timeout_ns(&qp->attr) / (qp->attr.retry_cnt + 1u);
+
+	if (t < 1000000)
+		t = 1000000;
+	if (t > 100000000)
+		t = 100000000;
+	return t;
+}
+
+/*
+ * The requester's path failed (no connection, connection lost, responder not
+ * ready or in ERR, PSN out of step). Like a transport retry: drop the
+ * connection, go back to the oldest unacknowledged WR and try again after one
+ * timeout; tx_pick() fails the WR once the whole retry budget has passed
+ * since the trouble began with no response. Lock held.
+ */
+static void path_trouble(struct sv_qp *qp, const char *why)
+{
+	uint64_t now = sv_now_ns();
+
+	if (!qp->retry_since_ns) {
+		sv_debug("QP 0x%06x: path to QP 0x%06x: %s", qp->ibqp.qp_num,
+			 qp->attr.dest_qp_num, why);
+		qp->retry_since_ns = now;
+	}
+	qp->retry_at_ns = now + retry_interval(qp);
+	qp->sq_send = qp->sq_head;
+	if (qp->out) {
+		sv_conn_kill(qp->out);
+		sv_conn_put(qp->out);
+		qp->out = NULL;
+	}
+	pthread_cond_broadcast(&sv_eng.tx_cond);
+}
+
 static void conn_lost(struct sv_conn *c)
 {
 	struct sv_qp *qp = c->qp;
 
-	if (c->outbound && qp && qp->out == c && !qp->path_dead) {
-		sv_debug("QP 0x%06x: path to QP 0x%06x lost", qp->ibqp.qp_num,
-			 qp->attr.dest_qp_num);
-		qp->path_dead = true;
-		qp->dead_ns = sv_now_ns();
-		pthread_cond_broadcast(&sv_eng.tx_cond);
-	}
 	sv_conn_kill(c);
+	if (c->outbound && qp && qp->out == c && !qp->destroyed)
+		path_trouble(qp, "connection lost");
 }
 
 void sv_queue_resp(struct sv_conn *c, struct sv_hdr *h, void *data, struct sv_qp *qp)
@@ -225,11 +258,19 @@ static bool hello_matches(struct sv_qp *qp, const struct sv_hdr *h)
 	return false;
 }
 
+static bool qp_ready(const struct sv_qp *qp)
+{
+	return qp->attr.qp_state == IBV_QPS_RTR || qp->attr.qp_state == IBV_QPS_RTS;
+}
+
+/* Bind an inbound connection to its QP. A QP that exists but is not yet
+ * ready (RESET/INIT) is bound unverified: its requests are dropped (NAKed as
+ * not ready) until it reaches RTR, as a real responder drops packets. */
 static void on_hello(struct sv_conn *c, const struct sv_hdr *h)
 {
 	struct sv_qp *qp = sv_qp_find(h->dst_qpn);
 
-	if (!qp || !hello_matches(qp, h)) {
+	if (!qp || (qp_ready(qp) && !hello_matches(qp, h))) {
 		sv_debug("hello for QP 0x%06x from QP 0x%06x rejected", h->dst_qpn, h->src_qpn);
 		sv_conn_kill(c);
 		return;
@@ -239,6 +280,8 @@ static void on_hello(struct sv_conn *c, const struct sv_hdr *h)
 		if (o != c && !o->outbound && o->qp == qp)
 			sv_conn_kill(o);
 	c->qp = qp;
+	c->hello = *h;
+	c->verified = qp_ready(qp);
 }
 
 /* Responder error that moves the responder QP to ERR too. */
@@ -257,7 +300,6 @@ static void responder_rnr(struct sv_conn *c, struct sv_qp *qp, const struct sv_h
 	if (!drain(c, h))
 		return;
 	c->rnr_wait = true;
-	c->wait_psn = h->psn;
 	queue_simple(c, qp, SV_OP_NAK, SV_NAK_RNR, h->psn);
 }
 
@@ -329,16 +371,45 @@ static void on_request(struct sv_conn *c, const struct sv_hdr *h)
 		drain(c, h);
 		return;
 	}
-	if (qp->attr.qp_state != IBV_QPS_RTR && qp->attr.qp_state != IBV_QPS_RTS) {
+	if (!qp_ready(qp)) {
+		/* Not yet RTR, or in ERR: a real responder drops the packet. */
 		if (drain(c, h))
 			queue_simple(c, qp, SV_OP_NAK, SV_NAK_DEAD, h->psn);
 		return;
 	}
-	if (c->rnr_wait && h->psn != c->wait_psn) {
-		drain(c, h);	/* go-back-N: wait for the NAKed PSN */
-		return;
+	if (!c->verified) {
+		if (!hello_matches(qp, &c->hello)) {
+			sv_debug("QP 0x%06x: requester QP 0x%06x does not match its path",
+				 qp->ibqp.qp_num, h->src_qpn);
+			sv_conn_kill(c);
+			return;
+		}
+		c->verified = true;
 	}
-	c->rnr_wait = false;
+	if (h->psn != qp->resp_psn) {
+		uint32_t d = (h->psn - qp->resp_psn) & 0xffffff;
+
+		if (d >= 0x800000) {
+			/* Duplicate (its response was lost with a connection):
+			 * acknowledge again without applying; READs run again. */
+			if (h->op != SV_OP_READ_REQ) {
+				if (drain(c, h))
+					queue_simple(c, qp, SV_OP_ACK, 0, h->psn);
+				return;
+			}
+		} else {
+			/* Ahead: a gap after an RNR NAK (go-back-N, dropped
+			 * quietly) or PSNs that do not match (NAKed). */
+			if (drain(c, h) && !c->rnr_wait) {
+				sv_debug("QP 0x%06x: PSN %u, expected %u", qp->ibqp.qp_num, h->psn,
+					 qp->resp_psn);
+				queue_simple(c, qp, SV_OP_NAK, SV_NAK_SEQ, h->psn);
+			}
+			return;
+		}
+	} else {
+		c->rnr_wait = false;
+	}
 
 	switch (h->op) {
 	case SV_OP_WRITE:
@@ -357,6 +428,7 @@ static void on_request(struct sv_conn *c, const struct sv_hdr *h)
 		if (!read_payload(c, qp, iov, 1))
 			return;
 		count_rx(qp, h->len);
+		qp->resp_psn = (qp->resp_psn + 1) & 0xffffff;
 		if (h->op == SV_OP_WRITE_IMM && qp->attr.qp_state != IBV_QPS_ERR &&
 		    sv_qp_pop_recv(qp, &r))
 			sv_qp_complete_recv(qp, &r, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM,
@@ -382,6 +454,7 @@ static void on_request(struct sv_conn *c, const struct sv_hdr *h)
 		if (!read_payload(c, qp, iov, n))
 			return;
 		count_rx(qp, h->len);
+		qp->resp_psn = (qp->resp_psn + 1) & 0xffffff;
 		if (qp->attr.qp_state != IBV_QPS_ERR)
 			sv_qp_complete_recv(qp, &r, IBV_WC_SUCCESS, IBV_WC_RECV, (uint32_t)h->len, h);
 		queue_simple(c, qp, SV_OP_ACK, 0, h->psn);
@@ -397,6 +470,8 @@ static void on_request(struct sv_conn *c, const struct sv_hdr *h)
 			responder_error(c, qp, h, SV_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
 			return;
 		}
+		if (h->psn == qp->resp_psn)
+			qp->resp_psn = (qp->resp_psn + 1) & 0xffffff;
 		sv_queue_resp(c, &resp, p, qp);
 		return;
 	}
@@ -483,8 +558,11 @@ static void on_response(struct sv_conn *c, const struct sv_hdr *h)
 		case SV_NAK_OP_ERR:
 			sv_qp_complete_send(qp, IBV_WC_REM_OP_ERR);
 			break;
+		case SV_NAK_SEQ:
+			path_trouble(qp, "PSN sequence error");
+			break;
 		default:
-			conn_lost(c);
+			path_trouble(qp, "responder not ready or in error");
 			break;
 		}
 		break;
@@ -543,9 +621,7 @@ static void port_faults(uint64_t now, int *timeout_ms)
 			sv_eng.port_up_done = true;
 			sv_debug("fault: ports up");
 			sv_set_port_state(IBV_PORT_ACTIVE);
-			for (struct sv_qp *qp = sv_eng.qps; qp; qp = qp->next)
-				if (qp->path_dead && qp->sq_head == qp->sq_tail)
-					qp->path_dead = false;
+			pthread_cond_broadcast(&sv_eng.tx_cond);
 		} else if (up - el < *timeout_ms) {
 			*timeout_ms = (int)(up - el);
 		}
@@ -657,23 +733,26 @@ static void tx_connect(struct sv_qp *qp)
 	int fd;
 
 	memcpy(hello.gid, qp->attr.ah_attr.grh.dgid.raw, 16);
+	if (qp->link_cut) {
+		path_trouble(qp, "link cut (fault injection)");
+		return;
+	}
 	pthread_mutex_unlock(&sv_eng.lock);
 	fd = connect_endpoint(hello.dst_qpn, &hello);
 	pthread_mutex_lock(&sv_eng.lock);
-	if (fd < 0) {
-		qp->path_dead = true;
-		qp->dead_ns = sv_now_ns();
+	if (qp->destroyed || qp->attr.qp_state != IBV_QPS_RTS || qp->out) {
+		if (fd >= 0)
+			close(fd);
 		return;
 	}
-	if (qp->destroyed || qp->attr.qp_state != IBV_QPS_RTS || qp->out) {
-		close(fd);
+	if (fd < 0) {
+		path_trouble(qp, "cannot connect");
 		return;
 	}
 	qp->out = conn_new(fd, true);
 	if (!qp->out) {
 		close(fd);
-		qp->path_dead = true;
-		qp->dead_ns = sv_now_ns();
+		path_trouble(qp, "out of memory");
 		return;
 	}
 	qp->out->qp = qp;
@@ -815,6 +894,7 @@ static void tx_wqe(struct sv_qp *qp)
 	if (cut) {
 		sv_debug("fault: cutting QP 0x%06x after %llu bytes", qp->ibqp.qp_num,
 			 (unsigned long long)qp->bytes_sent);
+		qp->link_cut = true;
 		conn_lost(c);
 	} else if (rc) {
 		conn_lost(c);
@@ -863,28 +943,28 @@ static struct sv_qp *tx_pick(uint64_t now, uint64_t *wake)
 	for (struct sv_qp *qp = sv_eng.qps; qp; qp = qp->next) {
 		if (qp->destroyed || qp->attr.qp_state != IBV_QPS_RTS)
 			continue;
-		if (!port_up(qp) && !qp->path_dead && qp->sq_head < qp->sq_tail) {
-			qp->path_dead = true;
-			qp->dead_ns = now;
-		}
-		if (qp->path_dead) {
-			if (qp->sq_head < qp->sq_tail) {
-				uint64_t t0 = qp->sq[qp->sq_head % qp->sq_size].post_ns;
-				uint64_t due = (t0 > qp->dead_ns ? t0 : qp->dead_ns) +
-					       sv_qp_timeout_ns(&qp->attr);
+		if (!port_up(qp) && qp->sq_head < qp->sq_tail && !qp->retry_since_ns)
+			path_trouble(qp, "port down");
+		if (qp->retry_since_ns && qp->sq_head < qp->sq_tail) {
+			uint64_t t0 = qp->sq[qp->sq_head % qp->sq_size].post_ns;
+			uint64_t due = (t0 > qp->retry_since_ns ? t0 : qp->retry_since_ns) +
+				       sv_qp_timeout_ns(&qp->attr);
 
-				if (now >= due)
-					sv_qp_complete_send(qp, IBV_WC_RETRY_EXC_ERR);
-				else if (due < *wake)
-					*wake = due;
+			if (now >= due) {
+				sv_qp_complete_send(qp, IBV_WC_RETRY_EXC_ERR);
+				continue;
 			}
-			continue;
+			if (due < *wake)
+				*wake = due;
 		}
-		if (qp->sq_send >= qp->sq_tail)
+		if (!port_up(qp) || qp->sq_send >= qp->sq_tail)
 			continue;
-		if (now < qp->rnr_until_ns) {
-			if (qp->rnr_until_ns < *wake)
-				*wake = qp->rnr_until_ns;
+		if (now < qp->rnr_until_ns || now < qp->retry_at_ns) {
+			uint64_t t = qp->rnr_until_ns > qp->retry_at_ns ? qp->rnr_until_ns :
+									qp->retry_at_ns;
+
+			if (t < *wake)
+				*wake = t;
 			continue;
 		}
 		if (qp->sq[qp->sq_send % qp->sq_size].post_ns < best_t) {

@@ -630,6 +630,43 @@ static void test_wrong_gid_is_unreachable(void **state)
 	svt_end_fini(&b);
 }
 
+static void test_peer_not_ready_yet(void **state)
+{
+	struct svt_end a, b;
+	struct svt_addr aa, ba;
+	struct ibv_qp_attr at = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				  .qp_access_flags = ACC_ALL };
+	char buf[64] = { 0 };
+	struct ibv_mr *amr, *bmr;
+
+	/* a sends while b is still in INIT: the responder drops it, the
+	 * requester retries, and it goes through once b reaches RTR within
+	 * a's retry budget (timeout 20, retry_cnt 7: 344 ms scaled). */
+	assert_int_equal(svt_end_init(&a, "svroce0", false, 8), 0);
+	assert_int_equal(svt_end_init(&b, "svroce0", false, 8), 0);
+	svt_addr_of(&a, 3, &aa);
+	svt_addr_of(&b, 3, &ba);
+	assert_int_equal(svt_connect(&a, &ba, 3, ACC_ALL, 20, 7, 7), 0);
+	assert_int_equal(ibv_modify_qp(b.qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				       IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+	amr = ibv_reg_mr(a.pd, buf, sizeof(buf), ACC_ALL);
+	bmr = ibv_reg_mr(b.pd, buf, sizeof(buf), ACC_ALL);
+	assert_int_equal(svt_post_recv(b.qp, 5, buf, sizeof(buf), bmr->lkey), 0);
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND, 1, buf, 8, amr->lkey, 0, 0, 0,
+				       IBV_SEND_SIGNALED), 0);
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 2, buf, 8, amr->lkey,
+				       (uintptr_t)buf, bmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+	assert_true(svt_no_wc(a.cq, 100));
+	assert_int_equal(svt_connect(&b, &aa, 3, ACC_ALL, 20, 7, 7), 0);
+	expect_wc(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_SEND);
+	expect_wc(a.cq, 2, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	expect_wc(b.cq, 5, IBV_WC_SUCCESS, IBV_WC_RECV);
+	ibv_dereg_mr(amr);
+	ibv_dereg_mr(bmr);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+}
+
 static void test_completion_channel(void **state)
 {
 	struct svt_end a, b;
@@ -733,6 +770,7 @@ int main(void)
 		cmocka_unit_test(test_local_errors),
 		cmocka_unit_test(test_unreachable_peer),
 		cmocka_unit_test(test_wrong_gid_is_unreachable),
+		cmocka_unit_test(test_peer_not_ready_yet),
 		cmocka_unit_test(test_completion_channel),
 		cmocka_unit_test(test_memory_registration),
 	};

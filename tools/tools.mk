@@ -17,3 +17,5 @@ $(BUILD)/braid: $(TOOLS_SRCS:%.c=$(BUILD)/obj/%.o) $(TOOLS_LINK_TOPO)
 	$(CC) $(BRAID_LDFLAGS) -o $@ $^ $(HWLOC_LIBS) -ldl -lpthread -lm
 
 ALL_TARGETS += $(BUILD)/braid
+
+-include tests/bench/bench.mk

@@ -1,0 +1,384 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * fi_rdm_bench: the raw libfabric baseline for `braid perf`. Two processes (this one
+ * forks its peer), FI_EP_RDM tagged messages on the named provider, measured the same
+ * way braid perf measures: streaming bandwidth with a window of sends in flight (the
+ * receiver pre-posts its window, says "go", acknowledges the last message), and 8-byte
+ * ping-pong latency (half round trip). Links -lfabric directly: it is a benchmark, not
+ * the plugin.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TAG_DATA 1
+#define TAG_CTRL 2
+#define MAX_WINDOW 64
+#define TIMEOUT_US (60 * 1e6)
+
+struct bench {
+	bool sender;
+	int sock;                   /* socketpair to the peer, for addresses only */
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_ep *ep;
+	struct fid_cq *cq;
+	struct fid_av *av;
+	fi_addr_t peer;
+	char *buf;                  /* data */
+	char *ctrl;                 /* 64 bytes: control and latency messages, 2 halves */
+	struct fid_mr *mr;
+	void *desc;
+	struct fi_context data_ctx[MAX_WINDOW];
+	struct fi_context ctrl_send_ctx, ctrl_recv_ctx;
+	int data_done[MAX_WINDOW];
+	int ctrl_send_done, ctrl_recv_done;
+	size_t size;
+	int window, iters, warmup, lat_iters;
+};
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+}
+
+static void die(const char *what, long rc)
+{
+	fprintf(stderr, "fi_rdm_bench: %s: %s (%ld)\n", what,
+		rc < 0 ? fi_strerror((int)-rc) : strerror(errno), rc);
+	exit(1);
+}
+
+/* Read completions; mark what finished. */
+static void progress(struct bench *b)
+{
+	static unsigned long empty;
+	struct fi_cq_tagged_entry e[16];
+	ssize_t n = fi_cq_read(b->cq, e, 16);
+
+	if (n == -FI_EAGAIN) {
+		/* as braid perf: leave the core now and then, both processes poll on few cores */
+		if ((++empty & 15) == 0)
+			sched_yield();
+		return;
+	}
+	if (n == -FI_EAVAIL) {
+		struct fi_cq_err_entry err = { 0 };
+
+		fi_cq_readerr(b->cq, &err, 0);
+		fprintf(stderr, "fi_rdm_bench: completion error: %s\n", fi_strerror(err.err));
+		exit(1);
+	}
+	if (n < 0)
+		die("fi_cq_read", n);
+	for (ssize_t i = 0; i < n; i++) {
+		struct fi_context *c = e[i].op_context;
+
+		if (c == &b->ctrl_send_ctx)
+			b->ctrl_send_done = 1;
+		else if (c == &b->ctrl_recv_ctx)
+			b->ctrl_recv_done = 1;
+		else
+			b->data_done[c - b->data_ctx] = 1;
+	}
+}
+
+#define RETRY(call, what)                                                                 \
+	do {                                                                              \
+		double dl_ = now_us() + TIMEOUT_US;                                       \
+		ssize_t rc_;                                                              \
+		while ((rc_ = (call)) == -FI_EAGAIN) {                                    \
+			progress(b);                                                      \
+			if (now_us() > dl_)                                               \
+				die(what " (timed out)", rc_);                            \
+		}                                                                         \
+		if (rc_)                                                                  \
+			die(what, rc_);                                                   \
+	} while (0)
+
+static void wait_flag(struct bench *b, int *flag, const char *what)
+{
+	double deadline = now_us() + TIMEOUT_US;
+
+	while (!*flag) {
+		progress(b);
+		if (now_us() > deadline) {
+			fprintf(stderr, "fi_rdm_bench: %s: timed out\n", what);
+			exit(1);
+		}
+	}
+	*flag = 0;
+}
+
+static void ctrl_send(struct bench *b, size_t len)
+{
+	RETRY(fi_tsend(b->ep, b->ctrl, len, b->desc, b->peer, TAG_CTRL, &b->ctrl_send_ctx),
+	      "fi_tsend(ctrl)");
+	wait_flag(b, &b->ctrl_send_done, "control send");
+}
+
+static void ctrl_post_recv(struct bench *b, size_t len)
+{
+	RETRY(fi_trecv(b->ep, b->ctrl + 32, len, b->desc, FI_ADDR_UNSPEC, TAG_CTRL, 0,
+		       &b->ctrl_recv_ctx), "fi_trecv(ctrl)");
+}
+
+static void setup(struct bench *b, const char *prov)
+{
+	struct fi_info *hints = fi_allocinfo();
+	struct fi_cq_attr cqa = { .format = FI_CQ_FORMAT_TAGGED, .size = 1024 };
+	struct fi_av_attr ava = { .type = FI_AV_TABLE };
+	char name[256], peer[256];
+	size_t len = sizeof(name);
+	long rc;
+
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_TAGGED;
+	hints->mode = FI_CONTEXT;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+				      FI_MR_PROV_KEY;
+	hints->domain_attr->threading = FI_THREAD_DOMAIN;
+	hints->fabric_attr->prov_name = strdup(prov);
+	rc = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &b->info);
+	if (rc)
+		die("fi_getinfo", rc);
+	fi_freeinfo(hints);
+	if ((rc = fi_fabric(b->info->fabric_attr, &b->fabric, NULL)) ||
+	    (rc = fi_domain(b->fabric, b->info, &b->domain, NULL)) ||
+	    (rc = fi_cq_open(b->domain, &cqa, &b->cq, NULL)) ||
+	    (rc = fi_av_open(b->domain, &ava, &b->av, NULL)) ||
+	    (rc = fi_endpoint(b->domain, b->info, &b->ep, NULL)) ||
+	    (rc = fi_ep_bind(b->ep, &b->cq->fid, FI_TRANSMIT | FI_RECV)) ||
+	    (rc = fi_ep_bind(b->ep, &b->av->fid, 0)) || (rc = fi_enable(b->ep)) ||
+	    (rc = fi_getname(&b->ep->fid, name, &len)))
+		die("endpoint set-up", rc);
+	if (write(b->sock, &len, sizeof(len)) != sizeof(len) ||
+	    write(b->sock, name, len) != (ssize_t)len ||
+	    read(b->sock, &len, sizeof(len)) != sizeof(len) || len > sizeof(peer) ||
+	    read(b->sock, peer, len) != (ssize_t)len)
+		die("address exchange", 0);
+	if (fi_av_insert(b->av, peer, 1, &b->peer, 0, NULL) != 1)
+		die("fi_av_insert", 0);
+	b->buf = aligned_alloc(4096, (b->size + 4095) & ~(size_t)4095);
+	b->ctrl = aligned_alloc(64, 64 + 4096);
+	if (!b->buf || !b->ctrl)
+		die("malloc", 0);
+	memset(b->buf, 0x5a, b->size);
+	memset(b->ctrl, 0, 64);
+	if (b->info->domain_attr->mr_mode & FI_MR_LOCAL) {
+		/* one registration is enough: register the data buffer; control separately */
+		struct fid_mr *cmr;
+
+		if ((rc = fi_mr_reg(b->domain, b->buf, b->size, FI_SEND | FI_RECV, 0, 0, 0, &b->mr,
+				    NULL)) ||
+		    (rc = fi_mr_reg(b->domain, b->ctrl, 64, FI_SEND | FI_RECV, 0, 1, 0, &cmr, NULL)))
+			die("fi_mr_reg", rc);
+		b->desc = fi_mr_desc(b->mr);
+		fprintf(stderr, "fi_rdm_bench: provider wants FI_MR_LOCAL; control buffer "
+			"registered separately\n");
+	}
+}
+
+/* Streaming: n messages, window in flight; returns microseconds (sender). */
+static double stream(struct bench *b, int n)
+{
+	int posted = 0, done = 0, w = b->window;
+	double t0 = 0;
+
+	memset(b->data_done, 0, sizeof(b->data_done));
+	if (b->sender) {
+		ctrl_post_recv(b, 8);
+		wait_flag(b, &b->ctrl_recv_done, "go");
+		ctrl_post_recv(b, 8); /* the ack */
+		t0 = now_us();
+		while (done < n) {
+			while (posted < n && posted - done < w) {
+				int slot = posted % w;
+
+				RETRY(fi_tsend(b->ep, b->buf, b->size, b->desc, b->peer, TAG_DATA,
+					       &b->data_ctx[slot]), "fi_tsend(data)");
+				posted++;
+			}
+			progress(b);
+			/* sends complete in order on one endpoint+peer: count them in order */
+			while (done < posted && b->data_done[done % w]) {
+				b->data_done[done % w] = 0;
+				done++;
+			}
+		}
+		wait_flag(b, &b->ctrl_recv_done, "ack");
+		return now_us() - t0;
+	}
+	for (; posted < w && posted < n; posted++)
+		RETRY(fi_trecv(b->ep, b->buf, b->size, NULL, FI_ADDR_UNSPEC, TAG_DATA, 0,
+			       &b->data_ctx[posted % w]), "fi_trecv(data)");
+	ctrl_send(b, 8);
+	while (done < n) {
+		progress(b);
+		while (done < posted && b->data_done[done % w]) {
+			b->data_done[done % w] = 0;
+			done++;
+			if (posted < n) {
+				RETRY(fi_trecv(b->ep, b->buf, b->size, b->desc, FI_ADDR_UNSPEC,
+					       TAG_DATA, 0, &b->data_ctx[posted % w]),
+				      "fi_trecv(data)");
+				posted++;
+			}
+		}
+	}
+	ctrl_send(b, 8);
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void latency(struct bench *b, size_t size)
+{
+	int wu = b->lat_iters / 10 < 10 ? 10 : b->lat_iters / 10, total = wu + b->lat_iters;
+	double *half = calloc(b->lat_iters, sizeof(double)), sum = 0;
+
+	ctrl_post_recv(b, size);
+	for (int i = 0; i < total; i++) {
+		double t0 = now_us();
+
+		if (b->sender) {
+			RETRY(fi_tsend(b->ep, b->ctrl, size, b->desc, b->peer, TAG_CTRL,
+				       &b->ctrl_send_ctx), "fi_tsend(ping)");
+			wait_flag(b, &b->ctrl_send_done, "ping sent");
+			wait_flag(b, &b->ctrl_recv_done, "pong");
+			if (i >= wu)
+				half[i - wu] = (now_us() - t0) / 2;
+			if (i + 1 < total)
+				ctrl_post_recv(b, size);
+		} else {
+			wait_flag(b, &b->ctrl_recv_done, "ping");
+			if (i + 1 < total)
+				ctrl_post_recv(b, size);
+			RETRY(fi_tsend(b->ep, b->ctrl, size, b->desc, b->peer, TAG_CTRL,
+				       &b->ctrl_send_ctx), "fi_tsend(pong)");
+			wait_flag(b, &b->ctrl_send_done, "pong sent");
+		}
+	}
+	if (b->sender) {
+		int n = b->lat_iters;
+
+		qsort(half, n, sizeof(double), cmp_double);
+		for (int i = 0; i < n; i++)
+			sum += half[i];
+		printf("# latency: %zu-byte ping-pong, %d iterations (+%d warm-up), half round "
+		       "trip:\n", size, n, wu);
+		printf("#   avg %.2f us   p50 %.2f us   p99 %.2f us   min %.2f us   max %.2f us\n",
+		       sum / n, half[n / 2], half[n * 99 / 100], half[0], half[n - 1]);
+	}
+	free(half);
+}
+
+static int run(struct bench *b, const char *prov, size_t lat_size)
+{
+	setup(b, prov);
+	if (b->sender)
+		printf("# fi_rdm_bench: provider %s (fabric %s, domain %s), FI_EP_RDM tagged, "
+		       "window %d\n#%12s %8s %12s %10s %10s %12s\n", b->info->fabric_attr->prov_name,
+		       b->info->fabric_attr->name, b->info->domain_attr->name, b->window, "bytes",
+		       "iters", "time(us)", "GB/s", "Gbit/s", "msg/s");
+	stream(b, b->warmup);
+	double usec = stream(b, b->iters);
+
+	if (b->sender) {
+		double sec = usec * 1e-6, bytes = (double)b->size * b->iters;
+
+		printf("%13zu %8d %12.2f %10.3f %10.3f %12.0f\n", b->size, b->iters,
+		       usec / b->iters, bytes / sec / 1e9, bytes * 8 / sec / 1e9, b->iters / sec);
+	}
+	if (b->lat_iters > 0)
+		latency(b, lat_size);
+	fflush(stdout);
+	/* a last handshake so that neither closes while the other still needs it */
+	char c = 0;
+
+	if (write(b->sock, &c, 1) != 1 || read(b->sock, &c, 1) != 1)
+		return 1;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "provider", required_argument, NULL, 'p' },
+		{ "size", required_argument, NULL, 's' },
+		{ "iters", required_argument, NULL, 'n' },
+		{ "warmup", required_argument, NULL, 'w' },
+		{ "window", required_argument, NULL, 'W' },
+		{ "lat-size", required_argument, NULL, 'l' },
+		{ "lat-iters", required_argument, NULL, 'L' },
+		{ 0 },
+	};
+	struct bench b = { .size = 4 << 20, .window = 16, .iters = 256, .warmup = 16,
+			   .lat_iters = 1000 };
+	const char *prov = "tcp;ofi_rxm";
+	size_t lat_size = 8;
+	int sv[2], c, status;
+	pid_t pid;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p': prov = optarg; break;
+		case 's': b.size = strtoull(optarg, NULL, 0); break;
+		case 'n': b.iters = atoi(optarg); break;
+		case 'w': b.warmup = atoi(optarg); break;
+		case 'W': b.window = atoi(optarg); break;
+		case 'l': lat_size = strtoull(optarg, NULL, 0); break;
+		case 'L': b.lat_iters = atoi(optarg); break;
+		default:
+			fprintf(stderr, "usage: fi_rdm_bench [--provider P] [--size B] [--iters N] "
+				"[--warmup N] [--window W] [--lat-size B (<= 32)] [--lat-iters N]\n");
+			return 2;
+		}
+	}
+	if (b.window < 1 || b.window > MAX_WINDOW || lat_size > 32 || b.iters < 1) {
+		fprintf(stderr, "fi_rdm_bench: window 1..%d, lat-size <= 32, iters >= 1\n",
+			MAX_WINDOW);
+		return 2;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+		die("socketpair", 0);
+	alarm(300); /* a benchmark that hangs is killed, not waited for */
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		die("fork", 0);
+	b.sender = pid > 0;
+	b.sock = sv[b.sender ? 0 : 1];
+	close(sv[b.sender ? 1 : 0]);
+	int rc = run(&b, prov, lat_size);
+
+	if (!b.sender)
+		_exit(rc);
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
+		rc = 1;
+	return rc;
+}

@@ -135,7 +135,7 @@ SV_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 }
 
 /* Called by the library (any thread) with sv_eng.lock held. */
-void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc)
+void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc, bool solicited)
 {
 	bool notify = false, overrun = false;
 
@@ -145,9 +145,10 @@ void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc)
 	} else {
 		cq->ring[(cq->head + cq->count) % cq->size] = *wc;
 		cq->count++;
-		if (cq->armed && (!cq->solicited_only || wc->status != IBV_WC_SUCCESS ||
-				  (wc->wc_flags & IBV_WC_WITH_IMM) ||
-				  wc->opcode == IBV_WC_RECV)) {
+		/* Solicited-only arming wakes on a receive the sender marked
+		 * IBV_SEND_SOLICITED, or on an error. */
+		if (cq->armed && (!cq->solicited_only || solicited ||
+				  wc->status != IBV_WC_SUCCESS)) {
 			cq->armed = false;
 			notify = true;
 		}

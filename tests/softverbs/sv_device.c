@@ -327,7 +327,7 @@ static int sv_query_device_ex(struct ibv_context *context,
 		return EINVAL;
 	memset(&full, 0, sizeof(full));
 	fill_device_attr(to_ctx(context)->dev, &full.orig_attr);
-	full.max_dm_size = 0;
+	full.device_cap_flags_ex = full.orig_attr.device_cap_flags;
 	memcpy(attr, &full, attr_size < sizeof(full) ? attr_size : sizeof(full));
 	return 0;
 }

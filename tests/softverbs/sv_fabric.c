@@ -12,6 +12,7 @@
  * the responder checks the GID/LID part when the requester says hello.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -34,6 +35,34 @@ static int mkdir_shared(const char *path)
 	return 0;
 }
 
+static bool pid_alive(pid_t pid);
+
+/* Remove endpoints and stats files left by processes that died. */
+static void sweep_dead(const char *sub, const char *prefix)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 256];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/%s", sv_eng.cfg.fabric, sub);
+	d = opendir(dir);
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		const char *p = e->d_name;
+		long pid;
+
+		if (strncmp(p, prefix, strlen(prefix)))
+			continue;
+		pid = strtol(p + strlen(prefix), NULL, 10);
+		if (pid > 0 && !pid_alive((pid_t)pid)) {
+			snprintf(path, sizeof(path), "%s/%s", dir, p);
+			unlink(path);
+		}
+	}
+	closedir(d);
+}
+
 int sv_fabric_init(void)
 {
 	char p[PATH_MAX];
@@ -48,7 +77,11 @@ int sv_fabric_init(void)
 	if (mkdir_shared(p))
 		return -1;
 	snprintf(p, sizeof(p), "%s/stats", f);
-	return mkdir_shared(p);
+	if (mkdir_shared(p))
+		return -1;
+	sweep_dead("ep", "e");
+	sweep_dead("stats", "");
+	return 0;
 }
 
 static bool pid_alive(pid_t pid)

@@ -36,7 +36,7 @@
 #define SV_MAX_QP_WR 32768
 #define SV_MAX_CQE 4194303
 #define SV_MAX_RD_ATOM 16
-#define SV_MAX_MSG (1ull << 31)
+#define SV_MAX_MSG (1ull << 30)	/* port max_msg_sz */
 #define SV_ROCE_GIDS 4
 #define SV_ROCE_GID_TBL_LEN 256
 #define SV_IB_GID_TBL_LEN 128
@@ -303,7 +303,7 @@ struct sv_mr *sv_mr_lookup(uint32_t key);
 void *sv_mr_translate(struct sv_mr *mr, uint64_t addr, uint64_t len, bool by_iova);
 
 /* sv_cq.c */
-void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc);
+void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc, bool solicited);
 int sv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 int sv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 

@@ -178,7 +178,7 @@ void sv_qp_complete_send(struct sv_qp *qp, enum ibv_wc_status status)
 			.src_qp = qp->attr.dest_qp_num,
 		};
 
-		sv_cq_push(qp->scq, &wc);
+		sv_cq_push(qp->scq, &wc, false);
 	}
 	qp->sq_head++;
 	if (qp->sq_send < qp->sq_head)
@@ -220,7 +220,7 @@ void sv_qp_complete_recv(struct sv_qp *qp, const struct sv_rwqe *r,
 	}
 	if (qp->attr.ah_attr.is_global)
 		wc.wc_flags |= IBV_WC_GRH;
-	sv_cq_push(qp->rcq, &wc);
+	sv_cq_push(qp->rcq, &wc, h && (h->flags & SV_HDR_SOLICITED));
 }
 
 /* The kernel's RC transition table (ib_modify_qp_is_ok), for the states

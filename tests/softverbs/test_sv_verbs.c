@@ -705,6 +705,18 @@ static void test_completion_channel(void **state)
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND, 2, buf, 8, mr->lkey, 0, 0, 0, 0), 0);
 	assert_int_equal(svt_wait_wc(b.cq, &wc, WAIT_MS), 0);
 	assert_int_equal(poll(&pfd, 1, 20), 0);
+	/* Solicited-only: a plain send does not wake, a solicited one does. */
+	assert_int_equal(ibv_req_notify_cq(b.cq, 1), 0);
+	for (uint64_t id = 3; id <= 4; id++) {
+		assert_int_equal(svt_post_recv(b.qp, id, buf, sizeof(buf), bmr->lkey), 0);
+		assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND, id, buf, 8, mr->lkey, 0, 0, 0,
+					       id == 4 ? IBV_SEND_SOLICITED : 0), 0);
+		assert_int_equal(svt_wait_wc(b.cq, &wc, WAIT_MS), 0);
+		assert_int_equal(wc.wr_id, id);
+		assert_int_equal(poll(&pfd, 1, id == 4 ? WAIT_MS : 20), id == 4 ? 1 : 0);
+	}
+	assert_int_equal(ibv_get_cq_event(b.ch, &ev_cq, &ev_ctx), 0);
+	ibv_ack_cq_events(ev_cq, 1);
 	/* A CQ with no channel cannot be armed. */
 	assert_int_not_equal(ibv_req_notify_cq(a.cq, 0), 0);
 

@@ -1143,6 +1143,9 @@ static void engine_stop(void)
 		free(r);
 	}
 	sv_eng.resp_tail = NULL;
+	/* QPs the application left behind must not point at freed conns. */
+	for (struct sv_qp *qp = sv_eng.qps; qp; qp = qp->next)
+		qp->out = NULL;
 	while (sv_eng.conns) {
 		struct sv_conn *c = sv_eng.conns;
 

@@ -67,6 +67,8 @@ pingpong() {
 	local name=$1 sns=$2 cns=$3 addr=$4
 	shift 4
 	port=$((port + 1))
+	# Skip ports some other test already listens on.
+	while in_ns "$sns" ss -ltn 2>/dev/null | grep -q ":$port "; do port=$((port + 1)); done
 	echo "== ibv_rc_pingpong $name: $*"
 	in_ns "$sns" timeout 30 ibv_rc_pingpong -p $port "$@" >"$SOFTVERBS_FABRIC/srv.log" 2>&1 &
 	local spid=$!

@@ -320,13 +320,35 @@ void sv_qp_complete_recv(struct sv_qp *qp, const struct sv_rwqe *r,
 void sv_qp_put(struct sv_qp *qp);
 void sv_qp_addr(struct sv_qp *qp, uint32_t *sip, uint32_t *dip);
 
-/* sv_wire.c */
+/* sv_engine.c */
 int sv_engine_get(struct sv_context *ctx);
 void sv_engine_put(struct sv_context *ctx);
+
+/* sv_conn.c: connections and helpers shared by the rx and tx threads.
+ * Every function here is called with sv_eng.lock held; sv_read_payload and
+ * sv_drain_msg drop it while they read. */
+void sv_wake_rx(void);
+void sv_set_sock_opts(int fd);
+struct sv_conn *sv_conn_new(int fd, bool outbound);
 void sv_conn_put(struct sv_conn *c);
 void sv_conn_kill(struct sv_conn *c);
+void sv_conn_lost(struct sv_conn *c);
+void sv_path_trouble(struct sv_qp *qp, const char *why);
 void sv_queue_resp(struct sv_conn *c, struct sv_hdr *h, void *data, struct sv_qp *qp);
-void sv_wake_rx(void);
+void sv_queue_simple(struct sv_conn *c, struct sv_qp *qp, uint8_t op, uint8_t nak,
+		     uint32_t psn);
+bool sv_read_payload(struct sv_conn *c, struct sv_qp *qp, struct iovec *iov, int n);
+bool sv_drain_msg(struct sv_conn *c, const struct sv_hdr *h);
+void sv_count_rx(struct sv_qp *qp, uint64_t len);
+
+/* sv_responder.c */
+bool sv_qp_ready(const struct sv_qp *qp);
+void sv_on_hello(struct sv_conn *c, const struct sv_hdr *h);
+void sv_on_request(struct sv_conn *c, const struct sv_hdr *h);
+
+/* sv_rx.c, sv_tx.c: the two wire threads. */
+void *sv_rx_main(void *arg);
+void *sv_tx_main(void *arg);
 
 /* sv_fabric.c */
 int sv_fabric_init(void);

@@ -52,8 +52,9 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BRAID_CFLAGS) -c $< -o $@
 
--include plugin/plugin.mk
+# topo first: plugin and tools link its objects.
 -include topo/topo.mk
+-include plugin/plugin.mk
 -include tools/tools.mk
 -include tests/unit/unit.mk
 -include tests/conformance/conformance.mk

@@ -1,0 +1,462 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * listen / connect / accept / close. Set-up runs over the out-of-band TCP socket:
+ *
+ *   connector                         listener
+ *   TCP connect  ------------------>  accept()
+ *   HELLO {nonce, provider, ep name} ->  check nonce and provider, open endpoint
+ *             <-------------------  REPLY {ep name}
+ *
+ * Each step is non-blocking; NCCL polls connect/accept until the comm is ready. Every
+ * comm has its own endpoint, so there are no connection ids in the tags.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "net_ofi/ofi.h"
+#include "plugin/handle.h"
+#include "plugin/log.h"
+#include "plugin/params.h"
+
+enum { OOB_HELLO = 1, OOB_REPLY = 2 };
+
+struct msg_hello {
+	uint64_t nonce;
+	uint32_t name_len;
+	uint8_t name[64];
+	char provider[64];
+};
+
+struct msg_reply {
+	uint32_t name_len;
+	uint8_t name[64];
+};
+
+static uint64_t random_u64(void)
+{
+	uint64_t v = 0;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
+		v = ofi_now_ns() ^ ((uint64_t)getpid() << 32);
+	return v;
+}
+
+static void comm_free(struct ofi_comm *c)
+{
+	if (!c)
+		return;
+	c->magic = BRAID_MAGIC_DEAD;
+	/* The endpoint first: it stops the provider from touching our buffers. */
+	if (c->ep)
+		fi_close(&c->ep->fid);
+	if (c->cq)
+		fi_close(&c->cq->fid);
+	if (c->av)
+		fi_close(&c->av->fid);
+	if (c->pool_mr)
+		fi_close(&c->pool_mr->fid);
+	if (c->ctrl_mr)
+		fi_close(&c->ctrl_mr->fid);
+	free(c->ctrl);
+	braid_pool_fini(&c->reqs);
+	if (c->chan.fd >= 0)
+		close(c->chan.fd);
+	braid_counters_comm_put(c->ctr);
+	free(c);
+}
+
+static struct ofi_comm *comm_new(int devidx, int fd)
+{
+	struct ofi_comm *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->devidx = devidx;
+	c->dev = &ofi.devs[devidx];
+	braid_oob_chan_init(&c->chan, fd);
+	c->deadline_ns = ofi_now_ns() + (uint64_t)braid_param_int(BRAID_P_CONN_TIMEOUT_MS) * 1000000ULL;
+	return c;
+}
+
+/* Endpoint, CQ, AV, request pool and (sender) the posted RTR receives. */
+static int comm_open_ep(struct ofi_comm *c, int is_send)
+{
+	struct ofi_dev *d = c->dev;
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE };
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE, .count = 4 };
+	uint32_t nreqs = is_send ? BRAID_MAX_RECVS * OFI_RING : OFI_RING;
+	const char *step;
+	int rc;
+
+	if (d->info->domain_attr->av_type != FI_AV_UNSPEC)
+		av_attr.type = d->info->domain_attr->av_type;
+	rc = ofi_dev_open_domain(d);
+	if (rc)
+		return rc;
+	step = "fi_endpoint";
+	rc = fi_endpoint(d->domain, d->info, &c->ep, NULL);
+	if (rc)
+		goto fail;
+	step = "fi_cq_open";
+	rc = fi_cq_open(d->domain, &cq_attr, &c->cq, NULL);
+	if (rc)
+		goto fail;
+	step = "fi_av_open";
+	rc = fi_av_open(d->domain, &av_attr, &c->av, NULL);
+	if (rc)
+		goto fail;
+	step = "fi_ep_bind(av)";
+	rc = fi_ep_bind(c->ep, &c->av->fid, 0);
+	if (rc)
+		goto fail;
+	step = "fi_ep_bind(cq)";
+	rc = fi_ep_bind(c->ep, &c->cq->fid, FI_TRANSMIT | FI_RECV);
+	if (rc)
+		goto fail;
+	step = "fi_enable";
+	rc = fi_enable(c->ep);
+	if (rc)
+		goto fail;
+	step = "fi_getname";
+	c->ep_name_len = sizeof(c->ep_name);
+	rc = fi_getname(&c->ep->fid, c->ep_name, &c->ep_name_len);
+	if (rc)
+		goto fail;
+	step = "request pool";
+	rc = braid_pool_init(&c->reqs, sizeof(struct ofi_req), nreqs);
+	if (rc)
+		goto fail;
+	step = "registering the request pool";
+	rc = ofi_mr_reg_raw(d, c->reqs.mem, c->reqs.elem_size * c->reqs.nelem, FI_SEND | FI_RECV,
+			    &c->pool_mr, &c->pool_desc);
+	if (rc)
+		goto fail;
+	if (!is_send)
+		return 0;
+	step = "control buffers";
+	c->ctrl = calloc(OFI_RING, sizeof(*c->ctrl));
+	rc = c->ctrl ? 0 : -ENOMEM;
+	if (!rc)
+		rc = ofi_mr_reg_raw(d, c->ctrl, OFI_RING * sizeof(*c->ctrl), FI_RECV, &c->ctrl_mr,
+				    &c->ctrl_desc);
+	for (int i = 0; !rc && i < OFI_RING; i++) {
+		c->ctrl[i].op.type = OFI_OP_RECV_CTRL;
+		c->ctrl[i].op.comm = c;
+	}
+	c->ctrl_unposted = ~0u;
+	step = "posting control receives";
+	if (!rc)
+		rc = ofi_post_deferred(c);
+	if (rc)
+		goto fail;
+	return 0;
+fail:
+	BRAID_WARN("ofi: %s on device %s (provider %s) failed: %s", step, d->name, ofi.provider,
+		   ofi_strerror(rc));
+	return rc ? rc : -EIO;
+}
+
+static int insert_peer(struct ofi_comm *c, const uint8_t *name, uint32_t len)
+{
+	int n;
+
+	if (len == 0 || len > sizeof(c->ep_name))
+		return -EINVAL;
+	n = fi_av_insert(c->av, name, 1, &c->peer_addr, 0, NULL);
+	if (n != 1) {
+		BRAID_WARN("ofi: fi_av_insert of peer %s on %s failed: %s", c->peer, c->dev->name,
+			   ofi_strerror(n < 0 ? n : -FI_EINVAL));
+		return n < 0 ? n : -EINVAL;
+	}
+	return 0;
+}
+
+ncclResult_t ofi_listen(int dev, void *handle, void **listen_comm)
+{
+	struct ofi_listen *l = calloc(1, sizeof(*l));
+	struct braid_handle h = { .backend = BRAID_BACKEND_OFI, .dev = (uint32_t)dev };
+	char ifname[64];
+	int rc;
+
+	if (!l)
+		return ncclSystemError;
+	rc = braid_oob_pick_addr(&h.addr, ifname, sizeof(ifname));
+	if (!rc)
+		rc = braid_oob_listen(&h.addr, &l->fd);
+	if (rc) {
+		BRAID_WARN("ofi: listen on device %d: no handshake socket: %s", dev, strerror(-rc));
+		free(l);
+		return ncclSystemError;
+	}
+	h.nonce = random_u64();
+	l->nonce = h.nonce;
+	l->devidx = dev;
+	braid_oob_addr_str(&h.addr, l->addr, sizeof(l->addr));
+	braid_handle_encode(&h, handle);
+	l->magic = BRAID_MAGIC_LISTEN;
+	*listen_comm = l;
+	BRAID_TRACE("ofi: listening for device %d on %s (%s)", dev, l->addr, ifname);
+	return ncclSuccess;
+}
+
+/* One step of the connector's set-up: 0 ready, -EAGAIN not yet, other -errno failed. */
+static int connect_step(struct ofi_comm *c)
+{
+	const void *payload;
+	uint32_t len;
+	char why[160];
+	int rc;
+
+	switch (c->stage) {
+	case OFI_STAGE_CONNECTING: {
+		struct msg_hello hello = { .nonce = c->nonce, .name_len = (uint32_t)c->ep_name_len };
+
+		rc = braid_oob_connect_done(c->chan.fd);
+		if (rc == -EINPROGRESS)
+			return -EAGAIN;
+		if (rc) {
+			BRAID_WARN("ofi: connect to %s: %s (is the peer process alive?)", c->peer,
+				   strerror(-rc));
+			return rc;
+		}
+		memcpy(hello.name, c->ep_name, c->ep_name_len);
+		snprintf(hello.provider, sizeof(hello.provider), "%s", ofi.provider);
+		braid_oob_chan_post(&c->chan, OOB_HELLO, &hello, sizeof(hello));
+		c->stage = OFI_STAGE_HELLO;
+	}
+		/* fall through */
+	case OFI_STAGE_HELLO:
+		rc = braid_oob_chan_flush(&c->chan);
+		if (rc)
+			return rc;
+		c->stage = OFI_STAGE_REPLY;
+		/* fall through */
+	case OFI_STAGE_REPLY: {
+		const struct msg_reply *reply;
+
+		rc = braid_oob_chan_recv(&c->chan, OOB_REPLY, &payload, &len, why, sizeof(why));
+		if (rc == -EAGAIN)
+			return rc;
+		if (rc == -EPROTO || (!rc && len != sizeof(*reply))) {
+			BRAID_WARN("ofi: connect to %s: bad reply: %s", c->peer,
+				   rc ? why : "wrong length");
+			return -EPROTO;
+		}
+		if (rc) {
+			BRAID_WARN("ofi: connect to %s: the listener closed the connection (%s); "
+				   "it refused our hello or died",
+				   c->peer, strerror(-rc));
+			return rc;
+		}
+		reply = payload;
+		rc = insert_peer(c, reply->name, reply->name_len);
+		if (rc)
+			return rc;
+		c->stage = OFI_STAGE_READY;
+		return 0;
+	}
+	case OFI_STAGE_READY:
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static ncclResult_t setup_error(int rc)
+{
+	if (rc == -EPROTO || rc == -EINVAL)
+		return ncclRemoteError;
+	return rc == -ENOMEM ? ncclSystemError : ncclRemoteError;
+}
+
+ncclResult_t ofi_connect(int dev, const struct braid_conn_opts *opts, const void *handle,
+			 void **send_comm)
+{
+	struct ofi_comm *c = braid_handle_stage_get(handle);
+	struct braid_handle h;
+	char why[128];
+	int rc, fd;
+
+	(void)opts; /* traffic classes: libfabric has fi_tx_attr.tclass; not mapped yet */
+	if (!c) {
+		if (braid_handle_decode(handle, &h, why, sizeof(why))) {
+			BRAID_WARN("ofi: connect on device %d: %s", dev, why);
+			return ncclInvalidArgument;
+		}
+		if (h.backend != BRAID_BACKEND_OFI) {
+			BRAID_WARN("ofi: connect on device %d: the peer listens with another backend "
+				   "(%u); set the same BRAID_BACKEND on every rank",
+				   dev, h.backend);
+			return ncclInvalidUsage;
+		}
+		rc = braid_oob_connect(&h.addr, &fd);
+		if (rc) {
+			BRAID_WARN("ofi: connect on device %d: socket: %s", dev, strerror(-rc));
+			return ncclSystemError;
+		}
+		c = comm_new(dev, fd);
+		if (!c) {
+			close(fd);
+			return ncclSystemError;
+		}
+		c->nonce = h.nonce;
+		braid_oob_addr_str(&h.addr, c->peer, sizeof(c->peer));
+		rc = comm_open_ep(c, 1);
+		if (rc) {
+			comm_free(c);
+			return ncclSystemError;
+		}
+		c->stage = OFI_STAGE_CONNECTING;
+		braid_handle_stage_set((void *)handle, c);
+	}
+	rc = connect_step(c);
+	if (rc == -EAGAIN && ofi_now_ns() > c->deadline_ns) {
+		BRAID_WARN("ofi: connect to %s timed out after %lld ms (BRAID_CONN_TIMEOUT_MS): the "
+			   "peer never accepted",
+			   c->peer, (long long)braid_param_int(BRAID_P_CONN_TIMEOUT_MS));
+		rc = -ETIMEDOUT;
+	}
+	if (rc == -EAGAIN)
+		return ncclSuccess;
+	braid_handle_stage_set((void *)handle, NULL);
+	if (rc) {
+		comm_free(c);
+		return setup_error(rc);
+	}
+	c->ctr = braid_counters_comm_get(dev, BRAID_CTR_COMM_SEND, c->peer);
+	c->magic = BRAID_MAGIC_SEND;
+	*send_comm = c;
+	BRAID_INFO(NCCL_NET, "ofi: send comm to %s ready on %s", c->peer, c->dev->name);
+	return ncclSuccess;
+}
+
+/* One step of the acceptor's set-up. */
+static int accept_step(struct ofi_listen *l, struct ofi_comm *c)
+{
+	const void *payload;
+	uint32_t len;
+	char why[160];
+	int rc;
+
+	if (c->stage == OFI_STAGE_HELLO) {
+		const struct msg_hello *hello;
+
+		rc = braid_oob_chan_recv(&c->chan, OOB_HELLO, &payload, &len, why, sizeof(why));
+		if (rc == -EAGAIN)
+			return rc;
+		if (rc == -EPROTO || (!rc && len != sizeof(*hello))) {
+			BRAID_WARN("ofi: accept on %s from %s: bad hello: %s", l->addr, c->peer,
+				   rc ? why : "wrong length");
+			return -EPROTO;
+		}
+		if (rc) {
+			BRAID_WARN("ofi: accept on %s: the connecting peer %s went away (%s)", l->addr,
+				   c->peer, strerror(-rc));
+			return rc;
+		}
+		hello = payload;
+		if (hello->nonce != l->nonce) {
+			BRAID_WARN("ofi: accept on %s: peer %s holds a handle for another listener",
+				   l->addr, c->peer);
+			return -EPROTO;
+		}
+		if (strncmp(hello->provider, ofi.provider, sizeof(hello->provider))) {
+			BRAID_WARN("ofi: accept on %s: peer %s uses provider \"%.64s\", we use \"%s\"; "
+				   "set the same BRAID_OFI_PROVIDER on every rank",
+				   l->addr, c->peer, hello->provider, ofi.provider);
+			return -EPROTO;
+		}
+		rc = comm_open_ep(c, 0);
+		if (!rc)
+			rc = insert_peer(c, hello->name, hello->name_len);
+		if (rc)
+			return rc;
+		struct msg_reply reply = { .name_len = (uint32_t)c->ep_name_len };
+
+		memcpy(reply.name, c->ep_name, c->ep_name_len);
+		braid_oob_chan_post(&c->chan, OOB_REPLY, &reply, sizeof(reply));
+		c->stage = OFI_STAGE_REPLY;
+	}
+	if (c->stage == OFI_STAGE_REPLY) {
+		rc = braid_oob_chan_flush(&c->chan);
+		if (rc)
+			return rc;
+		c->stage = OFI_STAGE_READY;
+	}
+	return 0;
+}
+
+ncclResult_t ofi_accept(void *listen_comm, void **recv_comm)
+{
+	struct ofi_listen *l = listen_comm;
+	struct ofi_comm *c = l->pending;
+	int rc;
+
+	if (!c) {
+		struct sockaddr_storage peer;
+		socklen_t plen = sizeof(peer);
+		int fd;
+
+		rc = braid_oob_accept(l->fd, &fd);
+		if (rc == -EAGAIN)
+			return ncclSuccess;
+		if (rc) {
+			BRAID_WARN("ofi: accept on %s: %s", l->addr, strerror(-rc));
+			return ncclSystemError;
+		}
+		c = comm_new(l->devidx, fd);
+		if (!c) {
+			close(fd);
+			return ncclSystemError;
+		}
+		if (getpeername(fd, (struct sockaddr *)&peer, &plen) == 0)
+			braid_oob_addr_str(&peer, c->peer, sizeof(c->peer));
+		c->stage = OFI_STAGE_HELLO;
+		l->pending = c;
+	}
+	rc = accept_step(l, c);
+	if (rc == -EAGAIN && ofi_now_ns() > c->deadline_ns) {
+		BRAID_WARN("ofi: accept on %s: peer %s connected but did not finish the handshake "
+			   "within %lld ms",
+			   l->addr, c->peer, (long long)braid_param_int(BRAID_P_CONN_TIMEOUT_MS));
+		rc = -ETIMEDOUT;
+	}
+	if (rc == -EAGAIN)
+		return ncclSuccess;
+	l->pending = NULL;
+	if (rc) {
+		comm_free(c);
+		return setup_error(rc);
+	}
+	c->ctr = braid_counters_comm_get(l->devidx, BRAID_CTR_COMM_RECV, c->peer);
+	c->magic = BRAID_MAGIC_RECV;
+	*recv_comm = c;
+	BRAID_INFO(NCCL_NET, "ofi: receive comm from %s ready on %s", c->peer, c->dev->name);
+	return ncclSuccess;
+}
+
+ncclResult_t ofi_close_send(void *send_comm)
+{
+	comm_free(send_comm);
+	return ncclSuccess;
+}
+
+ncclResult_t ofi_close_recv(void *recv_comm)
+{
+	comm_free(recv_comm);
+	return ncclSuccess;
+}
+
+ncclResult_t ofi_close_listen(void *listen_comm)
+{
+	struct ofi_listen *l = listen_comm;
+
+	comm_free(l->pending);
+	close(l->fd);
+	l->magic = BRAID_MAGIC_DEAD;
+	free(l);
+	return ncclSuccess;
+}

@@ -1,0 +1,364 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Provider choice and devices. With BRAID_OFI_PROVIDER unset braid takes efa, then any
+ * other RDMA-capable provider; tcp, shm, sockets, udp (and utility stacks on them) only
+ * when named, and then says loudly that this is a slow path.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "net_ofi/ofi.h"
+#include "plugin/core.h"
+#include "plugin/log.h"
+#include "plugin/params.h"
+#include "topo/topo.h"
+
+struct ofi_state ofi;
+
+/* Core providers braid never picks on its own: they move bytes through the kernel's
+ * sockets or shared memory, not a NIC's RDMA engine. */
+static const char *const slow_providers[] = { "tcp", "sockets", "udp", "shm", "net", NULL };
+
+uint64_t ofi_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+const char *ofi_strerror(int err)
+{
+	if (err < 0)
+		err = -err;
+	return ofi_dl.strerror ? ofi_dl.strerror(err) : strerror(err);
+}
+
+/* The core provider of a stack: "tcp" for "tcp;ofi_rxm". */
+static void core_provider(const char *prov, char *out, size_t len)
+{
+	size_t n = strcspn(prov, ";");
+
+	snprintf(out, len, "%.*s", (int)n, prov);
+}
+
+static int is_slow(const char *prov)
+{
+	char core[32];
+
+	core_provider(prov, core, sizeof(core));
+	for (int i = 0; slow_providers[i]; i++)
+		if (!strcmp(core, slow_providers[i]))
+			return 1;
+	return 0;
+}
+
+static struct fi_info *make_hints(const char *prov)
+{
+	struct fi_info *h = ofi_dl.dupinfo(NULL);
+
+	if (!h)
+		return NULL;
+	h->caps = FI_TAGGED | FI_SEND | FI_RECV;
+	h->mode = FI_CONTEXT | FI_CONTEXT2;
+	h->ep_attr->type = FI_EP_RDM;
+	/* Everything braid can honour; the provider keeps the bits it needs. */
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+				  FI_MR_ENDPOINT;
+	/* Comms run on different NCCL threads and share the domain. */
+	h->domain_attr->threading = FI_THREAD_SAFE;
+	if (prov && prov[0])
+		h->fabric_attr->prov_name = strdup(prov);
+	return h;
+}
+
+/* Pick the provider among what fi_getinfo returned. */
+static const char *choose_provider(struct fi_info *list, char *seen, size_t seen_len)
+{
+	const char *pick = NULL;
+	size_t used = 0;
+
+	seen[0] = '\0';
+	for (struct fi_info *i = list; i; i = i->next) {
+		const char *p = i->fabric_attr->prov_name;
+
+		if (!strstr(seen, p))
+			used += (size_t)snprintf(seen + used, used < seen_len ? seen_len - used : 0, "%s%s",
+						 used ? ", " : "", p);
+		if (used >= seen_len)
+			used = seen_len - 1;
+	}
+	for (struct fi_info *i = list; i && !pick; i = i->next) {
+		char core[32];
+
+		core_provider(i->fabric_attr->prov_name, core, sizeof(core));
+		if (!strcmp(core, "efa"))
+			pick = i->fabric_attr->prov_name;
+	}
+	for (struct fi_info *i = list; i && !pick; i = i->next)
+		if (!is_slow(i->fabric_attr->prov_name))
+			pick = i->fabric_attr->prov_name;
+	return pick;
+}
+
+static int is_loopback_domain(const struct fi_info *i)
+{
+	return !strcmp(i->domain_attr->name, "lo");
+}
+
+static int add_device(struct fi_info *info)
+{
+	struct ofi_dev *d = &ofi.devs[ofi.ndevs];
+	uint64_t mr_mode = info->domain_attr->mr_mode;
+
+	memset(d, 0, sizeof(*d));
+	d->info = ofi_dl.dupinfo(info);
+	if (!d->info)
+		return -ENOMEM;
+	d->info->next = NULL;
+	snprintf(d->name, sizeof(d->name), "%s", info->domain_attr->name);
+	d->mr_local = !!(mr_mode & FI_MR_LOCAL);
+	d->mr_endpoint = !!(mr_mode & FI_MR_ENDPOINT);
+	d->mr_virt_addr = !!(mr_mode & FI_MR_VIRT_ADDR);
+	d->mr_prov_key = !!(mr_mode & FI_MR_PROV_KEY);
+	d->next_key = 1;
+	pthread_mutex_init(&d->lock, NULL);
+	d->ctr = braid_counters_dev(ofi.ndevs);
+	snprintf(d->ctr->name, sizeof(d->ctr->name), "%s", d->name);
+	snprintf(d->ctr->provider, sizeof(d->ctr->provider), "%s", ofi.provider);
+	d->ctr->in_use = 1;
+	ofi.ndevs++;
+	return 0;
+}
+
+/* One device per domain; loopback only when nothing else exists (single-host use). */
+static int collect_devices(struct fi_info *list, const char *prov)
+{
+	int count = 0, have_real = 0;
+
+	for (struct fi_info *i = list; i; i = i->next) {
+		count++;
+		if (!strcmp(i->fabric_attr->prov_name, prov) && !is_loopback_domain(i))
+			have_real = 1;
+	}
+	ofi.devs = calloc((size_t)count, sizeof(*ofi.devs));
+	if (!ofi.devs)
+		return -ENOMEM;
+	for (struct fi_info *i = list; i; i = i->next) {
+		int dup = 0;
+
+		if (strcmp(i->fabric_attr->prov_name, prov) || (have_real && is_loopback_domain(i)))
+			continue;
+		for (int d = 0; d < ofi.ndevs && !dup; d++)
+			dup = !strcmp(ofi.devs[d].name, i->domain_attr->name);
+		if (!dup && add_device(i))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static void record_fallback(const char *seen, int named)
+{
+	struct braid_ctr_fallback *fb = &braid_counters()->fallback;
+	size_t used;
+
+	snprintf(fb->provider, sizeof(fb->provider), "%s", ofi.provider);
+	fb->slow_path = ofi.slow;
+	used = strlen(fb->why);
+	snprintf(fb->why + used, sizeof(fb->why) - used, "%sofi provider %s: %s (available: %s)",
+		 used ? "; " : "", ofi.provider,
+		 named ? "named by BRAID_OFI_PROVIDER" : "first RDMA-capable provider found", seen);
+	fb->gpudirect = 0;
+	snprintf(fb->gpudirect_why, sizeof(fb->gpudirect_why),
+		 "the ofi backend registers host memory only in this version (no FI_HMEM path)");
+}
+
+static void ofi_fini(void)
+{
+	for (int d = 0; d < ofi.ndevs; d++) {
+		struct ofi_dev *dev = &ofi.devs[d];
+
+		ofi_mr_cache_purge(dev);
+		free(dev->cache);
+		if (dev->domain)
+			fi_close(&dev->domain->fid);
+		if (dev->fabric)
+			fi_close(&dev->fabric->fid);
+		ofi_dl.freeinfo(dev->info);
+		pthread_mutex_destroy(&dev->lock);
+	}
+	free(ofi.devs);
+	memset(&ofi, 0, sizeof(ofi));
+}
+
+static int ofi_init(char *why, size_t whylen)
+{
+	const char *named = braid_param_str(BRAID_P_OFI_PROVIDER);
+	struct fi_info *hints, *list = NULL;
+	char seen[256];
+	const char *prov;
+	int rc;
+
+	if (ofi_dl_open(why, whylen))
+		return -1;
+	ofi.api_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+	if (ofi_dl.version() < ofi.api_version)
+		ofi.api_version = ofi_dl.version();
+	hints = make_hints(named);
+	if (!hints) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	rc = ofi_dl.getinfo(ofi.api_version, NULL, NULL, 0, hints, &list);
+	ofi_dl.freeinfo(hints);
+	if (rc || !list) {
+		if (named[0])
+			snprintf(why, whylen,
+				 "libfabric provider \"%s\" (BRAID_OFI_PROVIDER) offers no reliable "
+				 "datagram endpoint with tagged messages here: %s",
+				 named, ofi_strerror(rc));
+		else
+			snprintf(why, whylen, "libfabric found no provider with reliable datagram "
+					      "endpoints and tagged messages: %s", ofi_strerror(rc));
+		return -1;
+	}
+	prov = named[0] ? list->fabric_attr->prov_name : choose_provider(list, seen, sizeof(seen));
+	if (named[0])
+		choose_provider(list, seen, sizeof(seen));
+	if (!prov) {
+		snprintf(why, whylen,
+			 "no RDMA-capable libfabric provider (found only: %s); braid uses slow "
+			 "providers only when named, e.g. BRAID_OFI_PROVIDER=\"tcp;ofi_rxm\"",
+			 seen);
+		ofi_dl.freeinfo(list);
+		return -1;
+	}
+	snprintf(ofi.provider, sizeof(ofi.provider), "%s", prov);
+	ofi.slow = is_slow(ofi.provider);
+	rc = collect_devices(list, ofi.provider);
+	ofi_dl.freeinfo(list);
+	if (rc || ofi.ndevs == 0) {
+		snprintf(why, whylen, "provider %s has no usable domain", ofi.provider);
+		ofi_fini();
+		return -1;
+	}
+	record_fallback(seen, named[0] != '\0');
+	BRAID_INFO(NCCL_INIT | NCCL_NET, "ofi: provider %s, %d device(s), libfabric API %u.%u",
+		   ofi.provider, ofi.ndevs, FI_MAJOR(ofi.api_version), FI_MINOR(ofi.api_version));
+	if (ofi.slow)
+		BRAID_WARN("SLOW PATH: running over libfabric provider %s (BRAID_OFI_PROVIDER): "
+			   "kernel sockets or shared memory, not NIC RDMA; expect a fraction of "
+			   "line rate. Unset BRAID_OFI_PROVIDER on RDMA hosts.",
+			   ofi.provider);
+	return 0;
+}
+
+static int ofi_ndevs(void)
+{
+	return ofi.ndevs;
+}
+
+int ofi_dev_open_domain(struct ofi_dev *d)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&d->lock);
+	if (!d->fabric) {
+		rc = ofi_dl.fabric(d->info->fabric_attr, &d->fabric, NULL);
+		if (rc)
+			BRAID_WARN("ofi: fi_fabric(%s) for device %s failed: %s",
+				   d->info->fabric_attr->name, d->name, ofi_strerror(rc));
+	}
+	if (!rc && !d->domain) {
+		rc = fi_domain(d->fabric, d->info, &d->domain, NULL);
+		if (rc)
+			BRAID_WARN("ofi: fi_domain(%s) failed: %s", d->name, ofi_strerror(rc));
+	}
+	pthread_mutex_unlock(&d->lock);
+	return rc;
+}
+
+/* guid: stable per NIC and distinct between NICs (NCCL merges ports by it). */
+static uint64_t dev_guid(const struct ofi_dev *d)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (const char *p = d->name; *p; p++)
+		h = (h ^ (uint8_t)*p) * 1099511628211ULL;
+	return h;
+}
+
+static int dev_speed_mbps(const struct ofi_dev *d)
+{
+	const struct fid_nic *nic = d->info->nic;
+	char path[128];
+	FILE *f;
+	int mbps = 0;
+
+	if (nic && nic->link_attr && nic->link_attr->speed)
+		return (int)(nic->link_attr->speed / 1000000ULL);
+	/* tcp domains are network interfaces: ask the kernel. */
+	snprintf(path, sizeof(path), "/sys/class/net/%s/speed", d->name);
+	f = fopen(path, "r");
+	if (f) {
+		if (fscanf(f, "%d", &mbps) != 1)
+			mbps = 0;
+		fclose(f);
+	}
+	/* Virtual interfaces report -1: assume 10 Gb/s so NCCL's tuning stays sane. */
+	return mbps > 0 ? mbps : 10000;
+}
+
+static ncclResult_t ofi_get_props(int devidx, struct braid_dev_props *p)
+{
+	struct ofi_dev *d = &ofi.devs[devidx];
+	const struct braid_topo *topo = braid_topology();
+	struct braid_topo_nic_place place;
+	size_t max_msg = d->info->ep_attr->max_msg_size;
+	size_t ep_cnt = d->info->domain_attr->ep_cnt;
+
+	memset(p, 0, sizeof(*p));
+	snprintf(p->name, sizeof(p->name), "%s", d->name);
+	if (topo && braid_topo_nic_place(topo, d->name, &place) == 0)
+		snprintf(p->pci_path, sizeof(p->pci_path), "%s", place.pci_path);
+	p->guid = dev_guid(d);
+	p->ptr_support = NCCL_PTR_HOST;
+	p->reg_is_global = !d->mr_endpoint && braid_param_int(BRAID_P_MR_CACHE);
+	p->force_flush = 0;
+	p->speed_mbps = dev_speed_mbps(d);
+	p->port = 1;
+	p->latency_us = 0;
+	/* Every comm is an endpoint. */
+	p->max_comms = (int)(ep_cnt && ep_cnt < 65536 ? ep_cnt : 65536);
+	p->max_recvs = BRAID_MAX_RECVS;
+	/* int-sized messages are what v8 can express; later versions get the provider's limit. */
+	p->max_p2p_bytes = max_msg > (1ULL << 40) ? (1ULL << 40) : max_msg;
+	p->max_coll_bytes = p->max_p2p_bytes;
+	return ncclSuccess;
+}
+
+const struct braid_backend_ops braid_ofi_ops = {
+	.name = "ofi",
+	.kind = BRAID_BACKEND_OFI,
+	.init = ofi_init,
+	.fini = ofi_fini,
+	.ndevs = ofi_ndevs,
+	.get_props = ofi_get_props,
+	.listen = ofi_listen,
+	.connect = ofi_connect,
+	.accept = ofi_accept,
+	.reg_mr = ofi_reg_mr,
+	/* dma-buf needs libfabric 1.20 (FI_MR_DMABUF); Debian 12 has 1.17: not advertised. */
+	.reg_mr_dmabuf = NULL,
+	.dereg_mr = ofi_dereg_mr,
+	.isend = ofi_isend,
+	.irecv = ofi_irecv,
+	.iflush = ofi_iflush,
+	.test = ofi_test,
+	.close_send = ofi_close_send,
+	.close_recv = ofi_close_recv,
+	.close_listen = ofi_close_listen,
+};

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The contract between the version-neutral core and a backend (net_ofi/, net_ib/).
+ * Sizes are size_t everywhere; the version adapters convert. The core validates NCCL's
+ * arguments (NULL pointers, device range, n, object magic) before calling a backend, so
+ * backends handle only what the network does.
+ */
+#ifndef BRAID_BACKEND_H
+#define BRAID_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl_net_abi.h"
+
+enum braid_backend_kind {
+	BRAID_BACKEND_NONE = 0,
+	BRAID_BACKEND_OFI = 1,
+	BRAID_BACKEND_IB = 2,
+};
+
+/* Every object handed to NCCL starts with one, so a stale or garbage pointer is refused. */
+enum braid_obj_magic {
+	BRAID_MAGIC_LISTEN = 0x6c697374, /* "list" */
+	BRAID_MAGIC_SEND = 0x73656e64,   /* "send" */
+	BRAID_MAGIC_RECV = 0x72656376,   /* "recv" */
+	BRAID_MAGIC_REQ = 0x72657175,    /* "requ" */
+	BRAID_MAGIC_MR = 0x6d726567,     /* "mreg" */
+	BRAID_MAGIC_CTX = 0x63747874,    /* "ctxt" */
+	BRAID_MAGIC_DEAD = 0x64656164,   /* "dead": freed */
+};
+
+struct braid_obj {
+	uint32_t magic;
+};
+
+#define BRAID_MAX_RECVS 8
+#define BRAID_MAX_REQUESTS NCCL_NET_MAX_REQUESTS
+
+struct braid_dev_props {
+	char name[64];
+	char pci_path[256]; /* "" when the device has none */
+	uint64_t guid;
+	int ptr_support;
+	int reg_is_global;
+	int force_flush;
+	int speed_mbps;
+	int port;
+	float latency_us;
+	int max_comms;
+	int max_recvs;
+	size_t max_p2p_bytes;
+	size_t max_coll_bytes;
+};
+
+struct braid_conn_opts {
+	int traffic_class; /* NCCL_NET_TRAFFIC_CLASS_UNDEF: none asked */
+};
+
+struct braid_backend_ops {
+	const char *name;
+	enum braid_backend_kind kind;
+	/* Open the library and find devices. 0: usable; <0: not, with the reason in why. */
+	int (*init)(char *why, size_t whylen);
+	void (*fini)(void);
+	int (*ndevs)(void);
+	ncclResult_t (*get_props)(int dev, struct braid_dev_props *props);
+	ncclResult_t (*listen)(int dev, void *handle, void **listen_comm);
+	ncclResult_t (*connect)(int dev, const struct braid_conn_opts *opts, const void *handle,
+				void **send_comm);
+	ncclResult_t (*accept)(void *listen_comm, void **recv_comm);
+	ncclResult_t (*reg_mr)(void *comm, void *data, size_t size, int type, void **mhandle);
+	ncclResult_t (*reg_mr_dmabuf)(void *comm, void *data, size_t size, int type,
+				      uint64_t offset, int fd, void **mhandle);
+	ncclResult_t (*dereg_mr)(void *comm, void *mhandle);
+	ncclResult_t (*isend)(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			      void **request);
+	ncclResult_t (*irecv)(void *recv_comm, int n, void **data, const size_t *sizes,
+			      const int *tags, void **mhandles, void **request);
+	ncclResult_t (*iflush)(void *recv_comm, int n, void **data, const int *sizes,
+			       void **mhandles, void **request);
+	/* sizes: room for BRAID_MAX_RECVS entries; when *done, fill *nsizes of them. A request
+	 * reported done (or failed) is freed: NCCL never tests it again. */
+	ncclResult_t (*test)(void *request, int *done, size_t *sizes, int *nsizes);
+	ncclResult_t (*close_send)(void *send_comm);
+	ncclResult_t (*close_recv)(void *recv_comm);
+	ncclResult_t (*close_listen)(void *listen_comm);
+};
+
+extern const struct braid_backend_ops braid_ofi_ops;
+extern const struct braid_backend_ops braid_ib_ops;
+
+#endif

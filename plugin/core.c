@@ -1,0 +1,407 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The version-neutral core: reference-counted init, backend choice, argument checks,
+ * dispatch. No data-path state lives here: after the checks every call goes straight to
+ * the backend.
+ */
+#include "plugin/core.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "plugin/counters.h"
+#include "plugin/log.h"
+#include "plugin/params.h"
+#include "topo/topo.h"
+
+/* init/finalize may come from several communicator threads at once (v11). */
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static int init_refs;
+/* Set once under init_lock before init returns success; read-only afterwards. */
+static const struct braid_backend_ops *be;
+static int be_ndevs;
+static struct braid_dev_props *dev_props;
+static struct braid_topo *topology;
+
+const struct braid_topo *braid_topology(void)
+{
+	return topology;
+}
+
+static void load_topology(void)
+{
+	char err[256];
+
+	topology = braid_topo_load(NULL, err, sizeof(err));
+	if (!topology)
+		BRAID_INFO(NCCL_INIT, "topology: %s; NIC PCI paths and NUMA placement unknown", err);
+}
+
+#define CHECK_OBJ(ptr, want, what)                                                         \
+	do {                                                                               \
+		if (!(ptr) || ((const struct braid_obj *)(ptr))->magic != (want)) {         \
+			BRAID_WARN("%s: %p is not a live braid %s (NCCL misuse or a stale " \
+				   "pointer)",                                              \
+				   __func__, (void *)(ptr), what);                          \
+			return ncclInternalError;                                           \
+		}                                                                          \
+	} while (0)
+
+#define CHECK_INIT()                                                             \
+	do {                                                                     \
+		if (!__atomic_load_n(&be, __ATOMIC_ACQUIRE)) {                   \
+			BRAID_WARN("%s called before a successful init", __func__); \
+			return ncclInvalidUsage;                                 \
+		}                                                                \
+	} while (0)
+
+static void record_choice(const struct braid_backend_ops *ops, const char *why)
+{
+	struct braid_ctr_fallback *fb = &braid_counters()->fallback;
+
+	snprintf(fb->backend, sizeof(fb->backend), "%s", ops ? ops->name : "");
+	snprintf(fb->why, sizeof(fb->why), "%s", why);
+}
+
+/* Try one backend; on failure append "name: reason" to why_all. */
+static int try_backend(const struct braid_backend_ops *ops, char *why_all, size_t len)
+{
+	char why[512] = "";
+	size_t used = strlen(why_all);
+
+	if (ops->init(why, sizeof(why)) == 0) {
+		if (ops->ndevs() > 0)
+			return 0;
+		snprintf(why, sizeof(why), "no devices");
+		ops->fini();
+	}
+	BRAID_INFO(NCCL_INIT | NCCL_NET, "%s backend not usable: %s", ops->name, why);
+	snprintf(why_all + used, len - used, "%s%s: %s", used ? "; " : "", ops->name, why);
+	return -1;
+}
+
+static ncclResult_t choose_backend(void)
+{
+	static const char *const names[] = { "auto", "ib", "ofi" };
+	int want = (int)braid_param_int(BRAID_P_BACKEND);
+	char why[1024] = "";
+	const struct braid_backend_ops *chosen = NULL;
+
+	if ((want == 0 || want == 1) && try_backend(&braid_ib_ops, why, sizeof(why)) == 0)
+		chosen = &braid_ib_ops;
+	if (!chosen && (want == 0 || want == 2) && try_backend(&braid_ofi_ops, why, sizeof(why)) == 0)
+		chosen = &braid_ofi_ops;
+
+	if (!chosen) {
+		BRAID_WARN("no usable network backend (BRAID_BACKEND=%s): %s. NCCL will use another "
+			   "network; set NCCL_NET=braid to make this an error instead.",
+			   names[want], why);
+		record_choice(NULL, why);
+		return ncclSystemError;
+	}
+	if (why[0])
+		BRAID_INFO(NCCL_INIT | NCCL_NET, "using the %s backend; not used: %s", chosen->name, why);
+	record_choice(chosen, why[0] ? why : "first choice");
+	be_ndevs = chosen->ndevs();
+	dev_props = calloc((size_t)be_ndevs, sizeof(*dev_props));
+	if (!dev_props) {
+		chosen->fini();
+		return ncclSystemError;
+	}
+	for (int d = 0; d < be_ndevs; d++) {
+		ncclResult_t rc = chosen->get_props(d, &dev_props[d]);
+
+		if (rc != ncclSuccess) {
+			free(dev_props);
+			dev_props = NULL;
+			chosen->fini();
+			return rc;
+		}
+	}
+	braid_counters()->ndevs = (uint32_t)(be_ndevs < BRAID_CTR_MAX_DEVS ? be_ndevs : BRAID_CTR_MAX_DEVS);
+	__atomic_store_n(&be, chosen, __ATOMIC_RELEASE);
+	return ncclSuccess;
+}
+
+ncclResult_t braid_init(ncclDebugLogger_t logger)
+{
+	ncclResult_t rc = ncclSuccess;
+
+	pthread_mutex_lock(&init_lock);
+	if (logger)
+		braid_log_set_logger(logger);
+	if (init_refs == 0) {
+		braid_params_load();
+		if (braid_counters_open()) {
+			rc = ncclSystemError;
+		} else {
+			load_topology();
+			rc = choose_backend();
+			if (rc != ncclSuccess) {
+				braid_counters_close();
+				braid_topo_free(topology);
+				topology = NULL;
+			}
+		}
+	}
+	if (rc == ncclSuccess)
+		init_refs++;
+	pthread_mutex_unlock(&init_lock);
+	return rc;
+}
+
+ncclResult_t braid_finalize(void)
+{
+	pthread_mutex_lock(&init_lock);
+	if (init_refs == 0) {
+		pthread_mutex_unlock(&init_lock);
+		BRAID_WARN("finalize without a matching init");
+		return ncclInvalidUsage;
+	}
+	if (--init_refs == 0) {
+		braid_counters_print_summary();
+		be->fini();
+		__atomic_store_n(&be, NULL, __ATOMIC_RELEASE);
+		free(dev_props);
+		dev_props = NULL;
+		be_ndevs = 0;
+		braid_topo_free(topology);
+		topology = NULL;
+		braid_counters_close();
+	}
+	pthread_mutex_unlock(&init_lock);
+	return ncclSuccess;
+}
+
+ncclResult_t braid_devices(int *ndev)
+{
+	CHECK_INIT();
+	if (!ndev)
+		return ncclInvalidArgument;
+	*ndev = be_ndevs;
+	return ncclSuccess;
+}
+
+static ncclResult_t check_dev(int dev, const char *fn)
+{
+	if (dev < 0 || dev >= be_ndevs) {
+		BRAID_WARN("%s: device %d does not exist (braid has %d)", fn, dev, be_ndevs);
+		return ncclInvalidArgument;
+	}
+	return ncclSuccess;
+}
+
+ncclResult_t braid_get_properties(int dev, const struct braid_dev_props **props)
+{
+	CHECK_INIT();
+	if (check_dev(dev, __func__) || !props)
+		return ncclInvalidArgument;
+	*props = &dev_props[dev];
+	return ncclSuccess;
+}
+
+ncclResult_t braid_listen(int dev, void *handle, void **listen_comm)
+{
+	CHECK_INIT();
+	if (check_dev(dev, __func__) || !handle || !listen_comm)
+		return ncclInvalidArgument;
+	*listen_comm = NULL;
+	return be->listen(dev, handle, listen_comm);
+}
+
+ncclResult_t braid_connect(int dev, const struct braid_conn_opts *opts, void *handle,
+			   void **send_comm, ncclNetDeviceHandle_t **dev_handle)
+{
+	static const struct braid_conn_opts no_opts = { .traffic_class = NCCL_NET_TRAFFIC_CLASS_UNDEF };
+
+	(void)dev_handle; /* no device offload: the host handle type needs none */
+	CHECK_INIT();
+	if (check_dev(dev, __func__) || !handle || !send_comm)
+		return ncclInvalidArgument;
+	*send_comm = NULL;
+	return be->connect(dev, opts ? opts : &no_opts, handle, send_comm);
+}
+
+ncclResult_t braid_accept(void *listen_comm, void **recv_comm, ncclNetDeviceHandle_t **dev_handle)
+{
+	(void)dev_handle;
+	CHECK_INIT();
+	CHECK_OBJ(listen_comm, BRAID_MAGIC_LISTEN, "listen comm");
+	if (!recv_comm)
+		return ncclInvalidArgument;
+	*recv_comm = NULL;
+	return be->accept(listen_comm, recv_comm);
+}
+
+static ncclResult_t check_any_comm(void *comm, const char *fn)
+{
+	uint32_t m = comm ? ((const struct braid_obj *)comm)->magic : 0;
+
+	if (m != BRAID_MAGIC_SEND && m != BRAID_MAGIC_RECV) {
+		BRAID_WARN("%s: %p is not a live braid send or receive comm", fn, comm);
+		return ncclInternalError;
+	}
+	return ncclSuccess;
+}
+
+ncclResult_t braid_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
+{
+	CHECK_INIT();
+	if (check_any_comm(comm, __func__))
+		return ncclInternalError;
+	if (!mhandle || (!data && size)) {
+		BRAID_WARN("regMr: bad arguments (data %p, size %zu, mhandle %p)", data, size,
+			   (void *)mhandle);
+		return ncclInvalidArgument;
+	}
+	if (type != NCCL_PTR_HOST && type != NCCL_PTR_CUDA) {
+		BRAID_WARN("regMr: unknown pointer type %d", type);
+		return ncclInvalidArgument;
+	}
+	return be->reg_mr(comm, data, size, type, mhandle);
+}
+
+ncclResult_t braid_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
+				 int fd, void **mhandle)
+{
+	CHECK_INIT();
+	if (check_any_comm(comm, __func__))
+		return ncclInternalError;
+	if (!mhandle || (!data && size))
+		return ncclInvalidArgument;
+	if (!be->reg_mr_dmabuf) {
+		BRAID_WARN("regMrDmaBuf: the %s backend does not support dma-buf here (it was not "
+			   "advertised in ptrSupport)",
+			   be->name);
+		return ncclInvalidUsage;
+	}
+	return be->reg_mr_dmabuf(comm, data, size, type, offset, fd, mhandle);
+}
+
+ncclResult_t braid_dereg_mr(void *comm, void *mhandle)
+{
+	CHECK_INIT();
+	if (check_any_comm(comm, __func__))
+		return ncclInternalError;
+	CHECK_OBJ(mhandle, BRAID_MAGIC_MR, "memory registration");
+	return be->dereg_mr(comm, mhandle);
+}
+
+ncclResult_t braid_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			 void **request)
+{
+	CHECK_OBJ(send_comm, BRAID_MAGIC_SEND, "send comm");
+	CHECK_OBJ(mhandle, BRAID_MAGIC_MR, "memory registration");
+	if (!request || (!data && size))
+		return ncclInvalidArgument;
+	*request = NULL;
+	return be->isend(send_comm, data, size, tag, mhandle, request);
+}
+
+ncclResult_t braid_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+			 void **mhandles, void **request)
+{
+	CHECK_OBJ(recv_comm, BRAID_MAGIC_RECV, "receive comm");
+	if (n < 1 || n > BRAID_MAX_RECVS) {
+		BRAID_WARN("irecv: %d buffers in one grouped receive; braid takes 1 to %d (maxRecvs)",
+			   n, BRAID_MAX_RECVS);
+		return ncclInternalError;
+	}
+	if (!request || !data || !sizes || !tags || !mhandles)
+		return ncclInvalidArgument;
+	for (int i = 0; i < n; i++) {
+		CHECK_OBJ(mhandles[i], BRAID_MAGIC_MR, "memory registration");
+		if (!data[i] && sizes[i])
+			return ncclInvalidArgument;
+	}
+	/* On input *request may be NCCL_NET_OPTIONAL_RECV_COMPLETION: braid always completes. */
+	*request = NULL;
+	return be->irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+}
+
+ncclResult_t braid_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
+			  void **request)
+{
+	CHECK_OBJ(recv_comm, BRAID_MAGIC_RECV, "receive comm");
+	if (!request || n < 0 || n > BRAID_MAX_RECVS || (n && (!data || !sizes || !mhandles)))
+		return ncclInvalidArgument;
+	*request = NULL;
+	return be->iflush(recv_comm, n, data, sizes, mhandles, request);
+}
+
+ncclResult_t braid_test(void *request, int *done, size_t *sizes, int *nsizes)
+{
+	CHECK_OBJ(request, BRAID_MAGIC_REQ, "request");
+	if (!done || !sizes || !nsizes)
+		return ncclInvalidArgument;
+	*nsizes = 0;
+	return be->test(request, done, sizes, nsizes);
+}
+
+ncclResult_t braid_close_send(void *send_comm)
+{
+	if (!send_comm)
+		return ncclSuccess;
+	CHECK_OBJ(send_comm, BRAID_MAGIC_SEND, "send comm");
+	return be->close_send(send_comm);
+}
+
+ncclResult_t braid_close_recv(void *recv_comm)
+{
+	if (!recv_comm)
+		return ncclSuccess;
+	CHECK_OBJ(recv_comm, BRAID_MAGIC_RECV, "receive comm");
+	return be->close_recv(recv_comm);
+}
+
+ncclResult_t braid_close_listen(void *listen_comm)
+{
+	if (!listen_comm)
+		return ncclSuccess;
+	CHECK_OBJ(listen_comm, BRAID_MAGIC_LISTEN, "listen comm");
+	return be->close_listen(listen_comm);
+}
+
+ncclResult_t braid_get_device_mr(void *comm, void *mhandle, void **dptr_mhandle)
+{
+	/* Only meaningful for device offload (netDeviceType != HOST), which braid has not. */
+	(void)comm;
+	(void)mhandle;
+	if (dptr_mhandle)
+		*dptr_mhandle = NULL;
+	return ncclSuccess;
+}
+
+ncclResult_t braid_irecv_consumed(void *recv_comm, int n, void *request)
+{
+	(void)recv_comm;
+	(void)n;
+	(void)request;
+	return ncclSuccess;
+}
+
+ncclResult_t braid_make_vdevice(int *d, const ncclNetVDeviceProps_t *props)
+{
+	CHECK_INIT();
+	if (!d || !props)
+		return ncclInvalidArgument;
+	if (props->ndevs == 1 && check_dev(props->devs[0], __func__) == ncclSuccess) {
+		*d = props->devs[0];
+		return ncclSuccess;
+	}
+	BRAID_WARN("makeVDevice: merging %d NICs into one virtual device is not supported yet; "
+		   "set NCCL_NET_MERGE_LEVEL=LOC to keep NICs separate",
+		   props->ndevs);
+	return ncclInvalidUsage;
+}
+
+ncclResult_t braid_ctx_check(void *ctx, const char *what)
+{
+	if (!ctx || ((const struct braid_ctx *)ctx)->magic != BRAID_MAGIC_CTX) {
+		BRAID_WARN("%s: %p is not a context from braid's init", what, ctx);
+		return ncclInternalError;
+	}
+	return ncclSuccess;
+}

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * braid's version-neutral API: what every ncclNetPlugin_vN adapter calls. init is
+ * reference-counted (v11 calls it once per communicator); the last finalize releases
+ * what the first init took.
+ */
+#ifndef BRAID_CORE_H
+#define BRAID_CORE_H
+
+#include "plugin/backend.h"
+
+ncclResult_t braid_init(ncclDebugLogger_t logger);
+ncclResult_t braid_finalize(void);
+ncclResult_t braid_devices(int *ndev);
+/* *props points at braid's copy, alive until the last finalize (NCCL keeps name and pciPath). */
+ncclResult_t braid_get_properties(int dev, const struct braid_dev_props **props);
+ncclResult_t braid_listen(int dev, void *handle, void **listen_comm);
+ncclResult_t braid_connect(int dev, const struct braid_conn_opts *opts, void *handle,
+			   void **send_comm, ncclNetDeviceHandle_t **dev_handle);
+ncclResult_t braid_accept(void *listen_comm, void **recv_comm, ncclNetDeviceHandle_t **dev_handle);
+ncclResult_t braid_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
+ncclResult_t braid_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
+				 int fd, void **mhandle);
+ncclResult_t braid_dereg_mr(void *comm, void *mhandle);
+ncclResult_t braid_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			 void **request);
+ncclResult_t braid_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+			 void **mhandles, void **request);
+ncclResult_t braid_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
+			  void **request);
+/* When *done, sizes[0..*nsizes) hold the sizes (n of them for a grouped receive). */
+ncclResult_t braid_test(void *request, int *done, size_t *sizes, int *nsizes);
+ncclResult_t braid_close_send(void *send_comm);
+ncclResult_t braid_close_recv(void *recv_comm);
+ncclResult_t braid_close_listen(void *listen_comm);
+ncclResult_t braid_get_device_mr(void *comm, void *mhandle, void **dptr_mhandle);
+ncclResult_t braid_irecv_consumed(void *recv_comm, int n, void *request);
+ncclResult_t braid_make_vdevice(int *d, const ncclNetVDeviceProps_t *props);
+
+/* The machine's topology, loaded at the first init (NULL when hwloc could not load it). */
+struct braid_topo;
+const struct braid_topo *braid_topology(void);
+
+/* v11 per-communicator context. */
+struct braid_ctx {
+	uint32_t magic; /* BRAID_MAGIC_CTX */
+	uint64_t comm_id;
+	struct braid_conn_opts opts;
+};
+ncclResult_t braid_ctx_check(void *ctx, const char *what);
+
+/* Fill the version-independent part of NCCL's properties (all versions share it). */
+#define BRAID_FILL_COMMON_PROPS(out, p)                                 \
+	do {                                                            \
+		(out)->name = (char *)(p)->name;                             \
+		(out)->pciPath = (p)->pci_path[0] ? (char *)(p)->pci_path : NULL; \
+		(out)->guid = (p)->guid;                                \
+		(out)->ptrSupport = (p)->ptr_support;                   \
+		(out)->regIsGlobal = (p)->reg_is_global;                \
+		(out)->speed = (p)->speed_mbps;                         \
+		(out)->port = (p)->port;                                \
+		(out)->latency = (p)->latency_us;                       \
+		(out)->maxComms = (p)->max_comms;                       \
+		(out)->maxRecvs = (p)->max_recvs;                       \
+		(out)->netDeviceType = NCCL_NET_DEVICE_HOST;            \
+		(out)->netDeviceVersion = 0;                            \
+	} while (0)
+
+#endif

@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "plugin/counters.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "plugin/log.h"
+#include "plugin/params.h"
+
+/*
+ * open/close run under init's lock; comm slots are claimed with a compare-and-swap, so
+ * connect/accept on several threads need no lock here.
+ */
+static struct braid_ctr_region *region;
+static int region_shared;
+static char region_path[64];
+static struct braid_ctr_comm overflow_comm;
+static pthread_once_t atexit_once = PTHREAD_ONCE_INIT;
+
+static void counters_at_exit(void)
+{
+	braid_counters_close();
+}
+
+static void register_at_exit(void)
+{
+	atexit(counters_at_exit);
+}
+
+static void fill_header(struct braid_ctr_region *r)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	r->version = BRAID_CTR_VERSION;
+	r->header_size = offsetof(struct braid_ctr_region, devs);
+	r->dev_rec_size = sizeof(struct braid_ctr_dev);
+	r->comm_rec_size = sizeof(struct braid_ctr_comm);
+	r->max_devs = BRAID_CTR_MAX_DEVS;
+	r->max_comms = BRAID_CTR_MAX_COMMS;
+	r->pid = (int32_t)getpid();
+	r->start_time_ns = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	/* Readers take the magic as "the rest is valid". */
+	__atomic_store_n(&r->magic, BRAID_CTR_MAGIC, __ATOMIC_RELEASE);
+}
+
+static struct braid_ctr_region *map_shared(void)
+{
+	struct braid_ctr_region *r;
+	int fd;
+
+	snprintf(region_path, sizeof(region_path), BRAID_CTR_PATH_FMT, (int)getpid());
+	fd = open(region_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		BRAID_INFO(NCCL_INIT, "counters: cannot create %s: %s; counting in private memory",
+			   region_path, strerror(errno));
+		region_path[0] = '\0';
+		return NULL;
+	}
+	if (ftruncate(fd, sizeof(*r)) != 0) {
+		BRAID_INFO(NCCL_INIT, "counters: cannot size %s: %s", region_path, strerror(errno));
+		goto fail;
+	}
+	r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (r == MAP_FAILED) {
+		BRAID_INFO(NCCL_INIT, "counters: cannot map %s: %s", region_path, strerror(errno));
+		goto fail;
+	}
+	close(fd);
+	return r;
+fail:
+	close(fd);
+	unlink(region_path);
+	region_path[0] = '\0';
+	return NULL;
+}
+
+int braid_counters_open(void)
+{
+	if (region)
+		return 0;
+	if (braid_param_int(BRAID_P_COUNTERS))
+		region = map_shared();
+	region_shared = region != NULL;
+	if (!region) {
+		region = calloc(1, sizeof(*region));
+		if (!region)
+			return -ENOMEM;
+	}
+	fill_header(region);
+	pthread_once(&atexit_once, register_at_exit);
+	return 0;
+}
+
+void braid_counters_close(void)
+{
+	if (!region)
+		return;
+	if (region_shared) {
+		munmap(region, sizeof(*region));
+		unlink(region_path);
+	} else {
+		free(region);
+	}
+	region = NULL;
+	region_path[0] = '\0';
+}
+
+struct braid_ctr_region *braid_counters(void)
+{
+	return region;
+}
+
+const char *braid_counters_path(void)
+{
+	return region_path;
+}
+
+struct braid_ctr_dev *braid_counters_dev(int dev)
+{
+	static struct braid_ctr_dev overflow_dev;
+
+	if (!region || dev < 0 || dev >= BRAID_CTR_MAX_DEVS)
+		return &overflow_dev;
+	return &region->devs[dev];
+}
+
+struct braid_ctr_comm *braid_counters_comm_get(int dev, enum braid_ctr_comm_kind kind,
+					       const char *peer)
+{
+	if (!region)
+		return &overflow_comm;
+	for (int i = 0; i < BRAID_CTR_MAX_COMMS; i++) {
+		struct braid_ctr_comm *c = &region->comms[i];
+		uint32_t expect = BRAID_CTR_COMM_FREE;
+
+		if (!__atomic_compare_exchange_n(&c->kind, &expect, (uint32_t)kind, 0,
+						 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			continue;
+		memset(&c->t, 0, sizeof(c->t));
+		c->dev = dev;
+		snprintf(c->peer, sizeof(c->peer), "%s", peer ? peer : "");
+		return c;
+	}
+	return &overflow_comm;
+}
+
+void braid_counters_comm_put(struct braid_ctr_comm *rec)
+{
+	if (!rec || rec == &overflow_comm)
+		return;
+	__atomic_store_n(&rec->kind, BRAID_CTR_COMM_FREE, __ATOMIC_RELEASE);
+}
+
+void braid_counters_print_summary(void)
+{
+	const struct braid_ctr_fallback *fb;
+
+	if (!region || braid_log_level() < BRAID_LOG_INFO)
+		return;
+	fb = &region->fallback;
+	BRAID_INFO(NCCL_NET, "summary: backend %s, provider %s%s", fb->backend[0] ? fb->backend : "none",
+		   fb->provider[0] ? fb->provider : "-", fb->slow_path ? " (SLOW PATH)" : "");
+	if (fb->why[0])
+		BRAID_INFO(NCCL_NET, "summary: why: %s", fb->why);
+	BRAID_INFO(NCCL_NET, "summary: GPUDirect RDMA %s%s%s", fb->gpudirect ? "on" : "off",
+		   fb->gpudirect_why[0] ? ": " : "", fb->gpudirect_why);
+	for (uint32_t d = 0; d < region->ndevs && d < BRAID_CTR_MAX_DEVS; d++) {
+		const struct braid_ctr_traffic *t = &region->devs[d].t;
+
+		BRAID_INFO(NCCL_NET,
+			   "summary: dev %u %-12s tx %llu B in %llu msgs, rx %llu B in %llu msgs, "
+			   "%llu completions, %llu errors",
+			   d, region->devs[d].name, (unsigned long long)t->tx_bytes,
+			   (unsigned long long)t->tx_msgs, (unsigned long long)t->rx_bytes,
+			   (unsigned long long)t->rx_msgs, (unsigned long long)t->completions,
+			   (unsigned long long)t->errors);
+	}
+}

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Per-process counters in shared memory (/dev/shm/braid-<pid>), so that a reader
+ * (`braid stat`, a monitoring agent) sees them while the job runs, without touching the
+ * plugin. The layout is versioned: readers check magic, version and record sizes.
+ * Backends only bump counters (relaxed atomic adds); nothing here is on a lock.
+ */
+#ifndef BRAID_COUNTERS_H
+#define BRAID_COUNTERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BRAID_CTR_MAGIC 0x5254434449415242ULL /* "BRAIDCTR" little-endian */
+#define BRAID_CTR_VERSION 1
+#define BRAID_CTR_MAX_DEVS 32
+#define BRAID_CTR_MAX_COMMS 1024
+#define BRAID_CTR_PATH_FMT "/dev/shm/braid-%d"
+
+struct braid_ctr_traffic {
+	uint64_t tx_bytes;
+	uint64_t tx_msgs;
+	uint64_t rx_bytes;
+	uint64_t rx_msgs;
+	uint64_t completions;
+	uint64_t errors;
+};
+
+struct braid_ctr_dev {
+	char name[64];
+	char provider[64];
+	uint32_t in_use;
+	uint32_t pad;
+	struct braid_ctr_traffic t;
+};
+
+enum braid_ctr_comm_kind { BRAID_CTR_COMM_FREE = 0, BRAID_CTR_COMM_SEND = 1, BRAID_CTR_COMM_RECV = 2 };
+
+struct braid_ctr_comm {
+	uint32_t kind; /* enum braid_ctr_comm_kind; 0 = slot free */
+	int32_t dev;
+	char peer[64];
+	struct braid_ctr_traffic t;
+};
+
+/* Why the job runs the way it does: the record a fabric engineer reads first. */
+struct braid_ctr_fallback {
+	char backend[16];     /* "ofi", "ib", "" when init failed */
+	char provider[64];    /* libfabric provider, or verbs device list */
+	char why[512];        /* why this backend/provider, and why not the others */
+	int32_t slow_path;    /* 1 when braid runs on a provider it considers slow (tcp, ...) */
+	int32_t gpudirect;    /* 1 GPUDirect RDMA in use, 0 not */
+	char gpudirect_why[256];
+};
+
+struct braid_ctr_region {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t header_size; /* offsetof(struct braid_ctr_region, devs) */
+	uint32_t dev_rec_size;
+	uint32_t comm_rec_size;
+	uint32_t max_devs;
+	uint32_t max_comms;
+	int32_t pid;
+	uint32_t ndevs;
+	uint64_t start_time_ns; /* CLOCK_REALTIME */
+	struct braid_ctr_fallback fallback;
+	struct braid_ctr_dev devs[BRAID_CTR_MAX_DEVS];
+	struct braid_ctr_comm comms[BRAID_CTR_MAX_COMMS];
+};
+
+/* Map the region (or a private one when BRAID_COUNTERS=0 or /dev/shm fails). Idempotent. */
+int braid_counters_open(void);
+/* Unmap and remove the file. Idempotent; also run at exit. */
+void braid_counters_close(void);
+/* The region; never NULL after open (a private fallback when shared memory failed). */
+struct braid_ctr_region *braid_counters(void);
+/* The path of the shared file, "" when none. */
+const char *braid_counters_path(void);
+
+struct braid_ctr_dev *braid_counters_dev(int dev);
+/* A comm record, or a shared overflow record when all slots are taken. */
+struct braid_ctr_comm *braid_counters_comm_get(int dev, enum braid_ctr_comm_kind kind,
+					       const char *peer);
+void braid_counters_comm_put(struct braid_ctr_comm *rec);
+
+/* Printed with BRAID_DEBUG=INFO at finalize: one screen. */
+void braid_counters_print_summary(void);
+
+static inline void braid_ctr_add(uint64_t *ctr, uint64_t n)
+{
+	__atomic_fetch_add(ctr, n, __ATOMIC_RELAXED);
+}
+
+/* Bump both the comm's and its device's traffic record. */
+static inline void braid_ctr_count(struct braid_ctr_comm *comm, struct braid_ctr_dev *dev,
+				   size_t offset_in_traffic, uint64_t n)
+{
+	braid_ctr_add((uint64_t *)((char *)&comm->t + offset_in_traffic), n);
+	braid_ctr_add((uint64_t *)((char *)&dev->t + offset_in_traffic), n);
+}
+
+#define BRAID_CTR(field) __builtin_offsetof(struct braid_ctr_traffic, field)
+
+#endif

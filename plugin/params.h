@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Every braid knob, in one table. Each is an environment variable read once, typed and
+ * range-checked; a bad value gets one WARN naming the variable, the value and the default
+ * used instead. docs/configuration.md lists them (tests/unit checks it stays complete).
+ */
+#ifndef BRAID_PARAMS_H
+#define BRAID_PARAMS_H
+
+#include <stdint.h>
+
+enum braid_param_type {
+	BRAID_PARAM_INT,
+	BRAID_PARAM_BOOL,
+	BRAID_PARAM_STR,
+	BRAID_PARAM_ENUM, /* value is the index into a '|'-separated list of words */
+};
+
+/*
+ * X(id, name, type, default, min, max, choices, alias, doc)
+ * alias: an NCCL_* variable honoured when the BRAID_* one is unset (NULL: none).
+ */
+#define BRAID_PARAM_LIST(X)                                                                      \
+	X(DEBUG, "BRAID_DEBUG", BRAID_PARAM_ENUM, "WARN", 0, 0, "NONE|WARN|INFO|TRACE", NULL,    \
+	  "What braid prints to stderr when NCCL gave it no logger (tools, tests). Under NCCL, " \
+	  "NCCL_DEBUG decides.")                                                                 \
+	X(BACKEND, "BRAID_BACKEND", BRAID_PARAM_ENUM, "auto", 0, 0, "auto|ib|ofi", NULL,         \
+	  "Which backend to use. auto: verbs (ib) where a verbs device has an active port, else " \
+	  "libfabric (ofi).")                                                                    \
+	X(OFI_PROVIDER, "BRAID_OFI_PROVIDER", BRAID_PARAM_STR, "", 0, 0, NULL, NULL,             \
+	  "libfabric provider to use (e.g. efa, \"tcp;ofi_rxm\", shm). Unset: efa first, then "  \
+	  "other RDMA-capable providers; tcp, shm, sockets and udp are used only when named.")  \
+	X(SOCKET_IFNAME, "BRAID_SOCKET_IFNAME", BRAID_PARAM_STR, "", 0, 0, NULL,                 \
+	  "NCCL_SOCKET_IFNAME",                                                                  \
+	  "Interface(s) for the out-of-band TCP handshake: comma list of name prefixes, ^ to "   \
+	  "exclude, = for exact names. Unset: the first up non-loopback interface, else lo.")   \
+	X(CONN_TIMEOUT_MS, "BRAID_CONN_TIMEOUT_MS", BRAID_PARAM_INT, "120000", 100, 3600000,     \
+	  NULL, NULL,                                                                            \
+	  "How long connect/accept may stay unfinished after the peer was reached before they " \
+	  "fail with an error naming the peer.")                                                 \
+	X(LIVENESS_MS, "BRAID_LIVENESS_MS", BRAID_PARAM_INT, "100", 1, 60000, NULL, NULL,        \
+	  "While a request waits, how often test() checks that the peer process is still "      \
+	  "there (one poll() on the handshake socket).")                                         \
+	X(MR_CACHE, "BRAID_MR_CACHE", BRAID_PARAM_BOOL, "1", 0, 1, NULL, NULL,                   \
+	  "Registration cache: a regMr of a range already registered is a lookup. With it off, " \
+	  "regIsGlobal is reported as 0.")                                                       \
+	X(COUNTERS, "BRAID_COUNTERS", BRAID_PARAM_BOOL, "1", 0, 1, NULL, NULL,                   \
+	  "Publish counters in /dev/shm/braid-<pid> for `braid stat` and other readers.")
+
+enum braid_param_id {
+#define BRAID_PARAM_ENUM_ID(id, ...) BRAID_P_##id,
+	BRAID_PARAM_LIST(BRAID_PARAM_ENUM_ID)
+#undef BRAID_PARAM_ENUM_ID
+	BRAID_P_COUNT
+};
+
+struct braid_param_desc {
+	const char *name;
+	enum braid_param_type type;
+	const char *def;
+	int64_t min, max;
+	const char *choices;
+	const char *alias;
+	const char *doc;
+};
+
+/* Read every knob (once per process; later calls do nothing). Thread-safe. */
+void braid_params_load(void);
+/* Forget what was read, so a test can change the environment and load again. */
+void braid_params_reset(void);
+
+int64_t braid_param_int(enum braid_param_id id);   /* INT, BOOL and ENUM (the index) */
+const char *braid_param_str(enum braid_param_id id); /* STR; "" when unset */
+/* Where the value came from: "default", the variable's name, or its alias. */
+const char *braid_param_source(enum braid_param_id id);
+const struct braid_param_desc *braid_param_desc(enum braid_param_id id);
+
+/* Parse one value as the table says; 0 and *out on success, -1 when invalid. */
+int braid_param_parse(const struct braid_param_desc *d, const char *text, int64_t *out);
+
+#endif

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "plugin/pool.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+int braid_pool_init(struct braid_pool *pool, size_t elem_size, uint32_t nelem)
+{
+	memset(pool, 0, sizeof(*pool));
+	if (!elem_size || !nelem)
+		return -EINVAL;
+	/* Keep every element aligned for any member type. */
+	elem_size = (elem_size + 63) & ~(size_t)63;
+	pool->mem = aligned_alloc(64, elem_size * nelem);
+	pool->free_idx = calloc(nelem, sizeof(*pool->free_idx));
+	pool->used = calloc(nelem, 1);
+	if (!pool->mem || !pool->free_idx || !pool->used) {
+		braid_pool_fini(pool);
+		return -ENOMEM;
+	}
+	memset(pool->mem, 0, elem_size * nelem);
+	pool->elem_size = elem_size;
+	pool->nelem = nelem;
+	pool->nfree = nelem;
+	/* Lowest index on top, so the first gets are elements 0, 1, ... */
+	for (uint32_t i = 0; i < nelem; i++)
+		pool->free_idx[i] = nelem - 1 - i;
+	return 0;
+}
+
+void braid_pool_fini(struct braid_pool *pool)
+{
+	free(pool->mem);
+	free(pool->free_idx);
+	free(pool->used);
+	memset(pool, 0, sizeof(*pool));
+}
+
+void *braid_pool_at(const struct braid_pool *pool, uint32_t idx)
+{
+	return idx < pool->nelem ? pool->mem + (size_t)idx * pool->elem_size : NULL;
+}
+
+void *braid_pool_get(struct braid_pool *pool)
+{
+	char *elem;
+
+	if (!pool->nfree)
+		return NULL;
+	uint32_t idx = pool->free_idx[--pool->nfree];
+
+	pool->used[idx] = 1;
+	elem = pool->mem + (size_t)idx * pool->elem_size;
+	memset(elem, 0, pool->elem_size);
+	return elem;
+}
+
+int braid_pool_owns(const struct braid_pool *pool, const void *elem)
+{
+	const char *p = elem;
+
+	if (!pool->mem || p < pool->mem || p >= pool->mem + pool->elem_size * pool->nelem)
+		return 0;
+	return (size_t)(p - pool->mem) % pool->elem_size == 0;
+}
+
+int braid_pool_put(struct braid_pool *pool, void *elem)
+{
+	uint32_t idx;
+
+	if (!braid_pool_owns(pool, elem))
+		return -1;
+	idx = (uint32_t)((size_t)((char *)elem - pool->mem) / pool->elem_size);
+	/* A double put would corrupt the free stack: refuse it. */
+	if (!pool->used[idx])
+		return -1;
+	pool->used[idx] = 0;
+	pool->free_idx[pool->nfree++] = idx;
+	return 0;
+}

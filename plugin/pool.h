@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Fixed-size object pool: all memory at comm creation, O(1) get/put, no malloc on the
+ * data path. Not thread-safe: a pool belongs to one comm, and NCCL drives each comm from
+ * one thread at a time.
+ */
+#ifndef BRAID_POOL_H
+#define BRAID_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct braid_pool {
+	char *mem;
+	size_t elem_size;
+	uint32_t nelem;
+	uint32_t nfree;
+	uint32_t *free_idx; /* stack of free element indices */
+	uint8_t *used;      /* per element: 1 while handed out, to refuse double puts */
+};
+
+int braid_pool_init(struct braid_pool *pool, size_t elem_size, uint32_t nelem);
+void braid_pool_fini(struct braid_pool *pool);
+/* NULL when every element is in use. Elements come back zeroed. */
+void *braid_pool_get(struct braid_pool *pool);
+/* Returns -1 (and changes nothing) for a pointer that is not a used element of this pool. */
+int braid_pool_put(struct braid_pool *pool, void *elem);
+/* 1 when elem is an element of this pool (in use or not). */
+int braid_pool_owns(const struct braid_pool *pool, const void *elem);
+static inline uint32_t braid_pool_in_use(const struct braid_pool *pool)
+{
+	return pool->nelem - pool->nfree;
+}
+void *braid_pool_at(const struct braid_pool *pool, uint32_t idx);
+
+#endif

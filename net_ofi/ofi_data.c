@@ -50,16 +50,22 @@ static void handle_cq_error(struct ofi_comm *c)
 	if (rc < 0)
 		return;
 	op = e.op_context;
+	if (op && op->req)
+		req_fail(op->req, cq_error_result(e.err));
+	if (op && op->req)
+		op->req->pending--;
+	if (c->error != ncclSuccess) {
+		/* The first error was reported; the rest are its echo (flushed operations). */
+		BRAID_TRACE("ofi: further completion error on %s: %s", c->dev->name,
+			    ofi_strerror(e.err));
+		return;
+	}
 	BRAID_WARN("ofi: %s comm %s peer %s: completion error on %s: %s (provider: %s)",
 		   c->magic == BRAID_MAGIC_SEND ? "send" : "receive", c->dev->name, c->peer,
 		   op && op->type == OFI_OP_SEND_DATA   ? "data send"
 		   : op && op->type == OFI_OP_RECV_DATA ? "data receive"
 							: "control message",
 		   ofi_strerror(e.err), fi_cq_strerror(c->cq, e.prov_errno, e.err_data, buf, sizeof(buf)));
-	if (op && op->req)
-		req_fail(op->req, cq_error_result(e.err));
-	if (op && op->req)
-		op->req->pending--;
 	/* A lost control buffer or an unknown failure leaves the protocol unusable. */
 	comm_fail(c, cq_error_result(e.err));
 }
@@ -385,6 +391,12 @@ ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, v
 	return ncclSuccess;
 }
 
+/* Every part posted (a deferred receive has not been, yet) and every completion in. */
+static int req_complete(const struct ofi_req *r)
+{
+	return r->pending == 0 && (r->is_send || r->next_part > r->n);
+}
+
 ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
 {
 	struct ofi_req *r = request;
@@ -392,9 +404,9 @@ ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
 	ncclResult_t status;
 
 	*done = 0;
-	if (r->pending > 0) {
+	if (!req_complete(r)) {
 		progress(c);
-		if (r->pending > 0) {
+		if (!req_complete(r)) {
 			check_peer(c);
 			/* A failed comm will never complete this request: report, don't wait. */
 			return c->error;

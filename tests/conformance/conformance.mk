@@ -1,5 +1,5 @@
 # Conformance: the built plugin driven through each exported ABI version, as NCCL does,
-# in separate processes, over several transports. See tests/conformance/README.md.
+# in separate processes, over several transports (tests/conformance/README.md).
 
 CONF_SRCS := $(wildcard tests/conformance/*.c)
 CONF_OBJS := $(CONF_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tools/netapi.o \

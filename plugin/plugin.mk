@@ -1,6 +1,6 @@
 # The plugin: plugin/ (core, adapters, shared services), the backends, topo/.
 
-PLUGIN_SRCS := $(wildcard plugin/*.c) $(wildcard net_ofi/*.c) net_ib/ib_probe.c
+PLUGIN_SRCS := $(wildcard plugin/*.c) $(wildcard net_ofi/*.c) $(wildcard net_ib/*.c)
 PLUGIN_OBJS := $(PLUGIN_SRCS:%.c=$(BUILD)/obj/%.o) $(TOPO_SRCS:%.c=$(BUILD)/obj/%.o)
 PLUGIN_SO := $(BUILD)/libnccl-net-braid.so
 

@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Writes docs/configuration.md from the parameter table (`make docs`); test_config_doc
+ * fails when the committed file differs, so the doc cannot drift from the code.
+ */
+#include <stdio.h>
+
+#include "plugin/params.h"
+
+static const char *type_name(const struct braid_param_desc *d)
+{
+	switch (d->type) {
+	case BRAID_PARAM_INT:
+		return "integer";
+	case BRAID_PARAM_BOOL:
+		return "boolean";
+	case BRAID_PARAM_STR:
+		return "string";
+	case BRAID_PARAM_ENUM:
+		return "choice";
+	}
+	return "?";
+}
+
+int main(void)
+{
+	printf("# braid configuration\n\n"
+	       "Every knob is an environment variable, read once when the plugin initialises.\n"
+	       "A value that does not parse or is out of range gets one WARN naming the variable,\n"
+	       "the value and the default used instead. Where an NCCL variable of the same meaning\n"
+	       "exists, braid honours it when its own is unset.\n\n"
+	       "This file is generated from plugin/params.h by `make docs`; a unit test fails when\n"
+	       "it is out of date.\n\n"
+	       "| Variable | Type | Default | Allowed | NCCL equivalent | Meaning |\n"
+	       "|---|---|---|---|---|---|\n");
+	for (int id = 0; id < BRAID_P_COUNT; id++) {
+		const struct braid_param_desc *d = braid_param_desc((enum braid_param_id)id);
+		char allowed[128];
+
+		if (d->type == BRAID_PARAM_INT)
+			snprintf(allowed, sizeof(allowed), "%lld to %lld", (long long)d->min,
+				 (long long)d->max);
+		else if (d->type == BRAID_PARAM_BOOL)
+			snprintf(allowed, sizeof(allowed), "0/1, true/false, yes/no, on/off");
+		else if (d->type == BRAID_PARAM_ENUM)
+			snprintf(allowed, sizeof(allowed), "`%s`", d->choices);
+		else
+			snprintf(allowed, sizeof(allowed), "text");
+		printf("| `%s` | %s | %s%s%s | %s | %s%s%s | %s |\n", d->name, type_name(d),
+		       d->def[0] ? "`" : "", d->def[0] ? d->def : "(unset)", d->def[0] ? "`" : "",
+		       allowed, d->alias ? "`" : "", d->alias ? d->alias : "-", d->alias ? "`" : "",
+		       d->doc);
+	}
+	return 0;
+}

@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The core against NCCL misuse: calls before init, bad devices, garbage objects, grouped
+ * receives beyond maxRecvs, init/finalize reference counting, a provider that is not there.
+ * Runs the real ofi backend over tcp;ofi_rxm on loopback.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "plugin/core.h"
+#include "plugin/params.h"
+#include "tests/unit/unit.h"
+
+static int shm_exists(void)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/dev/shm/braid-%d", (int)getpid());
+	return stat(path, &st) == 0;
+}
+
+static void use_tcp(void)
+{
+	setenv("BRAID_BACKEND", "ofi", 1);
+	setenv("BRAID_OFI_PROVIDER", "tcp;ofi_rxm", 1);
+	setenv("BRAID_SOCKET_IFNAME", "lo", 1);
+	setenv("FI_TCP_IFACE", "lo", 1);
+	braid_params_reset();
+}
+
+static void before_init(void **state)
+{
+	int n;
+
+	(void)state;
+	unit_log_reset();
+	assert_int_equal(braid_finalize(), ncclInvalidUsage);
+	assert_int_equal(braid_devices(&n), ncclInvalidUsage);
+}
+
+static void missing_provider_fails_loudly(void **state)
+{
+	(void)state;
+	setenv("BRAID_BACKEND", "ofi", 1);
+	setenv("BRAID_OFI_PROVIDER", "no-such-provider", 1);
+	braid_params_reset();
+	unit_log_reset();
+	assert_int_equal(braid_init(unit_logger), ncclSystemError);
+	assert_non_null(strstr(unit_log, "no-such-provider"));
+	assert_non_null(strstr(unit_log, "no usable network backend"));
+	assert_false(shm_exists());
+}
+
+static void refcounted_init(void **state)
+{
+	int n = 0;
+
+	(void)state;
+	use_tcp();
+	assert_int_equal(braid_init(unit_logger), ncclSuccess);
+	assert_int_equal(braid_init(unit_logger), ncclSuccess);
+	assert_true(shm_exists());
+	assert_int_equal(braid_devices(&n), ncclSuccess);
+	assert_true(n >= 1);
+	assert_int_equal(braid_finalize(), ncclSuccess);
+	assert_true(shm_exists()); /* one reference left */
+	assert_int_equal(braid_devices(&n), ncclSuccess);
+	assert_int_equal(braid_finalize(), ncclSuccess);
+	assert_false(shm_exists());
+	assert_int_equal(braid_devices(&n), ncclInvalidUsage);
+}
+
+/* Connect a send and a receive comm in this process. */
+static void loopback_pair(void **lc, void **sc, void **rc)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	time_t until = time(NULL) + 20;
+
+	*sc = *rc = NULL;
+	assert_int_equal(braid_listen(0, handle, lc), ncclSuccess);
+	while ((!*sc || !*rc) && time(NULL) < until) {
+		if (!*sc)
+			assert_int_equal(braid_connect(0, NULL, handle, sc, NULL), ncclSuccess);
+		if (!*rc)
+			assert_int_equal(braid_accept(*lc, rc, NULL), ncclSuccess);
+	}
+	assert_non_null(*sc);
+	assert_non_null(*rc);
+}
+
+static void misuse_gets_errors(void **state)
+{
+	const struct braid_dev_props *p;
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	uint64_t fake[16] = { 0 };
+	void *lc, *sc, *rc, *mh, *req = NULL, *bad = fake;
+	static char buf[3 * 4096] __attribute__((aligned(4096)));
+	void *data[9];
+	size_t sizes[9] = { 0 };
+	int tags[9] = { 0 }, done, d;
+	void *mhs[9];
+	size_t out[8];
+	ncclNetVDeviceProps_t vp = { .ndevs = 2, .devs = { 0, 0 } };
+
+	(void)state;
+	use_tcp();
+	assert_int_equal(braid_init(unit_logger), ncclSuccess);
+	assert_int_equal(braid_get_properties(-1, &p), ncclInvalidArgument);
+	assert_int_equal(braid_get_properties(999, &p), ncclInvalidArgument);
+	assert_int_equal(braid_get_properties(0, &p), ncclSuccess);
+	assert_true(p->max_recvs == 8 && p->speed_mbps > 0 && (p->ptr_support & NCCL_PTR_HOST));
+
+	/* A handle that is not braid's: refused at once, no comm. */
+	memset(handle, 0x5a, sizeof(handle));
+	sc = (void *)1;
+	unit_log_reset();
+	assert_int_equal(braid_connect(0, NULL, handle, &sc, NULL), ncclInvalidArgument);
+	assert_null(sc);
+	assert_non_null(strstr(unit_log, "not a braid connection handle"));
+
+	/* Objects that are not braid's. */
+	assert_int_equal(braid_isend(bad, buf, 1, 0, bad, &req), ncclInternalError);
+	assert_int_equal(braid_test(bad, &done, out, &d), ncclInternalError);
+	assert_int_equal(braid_test(NULL, &done, out, &d), ncclInternalError);
+	assert_int_equal(braid_close_send(bad), ncclInternalError);
+	assert_int_equal(braid_accept(bad, &rc, NULL), ncclInternalError);
+
+	loopback_pair(&lc, &sc, &rc);
+	assert_int_equal(braid_reg_mr(rc, buf, 64, NCCL_PTR_HOST, &mh), ncclSuccess);
+	assert_int_equal(braid_reg_mr(rc, buf, 64, 77, &mh), ncclInvalidArgument);
+	for (int i = 0; i < 9; i++) {
+		data[i] = buf;
+		mhs[i] = mh;
+	}
+	/* Grouped receives: 1..maxRecvs only. */
+	assert_int_equal(braid_irecv(rc, 0, data, sizes, tags, mhs, &req), ncclInternalError);
+	assert_int_equal(braid_irecv(rc, 9, data, sizes, tags, mhs, &req), ncclInternalError);
+	/* A send on a receive comm. */
+	assert_int_equal(braid_isend(rc, buf, 1, 0, mh, &req), ncclInternalError);
+	/* A buffer outside its registration (which covers the first page). */
+	data[0] = buf + 4096 * 2;
+	sizes[0] = 1;
+	assert_int_equal(braid_irecv(rc, 1, data, sizes, tags, mhs, &req), ncclInvalidArgument);
+	/* Virtual devices: one NIC is itself; merging is refused clearly. */
+	assert_int_equal(braid_make_vdevice(&d, &vp), ncclInvalidUsage);
+	vp.ndevs = 1;
+	assert_int_equal(braid_make_vdevice(&d, &vp), ncclSuccess);
+	assert_int_equal(d, 0);
+
+	assert_int_equal(braid_dereg_mr(rc, mh), ncclSuccess);
+	assert_int_equal(braid_close_send(sc), ncclSuccess);
+	assert_int_equal(braid_close_recv(rc), ncclSuccess);
+	assert_int_equal(braid_close_listen(lc), ncclSuccess);
+	assert_int_equal(braid_finalize(), ncclSuccess);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(before_init),
+		cmocka_unit_test(missing_provider_fails_loudly),
+		cmocka_unit_test(refcounted_init),
+		cmocka_unit_test(misuse_gets_errors),
+	};
+
+	return cmocka_run_group_tests_name("core", tests, NULL, NULL);
+}

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+/* The shared-memory counter region: layout header, records, removal. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "plugin/counters.h"
+#include "plugin/params.h"
+#include "tests/unit/unit.h"
+
+static int exists(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0;
+}
+
+static void region_lifecycle(void **state)
+{
+	char path[64];
+	struct braid_ctr_region *r;
+
+	(void)state;
+	unsetenv("BRAID_COUNTERS");
+	braid_params_reset();
+	snprintf(path, sizeof(path), BRAID_CTR_PATH_FMT, (int)getpid());
+	assert_int_equal(braid_counters_open(), 0);
+	assert_string_equal(braid_counters_path(), path);
+	assert_true(exists(path));
+	r = braid_counters();
+	assert_true(r->magic == BRAID_CTR_MAGIC);
+	assert_int_equal(r->version, BRAID_CTR_VERSION);
+	assert_int_equal(r->pid, getpid());
+	assert_int_equal(r->dev_rec_size, sizeof(struct braid_ctr_dev));
+	assert_int_equal(r->comm_rec_size, sizeof(struct braid_ctr_comm));
+
+	/* A reader mapping the file sees what the plugin counts. */
+	struct braid_ctr_comm *c = braid_counters_comm_get(2, BRAID_CTR_COMM_SEND, "192.0.2.1:5");
+	struct braid_ctr_dev *d = braid_counters_dev(2);
+	braid_ctr_count(c, d, BRAID_CTR(tx_bytes), 4096);
+	braid_ctr_count(c, d, BRAID_CTR(tx_msgs), 1);
+	FILE *f = fopen(path, "rb");
+	struct braid_ctr_region *copy = malloc(sizeof(*copy));
+	assert_non_null(f);
+	assert_int_equal(fread(copy, sizeof(*copy), 1, f), 1);
+	fclose(f);
+	assert_int_equal(copy->devs[2].t.tx_bytes, 4096);
+	assert_int_equal(copy->comms[c - r->comms].t.tx_msgs, 1);
+	assert_string_equal(copy->comms[c - r->comms].peer, "192.0.2.1:5");
+	free(copy);
+	braid_counters_comm_put(c);
+	assert_int_equal(c->kind, BRAID_CTR_COMM_FREE);
+
+	braid_counters_close();
+	assert_false(exists(path));
+	braid_counters_close(); /* idempotent */
+}
+
+static void slots_run_out_gracefully(void **state)
+{
+	static struct braid_ctr_comm *got[BRAID_CTR_MAX_COMMS + 2];
+
+	(void)state;
+	assert_int_equal(braid_counters_open(), 0);
+	for (int i = 0; i < BRAID_CTR_MAX_COMMS + 2; i++) {
+		got[i] = braid_counters_comm_get(0, BRAID_CTR_COMM_RECV, "p");
+		assert_non_null(got[i]);
+	}
+	/* The last ones share the overflow record; counting into it is still safe. */
+	assert_ptr_equal(got[BRAID_CTR_MAX_COMMS], got[BRAID_CTR_MAX_COMMS + 1]);
+	braid_ctr_add(&got[BRAID_CTR_MAX_COMMS]->t.errors, 1);
+	for (int i = 0; i < BRAID_CTR_MAX_COMMS + 2; i++)
+		braid_counters_comm_put(got[i]);
+	braid_counters_close();
+}
+
+static void disabled_means_private(void **state)
+{
+	char path[64];
+
+	(void)state;
+	setenv("BRAID_COUNTERS", "0", 1);
+	braid_params_reset();
+	snprintf(path, sizeof(path), BRAID_CTR_PATH_FMT, (int)getpid());
+	assert_int_equal(braid_counters_open(), 0);
+	assert_false(exists(path));
+	assert_string_equal(braid_counters_path(), "");
+	braid_ctr_add(&braid_counters_dev(0)->t.rx_bytes, 5);
+	assert_int_equal(braid_counters()->devs[0].t.rx_bytes, 5);
+	braid_counters_close();
+	unsetenv("BRAID_COUNTERS");
+	braid_params_reset();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(region_lifecycle),
+		cmocka_unit_test(slots_run_out_gracefully),
+		cmocka_unit_test(disabled_means_private),
+	};
+
+	return cmocka_run_group_tests_name("counters", tests, NULL, NULL);
+}

@@ -46,6 +46,8 @@ TESTS :=
 BENCHES :=
 
 .PHONY: all
+# Keep intermediate objects (pattern-built test objects would be deleted and rebuilt).
+.SECONDARY:
 all: build-all
 
 $(BUILD)/obj/%.o: %.c

@@ -45,7 +45,46 @@ enum braid_param_type {
 	  "Registration cache: a regMr of a range already registered is a lookup. With it off, " \
 	  "regIsGlobal is reported as 0.")                                                       \
 	X(COUNTERS, "BRAID_COUNTERS", BRAID_PARAM_BOOL, "1", 0, 1, NULL, NULL,                   \
-	  "Publish counters in /dev/shm/braid-<pid> for `braid stat` and other readers.")
+	  "Publish counters in /dev/shm/braid-<pid> (layout: plugin/counters.h) for tools and "  \
+	  "monitoring agents; removed when the process ends.")                                   \
+	X(IB_HCA, "BRAID_IB_HCA", BRAID_PARAM_STR, "", 0, 0, NULL, "NCCL_IB_HCA",                \
+	  "Verbs devices and ports the ib backend uses: comma list of device name prefixes, "   \
+	  "each with an optional :port; ^ excludes, = asks for exact names. Unset: every "      \
+	  "active port.")                                                                        \
+	X(IB_GID_INDEX, "BRAID_IB_GID_INDEX", BRAID_PARAM_INT, "-1", -1, 255, NULL,             \
+	  "NCCL_IB_GID_INDEX",                                                                   \
+	  "RoCE GID index. -1: choose (the first RoCEv2 GID of BRAID_IB_ADDR_FAMILY within "    \
+	  "BRAID_IB_ADDR_RANGE, link-local skipped; RoCEv1 only when no RoCEv2 GID fits).")    \
+	X(IB_ADDR_FAMILY, "BRAID_IB_ADDR_FAMILY", BRAID_PARAM_ENUM, "AF_INET", 0, 0,             \
+	  "AF_INET|AF_INET6", "NCCL_IB_ADDR_FAMILY",                                             \
+	  "Address family of the RoCE GID chosen automatically.")                                \
+	X(IB_ADDR_RANGE, "BRAID_IB_ADDR_RANGE", BRAID_PARAM_STR, "", 0, 0, NULL,                 \
+	  "NCCL_IB_ADDR_RANGE",                                                                  \
+	  "Only RoCE GIDs within this prefix (e.g. 10.0.0.0/8, fd00::/8) are chosen "          \
+	  "automatically. Unset: any.")                                                          \
+	X(IB_TC, "BRAID_IB_TC", BRAID_PARAM_INT, "0", 0, 255, NULL, "NCCL_IB_TC",                \
+	  "Traffic class of the GRH (RoCE: DSCP << 2 | ECN). A communicator's trafficClass "    \
+	  "(NCCL v10+) overrides it.")                                                           \
+	X(IB_SL, "BRAID_IB_SL", BRAID_PARAM_INT, "0", 0, 15, NULL, "NCCL_IB_SL",                 \
+	  "InfiniBand service level of every QP.")                                               \
+	X(IB_TIMEOUT, "BRAID_IB_TIMEOUT", BRAID_PARAM_INT, "20", 1, 31, NULL, "NCCL_IB_TIMEOUT", \
+	  "QP local ACK timeout exponent: 4.096 us * 2^value before a retry.")                   \
+	X(IB_RETRY_CNT, "BRAID_IB_RETRY_CNT", BRAID_PARAM_INT, "7", 0, 7, NULL,                  \
+	  "NCCL_IB_RETRY_CNT", "QP transport retries before a work request fails.")              \
+	X(IB_QPS_PER_CONN, "BRAID_IB_QPS_PER_CONN", BRAID_PARAM_INT, "0", 0, 8, NULL,            \
+	  "NCCL_IB_QPS_PER_CONNECTION",                                                          \
+	  "RC QPs per connection, 1 to 8. 0: 4 on RoCE (ECMP entropy, docs/ib.md), 1 on "       \
+	  "InfiniBand.")                                                                         \
+	X(IB_SPLIT_BYTES, "BRAID_IB_SPLIT_BYTES", BRAID_PARAM_INT, "65536", 0, 1073741824, NULL, \
+	  NULL,                                                                                  \
+	  "Messages larger than this are split evenly across the connection's QPs; smaller "    \
+	  "ones take the QPs in turn.")                                                          \
+	X(IB_FLOW_LABEL, "BRAID_IB_FLOW_LABEL", BRAID_PARAM_BOOL, "1", 0, 1, NULL, NULL,         \
+	  "Give every RoCEv2 QP a distinct, deterministic, non-zero flow label (hence UDP "      \
+	  "source port). 0 leaves it 0, as NCCL does: the port then comes from the QP numbers.") \
+	X(IB_FLUSH, "BRAID_IB_FLUSH", BRAID_PARAM_ENUM, "auto", 0, 0, "auto|always|never", NULL, \
+	  "iflush after a receive into GPU memory: auto (an RDMA READ when GPUDirect is in "     \
+	  "use), always (also for host memory: a test hook), never.")
 
 enum braid_param_id {
 #define BRAID_PARAM_ENUM_ID(id, ...) BRAID_P_##id,

@@ -22,6 +22,23 @@ static const char *type_name(const struct braid_param_desc *d)
 	return "?";
 }
 
+/* "a|b|c" as "`a`, `b`, `c`": a bare '|' would split the markdown table cell. */
+static void choice_list(const char *choices, char *out, size_t len)
+{
+	size_t used = 0;
+
+	for (const char *p = choices; *p && used + 8 < len; p++) {
+		if (p == choices)
+			out[used++] = '`';
+		if (*p == '|') {
+			used += (size_t)snprintf(out + used, len - used, "`, `");
+			continue;
+		}
+		out[used++] = *p;
+	}
+	snprintf(out + used, len - used, "`");
+}
+
 int main(void)
 {
 	printf("# braid configuration\n\n"
@@ -43,7 +60,7 @@ int main(void)
 		else if (d->type == BRAID_PARAM_BOOL)
 			snprintf(allowed, sizeof(allowed), "0/1, true/false, yes/no, on/off");
 		else if (d->type == BRAID_PARAM_ENUM)
-			snprintf(allowed, sizeof(allowed), "`%s`", d->choices);
+			choice_list(d->choices, allowed, sizeof(allowed));
 		else
 			snprintf(allowed, sizeof(allowed), "text");
 		printf("| `%s` | %s | %s%s%s | %s | %s%s%s | %s |\n", d->name, type_name(d),

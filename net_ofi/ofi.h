@@ -58,13 +58,23 @@ static inline uint64_t ofi_data_tag(uint32_t seq, int idx)
 
 #define OFI_RING 32 /* receive groups in flight per comm (NCCL_NET_MAX_REQUESTS) */
 
-/* Receiver -> sender: "group seq is posted: these buffers, these tags". */
+/* Receiver -> sender: "group seq is posted: these buffers, these tags". Only the n used
+ * entries travel (24 bytes for one buffer), so it usually fits the provider's inject size
+ * and needs no completion. */
 struct ofi_rtr {
 	uint32_t seq;
 	uint32_t n;
-	uint64_t size[BRAID_MAX_RECVS];
-	int32_t tag[BRAID_MAX_RECVS];
+	struct {
+		uint64_t size;
+		int32_t tag;
+		uint32_t pad;
+	} e[BRAID_MAX_RECVS];
 };
+
+static inline size_t ofi_rtr_len(uint32_t n)
+{
+	return __builtin_offsetof(struct ofi_rtr, e) + (size_t)n * sizeof(((struct ofi_rtr *)0)->e[0]);
+}
 
 struct ofi_dev {
 	char name[64];
@@ -159,6 +169,7 @@ struct ofi_comm {
 	fi_addr_t peer_addr;
 	char ep_name[64];
 	size_t ep_name_len;
+	size_t inject_size; /* messages up to this size go with fi_tinject (no completion) */
 
 	struct braid_pool reqs;
 	struct fid_mr *pool_mr; /* the request pool holds RTR messages: registered once */

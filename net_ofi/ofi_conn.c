@@ -126,6 +126,7 @@ static int comm_open_ep(struct ofi_comm *c, int is_send)
 	rc = fi_getname(&c->ep->fid, c->ep_name, &c->ep_name_len);
 	if (rc)
 		goto fail;
+	c->inject_size = d->info->tx_attr->inject_size;
 	step = "request pool";
 	rc = braid_pool_init(&c->reqs, sizeof(struct ofi_req), nreqs);
 	if (rc)

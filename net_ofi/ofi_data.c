@@ -97,14 +97,24 @@ static int post_recv_parts(struct ofi_comm *c, struct ofi_req *r)
 		ssize_t rc;
 
 		if (i < r->n) {
-			size_t len = (size_t)r->rtr.size[i];
+			size_t len = (size_t)r->rtr.e[i].size;
 
 			rc = fi_trecv(c->ep, len ? r->buf[i] : &zero_byte, len, r->desc[i],
 				      FI_ADDR_UNSPEC, ofi_data_tag(r->rtr.seq, i), OFI_TAG_ERR,
 				      &r->op[i].fictx);
 		} else {
-			rc = fi_tsend(c->ep, &r->rtr, sizeof(r->rtr), c->pool_desc, c->peer_addr,
-				      OFI_TAG_CTRL, &r->op[i].fictx);
+			size_t len = ofi_rtr_len(r->rtr.n);
+
+			if (len <= c->inject_size) {
+				rc = fi_tinject(c->ep, &r->rtr, len, c->peer_addr, OFI_TAG_CTRL);
+				if (!rc) {
+					r->next_part++; /* no completion will come */
+					continue;
+				}
+			} else {
+				rc = fi_tsend(c->ep, &r->rtr, len, c->pool_desc, c->peer_addr,
+					      OFI_TAG_CTRL, &r->op[i].fictx);
+			}
 		}
 		if (rc == -FI_EAGAIN)
 			return -FI_EAGAIN;
@@ -137,12 +147,12 @@ int ofi_post_deferred(struct ofi_comm *c)
 }
 
 /* A sender got an RTR: file it under its group's ring slot. */
-static void rtr_arrived(struct ofi_comm *c, struct ofi_ctrl_slot *slot)
+static void rtr_arrived(struct ofi_comm *c, struct ofi_ctrl_slot *slot, size_t len)
 {
 	const struct ofi_rtr *m = &slot->msg;
 	struct ofi_group *g = &c->ring[m->seq % OFI_RING];
 
-	if (g->arrived || m->n < 1 || m->n > BRAID_MAX_RECVS ||
+	if (g->arrived || m->n < 1 || m->n > BRAID_MAX_RECVS || len != ofi_rtr_len(m->n) ||
 	    m->seq - c->seq >= OFI_RING) {
 		BRAID_WARN("ofi: send comm %s peer %s: protocol error: control message for group %u "
 			   "(%u buffers) while at group %u",
@@ -163,14 +173,14 @@ static void handle_completion(struct ofi_comm *c, const struct fi_cq_tagged_entr
 
 	switch (op->type) {
 	case OFI_OP_RECV_CTRL:
-		rtr_arrived(c, (struct ofi_ctrl_slot *)op);
+		rtr_arrived(c, (struct ofi_ctrl_slot *)op, e->len);
 		return;
 	case OFI_OP_RECV_DATA:
 		r->size[op->idx] = e->len;
 		if (e->tag & OFI_TAG_ERR) {
 			BRAID_WARN("ofi: receive comm %s peer %s: the sender's message is larger than "
 				   "receive buffer %d (%zu bytes) of group %u; nothing was written",
-				   c->dev->name, c->peer, op->idx, (size_t)r->rtr.size[op->idx],
+				   c->dev->name, c->peer, op->idx, (size_t)r->rtr.e[op->idx].size,
 				   r->rtr.seq);
 			req_fail(r, ncclInvalidUsage);
 			braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(errors), 1);
@@ -272,7 +282,7 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 		}
 	}
 	for (uint32_t i = 0; i < g->rtr.n && idx < 0; i++)
-		if (g->rtr.tag[i] == tag && !(g->used & (1u << i)))
+		if (g->rtr.e[i].tag == tag && !(g->used & (1u << i)))
 			idx = (int)i;
 	if (idx < 0) {
 		BRAID_WARN("ofi: isend tag %d on %s peer %s matches no free buffer of receive group %u "
@@ -289,12 +299,12 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 	r->size[0] = size;
 	r->op[0] = (struct ofi_op){ .type = OFI_OP_SEND_DATA, .req = r, .comm = c };
 
-	if (size > g->rtr.size[idx]) {
+	if (size > g->rtr.e[idx].size) {
 		/* Tell the receiver instead of truncating: a zero-byte message flagged ERR. */
 		BRAID_WARN("ofi: isend of %zu bytes on %s to %s: receive buffer %d of group %u has "
 			   "only %llu bytes",
 			   size, c->dev->name, c->peer, idx, g->rtr.seq,
-			   (unsigned long long)g->rtr.size[idx]);
+			   (unsigned long long)g->rtr.e[idx].size);
 		rc = fi_tsend(c->ep, &zero_byte, 0, NULL, c->peer_addr,
 			      ofi_data_tag(g->rtr.seq, idx) | OFI_TAG_ERR, &r->op[0].fictx);
 		r->status = ncclInvalidUsage;
@@ -351,8 +361,8 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 	r->rtr.seq = c->seq;
 	r->rtr.n = (uint32_t)n;
 	for (int i = 0; i < n; i++) {
-		r->rtr.size[i] = sizes[i];
-		r->rtr.tag[i] = tags[i];
+		r->rtr.e[i].size = sizes[i];
+		r->rtr.e[i].tag = tags[i];
 		r->buf[i] = data[i];
 		r->desc[i] = mr_of(mhandles[i])->desc;
 		r->op[i] = (struct ofi_op){ .type = OFI_OP_RECV_DATA, .idx = (uint8_t)i, .req = r, .comm = c };

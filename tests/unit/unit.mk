@@ -19,8 +19,12 @@ $(UNIT_OUT)/gen-config-doc: $(BUILD)/obj/$(UNIT_DIR)/gen_config_doc.o $(UNIT_PLU
 	@mkdir -p $(dir $@)
 	$(CC) $(BRAID_LDFLAGS) -o $@ $^ $(HWLOC_LIBS) -ldl -lpthread
 
-ALL_TARGETS += $(UNIT_BINS) $(UNIT_OUT)/gen-config-doc
-TESTS += $(UNIT_BINS) $(UNIT_DIR)/test-config-doc.sh
+$(UNIT_OUT)/load_plugin: $(BUILD)/obj/$(UNIT_DIR)/load_plugin.o
+	@mkdir -p $(dir $@)
+	$(CC) $(BRAID_LDFLAGS) -o $@ $^ -ldl
+
+ALL_TARGETS += $(UNIT_BINS) $(UNIT_OUT)/gen-config-doc $(UNIT_OUT)/load_plugin
+TESTS += $(UNIT_BINS) $(UNIT_DIR)/test-config-doc.sh $(UNIT_DIR)/test-load-anywhere.sh
 
 .PHONY: docs test-unit
 docs: $(UNIT_OUT)/gen-config-doc

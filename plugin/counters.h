@@ -12,9 +12,10 @@
 #include <stdint.h>
 
 #define BRAID_CTR_MAGIC 0x5254434449415242ULL /* "BRAIDCTR" little-endian */
-#define BRAID_CTR_VERSION 1
+#define BRAID_CTR_VERSION 2
 #define BRAID_CTR_MAX_DEVS 32
 #define BRAID_CTR_MAX_COMMS 1024
+#define BRAID_CTR_MAX_QPS 1024
 #define BRAID_CTR_PATH_FMT "/dev/shm/braid-%d"
 
 struct braid_ctr_traffic {
@@ -51,6 +52,29 @@ struct braid_ctr_fallback {
 	int32_t slow_path;    /* 1 when braid runs on a provider it considers slow (tcp, ...) */
 	int32_t gpudirect;    /* 1 GPUDirect RDMA in use, 0 not */
 	char gpudirect_why[256];
+	/* version 2: the verbs backend's addressing ("" / -1 with other backends) */
+	char link_layer[16];  /* "RoCE", "InfiniBand" */
+	int32_t gid_index;    /* chosen GID index of device 0, -1 none */
+	char gid_type[16];    /* "RoCEv2", "RoCEv1", "IB" */
+	int32_t mtu;          /* active MTU in bytes */
+	char gpudirect_mode[16]; /* "peermem", "dma-buf", "none" */
+};
+
+/* version 2: one record per verbs QP (net_ib), claimed with a compare-and-swap on in_use. */
+struct braid_ctr_qp {
+	uint32_t in_use;
+	int32_t dev;
+	int32_t comm;       /* index in comms[], -1 unknown */
+	uint32_t qpn;
+	uint32_t remote_qpn;
+	uint32_t flow_label;
+	uint32_t sport;     /* RoCEv2 UDP source port, 0 when not RoCEv2 */
+	uint32_t pad;
+	uint64_t tx_bytes;
+	uint64_t tx_msgs;
+	uint64_t rx_bytes;
+	uint64_t rx_msgs;
+	uint64_t errors;
 };
 
 struct braid_ctr_region {
@@ -67,6 +91,10 @@ struct braid_ctr_region {
 	struct braid_ctr_fallback fallback;
 	struct braid_ctr_dev devs[BRAID_CTR_MAX_DEVS];
 	struct braid_ctr_comm comms[BRAID_CTR_MAX_COMMS];
+	/* version 2 */
+	uint32_t qp_rec_size; /* sizeof(struct braid_ctr_qp), set by the backend that uses it */
+	uint32_t max_qps;
+	struct braid_ctr_qp qps[BRAID_CTR_MAX_QPS];
 };
 
 /* Map the region (or a private one when BRAID_COUNTERS=0 or /dev/shm fails). Idempotent. */

@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * net_ib internals: the verbs RC backend (docs/ib.md).
+ *
+ * One NCCL device per ACTIVE port of a verbs device (an "HCA"). The HCA's context, PD,
+ * registration cache and flush QP are shared by its ports and guarded by the HCA lock;
+ * every comm owns its CQ and QPs, so the data path takes no lock (NCCL drives a comm from
+ * one thread at a time).
+ *
+ * Data protocol (receiver-driven, zero copy, like NCCL's IB transport):
+ *   irecv: the receiver RDMA-WRITEs the group's buffers {addr, rkey, size, tag} into slot
+ *          seq % IB_RING of the sender's FIFO (registered sender memory).
+ *   isend: the sender reads its slot, picks the buffer whose tag matches and writes the
+ *          payload straight into it with RDMA_WRITE_WITH_IMM: one write for a small
+ *          message (QPs taken in turn), one per QP for a message above the split
+ *          threshold. The immediate names the slot, the buffer and the number of chunks;
+ *          byte_len of each completion gives the real size. Nothing is copied.
+ * Set-up and liveness go over plugin/oob.c, like net_ofi.
+ */
+#ifndef BRAID_IB_H
+#define BRAID_IB_H
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "plugin/backend.h"
+#include "plugin/counters.h"
+#include "plugin/oob.h"
+#include "plugin/pool.h"
+
+/* libibverbs entry points, resolved with dlsym (never linked). Inline verbs that go through
+ * the context's ops table (ibv_post_send, ibv_poll_cq, ...) are used directly. */
+struct ibv_dl {
+	void *lib;
+	struct ibv_device **(*get_device_list)(int *num);
+	void (*free_device_list)(struct ibv_device **list);
+	const char *(*get_device_name)(struct ibv_device *dev);
+	struct ibv_context *(*open_device)(struct ibv_device *dev);
+	int (*close_device)(struct ibv_context *ctx);
+	int (*query_device)(struct ibv_context *ctx, struct ibv_device_attr *attr);
+	int (*query_port)(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr);
+	int (*query_gid)(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid);
+	struct ibv_pd *(*alloc_pd)(struct ibv_context *ctx);
+	int (*dealloc_pd)(struct ibv_pd *pd);
+	struct ibv_mr *(*reg_mr)(struct ibv_pd *pd, void *addr, size_t len, int access);
+	int (*dereg_mr)(struct ibv_mr *mr);
+	struct ibv_cq *(*create_cq)(struct ibv_context *ctx, int cqe, void *cq_context,
+				    struct ibv_comp_channel *channel, int comp_vector);
+	int (*destroy_cq)(struct ibv_cq *cq);
+	struct ibv_qp *(*create_qp)(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
+	int (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
+	int (*destroy_qp)(struct ibv_qp *qp);
+	int (*get_async_event)(struct ibv_context *ctx, struct ibv_async_event *event);
+	void (*ack_async_event)(struct ibv_async_event *event);
+	const char *(*wc_status_str)(enum ibv_wc_status status);
+	const char *(*event_type_str)(enum ibv_event_type type);
+	/* optional (NULL when the library is too old) */
+	int (*query_gid_ex)(struct ibv_context *ctx, uint32_t port, uint32_t index,
+			    struct ibv_gid_entry *entry, uint32_t flags, size_t entry_size);
+	struct ibv_mr *(*reg_mr_iova2)(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
+				       unsigned int access);
+	struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *pd, uint64_t offset, size_t len,
+					uint64_t iova, int fd, int access);
+};
+extern struct ibv_dl ibv;
+int ibv_dl_open(char *why, size_t whylen);
+
+#define IB_RING 32        /* receive groups in flight per comm (NCCL_NET_MAX_REQUESTS) */
+#define IB_MAX_QPS 8      /* QPs per connection */
+#define IB_SQ_DEPTH (BRAID_MAX_RECVS * IB_RING + 8) /* a send uses <= 1 WR per QP */
+#define IB_RQ_DEPTH (BRAID_MAX_RECVS * IB_RING + 32)
+#define IB_MAX_CHUNK (1ULL << 30)
+
+/* One FIFO entry: a receive buffer, written by the receiver into the sender's memory. seq
+ * is written at both ends so that a half-written entry is never taken. */
+struct ib_fifo_elem {
+	uint32_t seq; /* group sequence + 1 (0: never written) */
+	uint16_t n;   /* buffers in the group */
+	uint16_t idx; /* this buffer */
+	uint64_t addr;
+	uint64_t size;
+	uint32_t rkey;
+	int32_t tag;
+	uint32_t pad;
+	uint32_t seq_end; /* == seq */
+} __attribute__((aligned(8)));
+_Static_assert(sizeof(struct ib_fifo_elem) == 40, "FIFO element layout");
+
+/* imm of a data write: [0..2] buffer, [3..10] seq, [11..13] chunks - 1, [16] error,
+ * [24..31] IB_IMM_MAGIC. */
+#define IB_IMM_MAGIC 0xb7u
+static inline uint32_t ib_imm(uint32_t seq, int idx, int nchunks, int err)
+{
+	return (uint32_t)idx | ((seq & 0xffu) << 3) | ((uint32_t)(nchunks - 1) << 11) |
+	       ((uint32_t)!!err << 16) | (IB_IMM_MAGIC << 24);
+}
+
+struct ib_hca; /* one verbs device */
+
+/* One NCCL device: an active port of an HCA. */
+struct ib_dev {
+	char name[64];
+	int port;
+	struct ib_hca *hca;
+	int link_layer;          /* IBV_LINK_LAYER_* */
+	uint16_t lid;
+	enum ibv_mtu mtu;
+	uint32_t max_msg_sz;
+	int gid_index;
+	union ibv_gid gid;
+	int gid_type;            /* IBV_GID_TYPE_*, -1 unknown */
+	char gid_why[192];
+	int speed_mbps;
+	int nqps;                /* QPs per connection for this port */
+	int port_down;           /* atomic: set by IBV_EVENT_PORT_ERR, cleared by ACTIVE */
+	struct braid_ctr_dev *ctr;
+	char pci_path[256];
+};
+
+struct ib_mr {
+	uint32_t magic; /* BRAID_MAGIC_MR */
+	int refs;       /* cache references; guarded by the HCA lock */
+	int type;       /* NCCL_PTR_HOST / NCCL_PTR_CUDA */
+	int dmabuf;
+	struct ib_hca *hca;
+	uintptr_t base;
+	size_t len;
+	struct ibv_mr *mr;
+};
+
+struct ib_comm;
+
+struct ib_hca {
+	char name[64];
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_device_attr attr;
+	pthread_mutex_t lock; /* registration cache, comm list, async events, flush QP */
+	struct ib_mr **cache;
+	int ncache, cache_cap;
+	struct ib_comm *comms; /* live comms, for async event dispatch */
+	int gdr_peermem, gdr_dmabuf;
+	/* flush: a QP connected to itself, 1-byte RDMA READs */
+	struct ibv_cq *flush_cq;
+	struct ibv_qp *flush_qp;
+	struct ibv_mr *flush_mr;
+	uint8_t flush_byte;
+	int flush_failed;
+};
+
+enum ib_req_kind { IB_REQ_SEND = 1, IB_REQ_RECV = 2, IB_REQ_FLUSH = 3 };
+
+struct ib_req {
+	uint32_t magic; /* BRAID_MAGIC_REQ */
+	uint8_t kind;
+	int n;
+	int pending; /* send: chunk completions; recv: buffers + the FIFO write; flush: 1 */
+	ncclResult_t status;
+	struct ib_comm *comm;
+	uint32_t seq;
+	size_t size[BRAID_MAX_RECVS];
+	uint8_t chunks_want[BRAID_MAX_RECVS]; /* 0 until the first chunk says */
+	uint8_t chunks_got[BRAID_MAX_RECVS];
+	size_t cap[BRAID_MAX_RECVS];
+	struct ib_fifo_elem fifo[BRAID_MAX_RECVS]; /* receive: what we write to the sender */
+};
+
+/* wr_id: a pointer or index with the kind in the low 2 bits. */
+enum { IB_WR_SEND = 0, IB_WR_FIFO = 1, IB_WR_RECV = 2, IB_WR_FLUSH = 3 };
+
+enum ib_conn_stage {
+	IB_STAGE_CONNECTING,
+	IB_STAGE_HELLO,
+	IB_STAGE_REPLY,
+	IB_STAGE_READY_MSG,
+	IB_STAGE_READY,
+};
+
+struct ib_qp {
+	struct ibv_qp *qp;
+	uint32_t remote_qpn;
+	uint32_t flow_label;
+	uint16_t sport; /* RoCEv2 UDP source port the label gives (0: not RoCEv2) */
+	uint32_t rq_reposts; /* receives consumed and not yet posted again */
+	struct braid_ctr_qp *ctr;
+};
+
+struct ib_comm {
+	uint32_t magic; /* BRAID_MAGIC_SEND / BRAID_MAGIC_RECV while usable */
+	int devidx;
+	int is_send;
+	struct ib_dev *dev;
+	struct ib_hca *hca;
+	struct ib_comm *next; /* in hca->comms */
+	enum ib_conn_stage stage;
+	uint64_t deadline_ns;
+	uint64_t nonce;
+	struct braid_oob_chan chan;
+	char peer[64];
+	char peer_gid[48];
+	int traffic_class;
+
+	struct ibv_cq *cq;
+	int nqps;
+	struct ib_qp qps[IB_MAX_QPS];
+	uint32_t psn[IB_MAX_QPS]; /* our QPs' first PSNs (set-up only) */
+	uint32_t next_qp;
+	size_t split_bytes;
+
+	struct braid_pool reqs;
+	struct ibv_mr *pool_mr; /* receive requests hold the FIFO entries we write */
+	int inflight;
+	uint32_t seq;
+
+	/* sender: the FIFO the receiver writes into, and which buffers of the current group
+	 * were already sent to */
+	struct ib_fifo_elem (*fifo)[BRAID_MAX_RECVS];
+	struct ibv_mr *fifo_mr;
+	uint32_t used;
+	/* receiver: the sender's FIFO, and the request of each ring slot */
+	uint64_t rem_fifo_addr;
+	uint32_t rem_fifo_rkey;
+	struct ib_req *slot[IB_RING];
+
+	ncclResult_t error; /* sticky */
+	int async_error;    /* atomic: set by the async event handler (an ncclResult_t) */
+	char async_why[160];
+	int warned;
+	uint64_t next_liveness_ns;
+	struct braid_ctr_comm *ctr;
+};
+
+struct ib_listen {
+	uint32_t magic; /* BRAID_MAGIC_LISTEN */
+	int devidx;
+	int fd;
+	uint64_t nonce;
+	char addr[64];
+	struct ib_comm *pending;
+};
+
+/* ib_dev.c */
+struct ib_state {
+	int ndevs;
+	struct ib_dev *devs;
+	int nhcas;
+	struct ib_hca *hcas;
+};
+extern struct ib_state ib;
+uint64_t ib_now_ns(void);
+void ib_gid_str(const union ibv_gid *gid, char *buf, size_t len);
+/* Drain the HCA's async events (non-blocking) and mark the comms and ports they hit. */
+void ib_async_poll(struct ib_hca *h);
+void ib_comm_register(struct ib_comm *c);
+void ib_comm_unregister(struct ib_comm *c);
+
+/* ib_qp.c */
+int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int is_send);
+int ib_qp_connect(struct ib_comm *c, struct ib_qp *q, int i, uint32_t rqpn, uint32_t rpsn,
+		  uint32_t lpsn, const union ibv_gid *rgid, uint16_t rlid, enum ibv_mtu mtu);
+uint32_t ib_flow_label(uint32_t lqpn, uint32_t rqpn, int i);
+uint16_t ib_rocev2_sport(uint32_t lqpn, uint32_t rqpn, uint32_t flow_label);
+int ib_qp_post_recvs(struct ib_comm *c, struct ib_qp *q, uint32_t count);
+const char *ib_mtu_str(enum ibv_mtu mtu);
+
+/* ib_mr.c */
+ncclResult_t ib_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
+ncclResult_t ib_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
+			      int fd, void **mhandle);
+ncclResult_t ib_dereg_mr(void *comm, void *mhandle);
+void ib_mr_cache_purge(struct ib_hca *h);
+int ib_access_flags(void);
+
+/* ib_conn.c */
+ncclResult_t ib_listen(int dev, void *handle, void **listen_comm);
+ncclResult_t ib_connect(int dev, const struct braid_conn_opts *opts, const void *handle,
+			void **send_comm);
+ncclResult_t ib_accept(void *listen_comm, void **recv_comm);
+ncclResult_t ib_close_send(void *send_comm);
+ncclResult_t ib_close_recv(void *recv_comm);
+ncclResult_t ib_close_listen(void *listen_comm);
+
+/* ib_data.c */
+ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+		      void **request);
+ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+		      void **mhandles, void **request);
+ncclResult_t ib_test(void *request, int *done, size_t *sizes, int *nsizes);
+
+/* ib_flush.c */
+ncclResult_t ib_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
+		       void **request);
+int ib_flush_setup(struct ib_hca *h, struct ib_dev *d);
+void ib_flush_teardown(struct ib_hca *h);
+/* 1 when the flush request completed (status in r->status). */
+int ib_flush_poll(struct ib_req *r);
+
+#endif

@@ -1,0 +1,513 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * isend / irecv / test: the FIFO rendezvous of ib.h. No allocation, no lock and no
+ * system call on this path beyond the verbs ones: requests come from the comm's pool, and
+ * the liveness checks (peer socket, async events, port state) run at most every
+ * BRAID_LIVENESS_MS while a request waits.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+
+#include "net_ib/ib.h"
+#include "plugin/log.h"
+#include "plugin/params.h"
+
+#define CQ_BATCH 32
+#define RQ_REPOST_BATCH 16
+
+static void comm_fail(struct ib_comm *c, ncclResult_t why)
+{
+	if (c->error == ncclSuccess) {
+		c->error = why;
+		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(errors), 1);
+	}
+}
+
+static void req_fail(struct ib_req *r, ncclResult_t why)
+{
+	if (r->status == ncclSuccess)
+		r->status = why;
+}
+
+static const char *side(const struct ib_comm *c)
+{
+	return c->is_send ? "send" : "receive";
+}
+
+static int qp_index(const struct ib_comm *c, uint32_t qpn)
+{
+	for (int i = 0; i < c->nqps; i++)
+		if (c->qps[i].qp->qp_num == qpn)
+			return i;
+	return -1;
+}
+
+static ncclResult_t wc_result(enum ibv_wc_status st)
+{
+	switch (st) {
+	case IBV_WC_REM_ACCESS_ERR:
+	case IBV_WC_REM_INV_REQ_ERR:
+	case IBV_WC_REM_OP_ERR:
+	case IBV_WC_RETRY_EXC_ERR:
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+	case IBV_WC_REM_ABORT_ERR:
+	case IBV_WC_RESP_TIMEOUT_ERR:
+		return ncclRemoteError;
+	default:
+		return ncclSystemError;
+	}
+}
+
+static void handle_wc_error(struct ib_comm *c, const struct ibv_wc *wc)
+{
+	int qi = qp_index(c, wc->qp_num);
+	unsigned kind = (unsigned)(wc->wr_id & 3);
+
+	if (kind == IB_WR_SEND || kind == IB_WR_FIFO) {
+		struct ib_req *r = (struct ib_req *)(uintptr_t)(wc->wr_id & ~3ULL);
+
+		req_fail(r, wc_result(wc->status));
+		r->pending--;
+	} else if (kind == IB_WR_RECV && qi >= 0) {
+		c->qps[qi].rq_reposts++; /* gone with the QP; counted so nothing reposts */
+	}
+	if (qi >= 0 && c->qps[qi].ctr)
+		braid_ctr_add(&c->qps[qi].ctr->errors, 1);
+	if (c->error != ncclSuccess || c->warned) {
+		BRAID_TRACE("ib: further completion error on %s:%d QP %#x: %s", c->dev->name,
+			    c->dev->port, wc->qp_num, ibv.wc_status_str(wc->status));
+		comm_fail(c, wc_result(wc->status));
+		return;
+	}
+	c->warned = 1;
+	BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): %s completion "
+		   "error: %s (status %d, vendor error %#x)",
+		   side(c), c->dev->name, c->dev->port, wc->qp_num,
+		   qi >= 0 ? c->qps[qi].remote_qpn : 0, c->peer, c->peer_gid,
+		   kind == IB_WR_SEND   ? "data write"
+		   : kind == IB_WR_FIFO ? "FIFO write"
+					: "receive",
+		   ibv.wc_status_str(wc->status), (int)wc->status, wc->vendor_err);
+	comm_fail(c, wc_result(wc->status));
+}
+
+/* A data chunk landed in one of our buffers. */
+static void data_arrived(struct ib_comm *c, const struct ibv_wc *wc)
+{
+	uint32_t imm = ntohl(wc->imm_data);
+	uint32_t seq8 = (imm >> 3) & 0xff;
+	int idx = (int)(imm & 7), nch = (int)((imm >> 11) & 7) + 1, err = (imm >> 16) & 1;
+	struct ib_req *r = c->slot[seq8 % IB_RING];
+	int qi = qp_index(c, wc->qp_num);
+
+	if ((imm >> 24) != IB_IMM_MAGIC || !r || (r->seq & 0xff) != seq8 || idx >= r->n ||
+	    (r->chunks_want[idx] && r->chunks_want[idx] != nch) ||
+	    r->chunks_got[idx] >= nch) {
+		if (!c->warned) {
+			c->warned = 1;
+			BRAID_WARN("ib: receive comm %s:%d QP %#x (peer %s, GID %s): protocol error: "
+				   "data for group %u buffer %d (imm %#x) while at group %u",
+				   c->dev->name, c->dev->port, wc->qp_num, c->peer, c->peer_gid, seq8,
+				   idx, imm, c->seq);
+		}
+		comm_fail(c, ncclRemoteError);
+		return;
+	}
+	r->chunks_want[idx] = (uint8_t)nch;
+	r->chunks_got[idx]++;
+	r->size[idx] += wc->byte_len;
+	if (qi >= 0 && c->qps[qi].ctr) {
+		braid_ctr_add(&c->qps[qi].ctr->rx_bytes, wc->byte_len);
+		braid_ctr_add(&c->qps[qi].ctr->rx_msgs, 1);
+	}
+	if (err) {
+		BRAID_WARN("ib: receive comm %s:%d peer %s: the sender's message is larger than "
+			   "receive buffer %d (%zu bytes) of group %u; nothing was written",
+			   c->dev->name, c->dev->port, c->peer, idx, r->cap[idx], r->seq);
+		req_fail(r, ncclInvalidUsage);
+		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(errors), 1);
+	}
+	if (r->chunks_got[idx] == nch) {
+		r->pending--;
+		if (!err) {
+			braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_bytes), r->size[idx]);
+			braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_msgs), 1);
+		}
+	}
+}
+
+static void handle_wc(struct ib_comm *c, const struct ibv_wc *wc)
+{
+	struct ib_req *r = (struct ib_req *)(uintptr_t)(wc->wr_id & ~3ULL);
+
+	if (wc->status != IBV_WC_SUCCESS) {
+		handle_wc_error(c, wc);
+		return;
+	}
+	switch (wc->wr_id & 3) {
+	case IB_WR_SEND:
+		if (--r->pending == 0 && r->status == ncclSuccess) {
+			braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_bytes), r->size[0]);
+			braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_msgs), 1);
+		}
+		break;
+	case IB_WR_FIFO:
+		r->pending--;
+		break;
+	case IB_WR_RECV:
+		c->qps[wc->wr_id >> 2].rq_reposts++;
+		data_arrived(c, wc);
+		break;
+	default:
+		break;
+	}
+}
+
+static void progress(struct ib_comm *c)
+{
+	struct ibv_wc wc[CQ_BATCH];
+	int n;
+
+	do {
+		n = ibv_poll_cq(c->cq, CQ_BATCH, wc);
+		for (int i = 0; i < n; i++)
+			handle_wc(c, &wc[i]);
+	} while (n == CQ_BATCH);
+	if (n < 0) {
+		BRAID_WARN("ib: ibv_poll_cq on %s:%d (peer %s) failed", c->dev->name, c->dev->port,
+			   c->peer);
+		comm_fail(c, ncclSystemError);
+	}
+	if (c->is_send || c->error)
+		return;
+	for (int i = 0; i < c->nqps; i++) {
+		struct ib_qp *q = &c->qps[i];
+		int rc;
+
+		if (q->rq_reposts < RQ_REPOST_BATCH)
+			continue;
+		rc = ib_qp_post_recvs(c, q, q->rq_reposts);
+		q->rq_reposts = 0;
+		if (rc) {
+			BRAID_WARN("ib: receive comm %s:%d QP %#x: reposting receives failed: %s",
+				   c->dev->name, c->dev->port, q->qp->qp_num, strerror(-rc));
+			comm_fail(c, ncclSystemError);
+		}
+	}
+}
+
+/* While something waits: is the peer process there, did an async event or a port going
+ * down hit this comm? */
+static void check_health(struct ib_comm *c)
+{
+	uint64_t now = ib_now_ns();
+	int async;
+
+	if (now < c->next_liveness_ns || c->error)
+		return;
+	c->next_liveness_ns = now + (uint64_t)braid_param_int(BRAID_P_LIVENESS_MS) * 1000000ULL;
+	ib_async_poll(c->hca);
+	async = __atomic_load_n(&c->async_error, __ATOMIC_ACQUIRE);
+	if (async) {
+		BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): %s", side(c),
+			   c->dev->name, c->dev->port, c->qps[0].qp->qp_num, c->qps[0].remote_qpn,
+			   c->peer, c->peer_gid, c->async_why);
+		comm_fail(c, (ncclResult_t)async);
+	} else if (__atomic_load_n(&c->dev->port_down, __ATOMIC_ACQUIRE)) {
+		BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): port %d is "
+			   "down (IBV_EVENT_PORT_ERR) with %d request(s) in flight",
+			   side(c), c->dev->name, c->dev->port, c->qps[0].qp->qp_num,
+			   c->qps[0].remote_qpn, c->peer, c->peer_gid, c->dev->port, c->inflight);
+		comm_fail(c, ncclSystemError);
+	} else if (braid_oob_peer_gone(c->chan.fd)) {
+		BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): the peer "
+			   "closed its connection (process exited or killed?) with %d request(s) in "
+			   "flight",
+			   side(c), c->dev->name, c->dev->port, c->qps[0].qp->qp_num,
+			   c->qps[0].remote_qpn, c->peer, c->peer_gid, c->inflight);
+		comm_fail(c, ncclRemoteError);
+	}
+	if (c->error)
+		c->warned = 1;
+}
+
+static int in_mr(const struct ib_mr *m, const void *data, size_t size)
+{
+	uintptr_t a = (uintptr_t)data;
+
+	return !size || (a >= m->base && a + size <= m->base + m->len);
+}
+
+/* The FIFO entries of the current group, once all n are completely written. */
+static const struct ib_fifo_elem *group_ready(struct ib_comm *c)
+{
+	struct ib_fifo_elem *e = c->fifo[c->seq % IB_RING];
+	uint32_t want = c->seq + 1;
+	uint32_t n = __atomic_load_n(&e[0].seq, __ATOMIC_ACQUIRE) == want ? e[0].n : 0;
+
+	if (n < 1 || n > BRAID_MAX_RECVS)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++)
+		if (__atomic_load_n(&e[i].seq, __ATOMIC_ACQUIRE) != want ||
+		    __atomic_load_n(&e[i].seq_end, __ATOMIC_ACQUIRE) != want)
+			return NULL;
+	return e;
+}
+
+static int post_write(struct ib_comm *c, int qi, struct ib_req *r, const void *buf, uint32_t len,
+		      uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm)
+{
+	struct ib_qp *q = &c->qps[qi];
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr, *bad;
+	int rc;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = (uintptr_t)r | IB_WR_SEND;
+	wr.sg_list = len ? &sge : NULL;
+	wr.num_sge = len ? 1 : 0;
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.imm_data = htonl(imm);
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	rc = ibv_post_send(q->qp, &wr, &bad);
+	if (rc) {
+		BRAID_WARN("ib: send comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): "
+			   "ibv_post_send of %u bytes failed: %s",
+			   c->dev->name, c->dev->port, q->qp->qp_num, q->remote_qpn, c->peer,
+			   c->peer_gid, len, strerror(rc));
+		return -rc;
+	}
+	if (q->ctr) {
+		braid_ctr_add(&q->ctr->tx_bytes, len);
+		braid_ctr_add(&q->ctr->tx_msgs, 1);
+	}
+	return 0;
+}
+
+static ncclResult_t comm_error(struct ib_comm *c)
+{
+	int async;
+
+	if (c->error)
+		return c->error;
+	async = __atomic_load_n(&c->async_error, __ATOMIC_RELAXED);
+	if (async) {
+		c->next_liveness_ns = 0;
+		check_health(c);
+	}
+	return c->error;
+}
+
+ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+		      void **request)
+{
+	struct ib_comm *c = send_comm;
+	struct ib_mr *m = mhandle;
+	const struct ib_fifo_elem *g, *e = NULL;
+	struct ib_req *r;
+	int idx = -1, nch = 1, posted = 0, rc = 0;
+
+	if (comm_error(c))
+		return c->error;
+	if (!in_mr(m, data, size)) {
+		BRAID_WARN("ib: isend of %zu bytes at %p is outside its registration [%#lx, +%zu)",
+			   size, data, (unsigned long)m->base, m->len);
+		return ncclInvalidArgument;
+	}
+	g = group_ready(c);
+	if (!g) {
+		progress(c);
+		check_health(c);
+		return c->error; /* NULL request: the receiver has not posted yet */
+	}
+	for (int i = 0; i < g[0].n && idx < 0; i++)
+		if (g[i].tag == tag && !(c->used & (1u << i)))
+			idx = i;
+	if (idx < 0) {
+		BRAID_WARN("ib: isend tag %d on %s:%d peer %s matches no free buffer of receive group "
+			   "%u (%u buffers)",
+			   tag, c->dev->name, c->dev->port, c->peer, c->seq, g[0].n);
+		return ncclInternalError;
+	}
+	e = &g[idx];
+	r = braid_pool_get(&c->reqs);
+	if (!r)
+		return ncclSuccess; /* more than maxRecvs x 32 in flight: NCCL retries */
+	r->comm = c;
+	r->kind = IB_REQ_SEND;
+	r->n = 1;
+	r->size[0] = size;
+	r->seq = c->seq;
+
+	if (size > e->size) {
+		/* Tell the receiver instead of writing past its buffer: a 0-byte write, flagged. */
+		BRAID_WARN("ib: isend of %zu bytes on %s:%d to %s: receive buffer %d of group %u has "
+			   "only %llu bytes",
+			   size, c->dev->name, c->dev->port, c->peer, idx, c->seq,
+			   (unsigned long long)e->size);
+		rc = post_write(c, (int)(c->next_qp++ % (uint32_t)c->nqps), r, NULL, 0, 0, e->addr,
+				e->rkey, ib_imm(c->seq, idx, 1, 1));
+		r->status = ncclInvalidUsage;
+		posted = rc ? 0 : 1;
+	} else {
+		size_t chunk = size;
+
+		if (size > c->split_bytes && c->nqps > 1)
+			nch = c->nqps;
+		while ((size + (size_t)nch - 1) / (size_t)nch > c->dev->max_msg_sz &&
+		       nch < IB_MAX_QPS)
+			nch++;
+		if (nch > 1) {
+			chunk = ((size + (size_t)nch - 1) / (size_t)nch + 127) & ~(size_t)127;
+			nch = (int)((size + chunk - 1) / chunk);
+		}
+		for (int k = 0; k < nch && !rc; k++) {
+			size_t off = (size_t)k * chunk;
+			size_t len = size - off < chunk ? size - off : chunk;
+
+			rc = post_write(c, (int)((c->next_qp + (uint32_t)k) % (uint32_t)c->nqps), r,
+					(char *)data + off, (uint32_t)len, m->mr->lkey, e->addr + off,
+					e->rkey, ib_imm(c->seq, idx, nch, 0));
+			if (!rc)
+				posted++;
+		}
+		c->next_qp++;
+	}
+	if (rc) {
+		comm_fail(c, ncclSystemError);
+		c->warned = 1;
+		if (!posted) {
+			braid_pool_put(&c->reqs, r);
+			return c->error;
+		}
+		/* some chunks are with the NIC: they complete or flush before the comm closes */
+	}
+	r->pending = posted;
+	r->magic = BRAID_MAGIC_REQ;
+	c->inflight++;
+	c->used |= 1u << idx;
+	if (c->used == (1u << g[0].n) - 1) {
+		c->used = 0;
+		c->seq++;
+	}
+	*request = r;
+	return c->error;
+}
+
+ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+		      void **mhandles, void **request)
+{
+	struct ib_comm *c = recv_comm;
+	struct ibv_sge sge;
+	struct ibv_send_wr wr, *bad;
+	struct ib_req *r;
+	uint32_t slot = c->seq % IB_RING;
+	int rc;
+
+	if (comm_error(c))
+		return c->error;
+	for (int i = 0; i < n; i++)
+		if (!in_mr(mhandles[i], data[i], sizes[i])) {
+			BRAID_WARN("ib: irecv buffer %d (%zu bytes at %p) is outside its registration",
+				   i, sizes[i], data[i]);
+			return ncclInvalidArgument;
+		}
+	if (c->inflight >= IB_RING || c->slot[slot])
+		return ncclSuccess;
+	r = braid_pool_get(&c->reqs);
+	if (!r)
+		return ncclSuccess;
+	r->comm = c;
+	r->kind = IB_REQ_RECV;
+	r->n = n;
+	r->seq = c->seq;
+	for (int i = 0; i < n; i++) {
+		const struct ib_mr *m = mhandles[i];
+
+		r->cap[i] = sizes[i];
+		r->fifo[i] = (struct ib_fifo_elem){
+			.seq = c->seq + 1,
+			.n = (uint16_t)n,
+			.idx = (uint16_t)i,
+			.addr = (uint64_t)(uintptr_t)data[i],
+			.size = sizes[i],
+			.rkey = m->mr->rkey,
+			.tag = tags[i],
+			.seq_end = c->seq + 1,
+		};
+	}
+	sge.addr = (uintptr_t)r->fifo;
+	sge.length = (uint32_t)(n * (int)sizeof(r->fifo[0]));
+	sge.lkey = c->pool_mr->lkey;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = (uintptr_t)r | IB_WR_FIFO;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = c->rem_fifo_addr + (uint64_t)slot * sizeof(r->fifo);
+	wr.wr.rdma.rkey = c->rem_fifo_rkey;
+	rc = ibv_post_send(c->qps[0].qp, &wr, &bad);
+	if (rc) {
+		BRAID_WARN("ib: receive comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): posting "
+			   "the FIFO write failed: %s",
+			   c->dev->name, c->dev->port, c->qps[0].qp->qp_num, c->qps[0].remote_qpn,
+			   c->peer, c->peer_gid, strerror(rc));
+		braid_pool_put(&c->reqs, r);
+		c->warned = 1;
+		comm_fail(c, ncclSystemError);
+		return c->error;
+	}
+	r->pending = n + 1;
+	r->magic = BRAID_MAGIC_REQ;
+	c->slot[slot] = r;
+	c->inflight++;
+	c->seq++;
+	*request = r;
+	return ncclSuccess;
+}
+
+ncclResult_t ib_test(void *request, int *done, size_t *sizes, int *nsizes)
+{
+	struct ib_req *r = request;
+	struct ib_comm *c = r->comm;
+	ncclResult_t status;
+
+	*done = 0;
+	if (r->kind == IB_REQ_FLUSH) {
+		if (!ib_flush_poll(r))
+			return ncclSuccess;
+		status = r->status;
+		*done = 1;
+		*nsizes = 0;
+		r->magic = BRAID_MAGIC_DEAD;
+		braid_pool_put(&c->reqs, r);
+		return status;
+	}
+	if (r->pending > 0) {
+		progress(c);
+		if (r->pending > 0) {
+			check_health(c);
+			comm_error(c);
+			/* A failed comm will never complete this request: report, don't wait. */
+			return c->error;
+		}
+	}
+	status = r->status;
+	*done = 1;
+	for (int i = 0; i < r->n; i++)
+		sizes[i] = r->size[i];
+	*nsizes = r->n;
+	braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(completions), 1);
+	c->inflight--;
+	if (r->kind == IB_REQ_RECV)
+		c->slot[r->seq % IB_RING] = NULL;
+	r->magic = BRAID_MAGIC_DEAD;
+	braid_pool_put(&c->reqs, r);
+	if (status != ncclSuccess)
+		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(errors), 1);
+	return status;
+}

@@ -1,0 +1,633 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Devices: every ACTIVE port of every verbs device that BRAID_IB_HCA / NCCL_IB_HCA keeps
+ * is one NCCL device. Per port: link layer, LID, MTU, speed and (RoCE) the GID index,
+ * chosen as NCCL does and logged with the reason. Per HCA: context, PD, GPUDirect
+ * detection, async events.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "net_ib/ib.h"
+#include "plugin/core.h"
+#include "plugin/filter.h"
+#include "plugin/log.h"
+#include "plugin/params.h"
+#include "topo/topo.h"
+
+struct ib_state ib;
+
+uint64_t ib_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void ib_gid_str(const union ibv_gid *gid, char *buf, size_t len)
+{
+	if (!inet_ntop(AF_INET6, gid->raw, buf, (socklen_t)len))
+		snprintf(buf, len, "?");
+}
+
+static const char *gid_type_name(int type)
+{
+	switch (type) {
+	case IBV_GID_TYPE_IB:
+		return "IB";
+	case IBV_GID_TYPE_ROCE_V1:
+		return "RoCEv1";
+	case IBV_GID_TYPE_ROCE_V2:
+		return "RoCEv2";
+	default:
+		return "unknown";
+	}
+}
+
+/* Mbps per lane, from ibv_port_attr.active_speed (NCCL's table). */
+static int lane_mbps(uint8_t speed)
+{
+	switch (speed) {
+	case 1: return 2500;   /* SDR */
+	case 2: return 5000;   /* DDR */
+	case 4: return 10000;  /* QDR */
+	case 8: return 10000;  /* FDR10 */
+	case 16: return 14000; /* FDR */
+	case 32: return 25000; /* EDR */
+	case 64: return 50000; /* HDR */
+	case 128: return 100000; /* NDR */
+	default: return 10000;
+	}
+}
+
+static int lanes(uint8_t width)
+{
+	switch (width) {
+	case 1: return 1;
+	case 2: return 4;
+	case 4: return 8;
+	case 8: return 12;
+	case 16: return 2;
+	default: return 1;
+	}
+}
+
+static int is_v4mapped(const union ibv_gid *g)
+{
+	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	return !memcmp(g->raw, pfx, 12);
+}
+
+static int is_zero_gid(const union ibv_gid *g)
+{
+	static const union ibv_gid zero;
+
+	return !memcmp(g, &zero, sizeof(zero));
+}
+
+struct addr_range {
+	int set;
+	int family;
+	uint8_t addr[16];
+	int prefix;
+};
+
+static int parse_range(const char *s, struct addr_range *r)
+{
+	char buf[128], *slash;
+	int maxbits;
+
+	memset(r, 0, sizeof(*r));
+	if (!s || !s[0])
+		return 0;
+	snprintf(buf, sizeof(buf), "%s", s);
+	slash = strchr(buf, '/');
+	if (!slash)
+		return -1;
+	*slash = '\0';
+	if (inet_pton(AF_INET, buf, r->addr) == 1) {
+		r->family = AF_INET;
+		maxbits = 32;
+	} else if (inet_pton(AF_INET6, buf, r->addr) == 1) {
+		r->family = AF_INET6;
+		maxbits = 128;
+	} else {
+		return -1;
+	}
+	r->prefix = atoi(slash + 1);
+	if (r->prefix < 0 || r->prefix > maxbits)
+		return -1;
+	r->set = 1;
+	return 0;
+}
+
+static int in_range(const struct addr_range *r, const union ibv_gid *g)
+{
+	const uint8_t *a = r->family == AF_INET ? g->raw + 12 : g->raw;
+
+	if (!r->set)
+		return 1;
+	if ((r->family == AF_INET) != is_v4mapped(g))
+		return 0;
+	for (int bit = 0; bit < r->prefix; bit++) {
+		int byte = bit / 8, mask = 0x80 >> (bit % 8);
+
+		if ((a[byte] & mask) != (r->addr[byte] & mask))
+			return 0;
+	}
+	return 1;
+}
+
+static int query_gid(struct ibv_context *ctx, int port, int idx, union ibv_gid *gid, int *type)
+{
+	struct ibv_gid_entry e;
+
+	if (ibv.query_gid_ex) {
+		memset(&e, 0, sizeof(e));
+		if (ibv.query_gid_ex(ctx, (uint32_t)port, (uint32_t)idx, &e, 0, sizeof(e)))
+			return -1;
+		*gid = e.gid;
+		*type = (int)e.gid_type;
+		return 0;
+	}
+	*type = -1;
+	return ibv.query_gid(ctx, (uint8_t)port, idx, gid) ? -1 : 0;
+}
+
+/* RoCE GID choice; 0 and d->gid_* set, or -1 with why. */
+static int choose_gid(struct ib_dev *d, struct ibv_context *ctx, int tbl_len, char *why,
+		      size_t whylen)
+{
+	int want = (int)braid_param_int(BRAID_P_IB_GID_INDEX);
+	int family = braid_param_int(BRAID_P_IB_ADDR_FAMILY) == 1 ? AF_INET6 : AF_INET;
+	const char *range_s = braid_param_str(BRAID_P_IB_ADDR_RANGE);
+	struct addr_range range;
+	char skipped[96] = "";
+	size_t used = 0;
+	int v1 = -1;
+	char gs[64];
+
+	if (want >= 0) {
+		if (want >= tbl_len || query_gid(ctx, d->port, want, &d->gid, &d->gid_type) ||
+		    is_zero_gid(&d->gid)) {
+			snprintf(why, whylen, "%s=%d: no such GID on %s:%d (table of %d)",
+				 braid_param_source(BRAID_P_IB_GID_INDEX), want, d->name, d->port,
+				 tbl_len);
+			return -1;
+		}
+		d->gid_index = want;
+		snprintf(d->gid_why, sizeof(d->gid_why), "set by %s",
+			 braid_param_source(BRAID_P_IB_GID_INDEX));
+		return 0;
+	}
+	if (parse_range(range_s, &range)) {
+		BRAID_WARN("%s=\"%s\" is not an address/prefix; ignoring it",
+			   braid_param_source(BRAID_P_IB_ADDR_RANGE), range_s);
+		memset(&range, 0, sizeof(range));
+	}
+	for (int i = 0; i < tbl_len; i++) {
+		union ibv_gid g;
+		int type, fam;
+		const char *skip = NULL;
+
+		if (query_gid(ctx, d->port, i, &g, &type) || is_zero_gid(&g))
+			continue;
+		fam = is_v4mapped(&g) ? AF_INET : AF_INET6;
+		if (fam == AF_INET6 && g.raw[0] == 0xfe && (g.raw[1] & 0xc0) == 0x80)
+			skip = "link-local";
+		else if (fam != family)
+			skip = "family";
+		else if (!in_range(&range, &g))
+			skip = "range";
+		else if (type == IBV_GID_TYPE_ROCE_V1) {
+			if (v1 < 0)
+				v1 = i;
+			skip = "RoCEv1";
+		}
+		if (skip) {
+			if (used < sizeof(skipped))
+				used += (size_t)snprintf(skipped + used, sizeof(skipped) - used,
+							 "%s%d %s", used ? ", " : "", i, skip);
+			continue;
+		}
+		d->gid_index = i;
+		d->gid = g;
+		d->gid_type = type;
+		snprintf(d->gid_why, sizeof(d->gid_why), "first %s %s GID%s%s%s%s%s",
+			 type == -1 ? "(type unknown)" : gid_type_name(type),
+			 family == AF_INET ? "IPv4" : "IPv6", range.set ? " in " : "",
+			 range.set ? range_s : "", used ? " (skipped " : "", skipped, used ? ")" : "");
+		return 0;
+	}
+	if (v1 >= 0) {
+		query_gid(ctx, d->port, v1, &d->gid, &d->gid_type);
+		d->gid_index = v1;
+		snprintf(d->gid_why, sizeof(d->gid_why), "no RoCEv2 GID fits; RoCEv1 fallback");
+		return 0;
+	}
+	ib_gid_str(&d->gid, gs, sizeof(gs));
+	snprintf(why, whylen, "%s:%d has no %s RoCE GID%s%s (skipped: %s)", d->name, d->port,
+		 family == AF_INET ? "IPv4" : "IPv6", range.set ? " in " : "",
+		 range.set ? range_s : "", skipped);
+	return -1;
+}
+
+/* GPUDirect, as NCCL detects it: peer memory from the kernel module, dma-buf from a
+ * probe registration with fd -1 (EOPNOTSUPP / EPROTONOSUPPORT: not supported). */
+static void detect_gdr(struct ib_hca *h)
+{
+	h->gdr_peermem = access("/sys/kernel/mm/memory_peers/nv_mem/version", F_OK) == 0 ||
+			 access("/sys/module/nvidia_peermem/version", F_OK) == 0 ||
+			 access("/sys/module/nvidia_peermem", F_OK) == 0;
+	h->gdr_dmabuf = 0;
+	if (ibv.reg_dmabuf_mr) {
+		struct ibv_mr *mr;
+
+		errno = 0;
+		mr = ibv.reg_dmabuf_mr(h->pd, 0, 0, 0, -1, 0);
+		if (mr)
+			ibv.dereg_mr(mr); /* cannot happen with fd -1; be tidy */
+		else if (errno != EOPNOTSUPP && errno != EPROTONOSUPPORT)
+			h->gdr_dmabuf = 1;
+	}
+}
+
+static void hca_close(struct ib_hca *h)
+{
+	ib_flush_teardown(h);
+	ib_mr_cache_purge(h);
+	free(h->cache);
+	if (h->pd)
+		ibv.dealloc_pd(h->pd);
+	if (h->ctx)
+		ibv.close_device(h->ctx);
+	pthread_mutex_destroy(&h->lock);
+}
+
+static void ib_fini(void)
+{
+	for (int i = 0; i < ib.nhcas; i++)
+		hca_close(&ib.hcas[i]);
+	free(ib.hcas);
+	free(ib.devs);
+	memset(&ib, 0, sizeof(ib));
+}
+
+static int query_port_full(struct ibv_context *ctx, int port, struct ibv_port_attr *pa)
+{
+	memset(pa, 0, sizeof(*pa));
+	/* The exported ibv_query_port fills the part up to link_layer, which is all we read. */
+	return ibv.query_port(ctx, (uint8_t)port, pa);
+}
+
+static void pci_path_of(struct ib_dev *d)
+{
+	const struct braid_topo *topo = braid_topology();
+	struct braid_topo_nic_place place;
+	char path[128], real[PATH_MAX];
+
+	d->pci_path[0] = '\0';
+	if (topo && braid_topo_nic_place(topo, d->name, &place) == 0 && place.pci_path[0]) {
+		snprintf(d->pci_path, sizeof(d->pci_path), "%s", place.pci_path);
+		return;
+	}
+	snprintf(path, sizeof(path), "/sys/class/infiniband/%s/device", d->name);
+	if (realpath(path, real) && strlen(real) < sizeof(d->pci_path))
+		memcpy(d->pci_path, real, strlen(real) + 1);
+}
+
+static int add_port(struct ib_hca *h, int port, const struct ibv_port_attr *pa, char *why,
+		    size_t whylen)
+{
+	struct ib_dev *d = &ib.devs[ib.ndevs];
+	int qps = (int)braid_param_int(BRAID_P_IB_QPS_PER_CONN);
+
+	memset(d, 0, sizeof(*d));
+	snprintf(d->name, sizeof(d->name), "%s", h->name);
+	d->port = port;
+	d->hca = h;
+	d->link_layer = pa->link_layer == IBV_LINK_LAYER_ETHERNET ? IBV_LINK_LAYER_ETHERNET
+								  : IBV_LINK_LAYER_INFINIBAND;
+	d->lid = pa->lid;
+	d->mtu = pa->active_mtu;
+	d->max_msg_sz = pa->max_msg_sz ? pa->max_msg_sz : (1u << 31);
+	d->speed_mbps = lane_mbps(pa->active_speed) * lanes(pa->active_width);
+	d->gid_index = -1;
+	d->gid_type = -1;
+	if (d->link_layer == IBV_LINK_LAYER_ETHERNET) {
+		if (choose_gid(d, h->ctx, pa->gid_tbl_len, why, whylen))
+			return -1;
+	} else {
+		if (pa->lid == 0) {
+			snprintf(why, whylen, "%s:%d is InfiniBand without a LID (no subnet manager?)",
+				 d->name, port);
+			return -1;
+		}
+		d->gid_index = 0;
+		d->gid_type = IBV_GID_TYPE_IB;
+		ibv.query_gid(h->ctx, (uint8_t)port, 0, &d->gid);
+		snprintf(d->gid_why, sizeof(d->gid_why), "InfiniBand: LID %u, GID 0 for the GRH "
+			 "across subnets", pa->lid);
+	}
+	d->nqps = qps ? qps : d->link_layer == IBV_LINK_LAYER_ETHERNET ? 4 : 1;
+	pci_path_of(d);
+	d->ctr = braid_counters_dev(ib.ndevs);
+	snprintf(d->ctr->name, sizeof(d->ctr->name), "%.56s:%d", d->name, port & 0xff);
+	snprintf(d->ctr->provider, sizeof(d->ctr->provider), "verbs %s",
+		 d->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "IB");
+	d->ctr->in_use = 1;
+	ib.ndevs++;
+	{
+		char gs[64];
+
+		ib_gid_str(&d->gid, gs, sizeof(gs));
+		BRAID_INFO(NCCL_INIT | NCCL_NET,
+			   "ib: device %d = %s:%d, %s, %d Mb/s, MTU %s, %s%u, GID %d %s (%s): %s, "
+			   "%d QP(s) per connection",
+			   ib.ndevs - 1, d->name, port,
+			   d->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
+			   d->speed_mbps, ib_mtu_str(d->mtu),
+			   d->link_layer == IBV_LINK_LAYER_ETHERNET ? "" : "LID ",
+			   d->link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : d->lid, d->gid_index, gs,
+			   gid_type_name(d->gid_type), d->gid_why, d->nqps);
+	}
+	return 0;
+}
+
+static void record_fallback(const char *list)
+{
+	struct braid_ctr_region *r = braid_counters();
+	struct braid_ctr_fallback *fb = &r->fallback;
+	const struct ib_dev *d = &ib.devs[0];
+	const struct ib_hca *h = d->hca;
+	size_t used = strlen(fb->why);
+
+	snprintf(fb->provider, sizeof(fb->provider), "%s", list);
+	snprintf(fb->why + used, sizeof(fb->why) - used, "%sverbs: %d active port(s): %s",
+		 used ? "; " : "", ib.ndevs, list);
+	fb->slow_path = 0;
+	snprintf(fb->link_layer, sizeof(fb->link_layer), "%s",
+		 d->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand");
+	fb->gid_index = d->gid_index;
+	snprintf(fb->gid_type, sizeof(fb->gid_type), "%s", gid_type_name(d->gid_type));
+	fb->mtu = 128 << d->mtu;
+	fb->gpudirect = h->gdr_peermem || h->gdr_dmabuf;
+	snprintf(fb->gpudirect_mode, sizeof(fb->gpudirect_mode), "%s",
+		 h->gdr_dmabuf ? "dma-buf" : h->gdr_peermem ? "peermem" : "none");
+	snprintf(fb->gpudirect_why, sizeof(fb->gpudirect_why), "%s",
+		 h->gdr_dmabuf     ? "ibv_reg_dmabuf_mr works: CUDA buffers registered by dma-buf"
+		 : h->gdr_peermem ? "nvidia_peermem loaded: CUDA buffers registered with ibv_reg_mr"
+				  : "no nvidia_peermem and no dma-buf support in the verbs "
+				    "provider: host memory only");
+	r->qp_rec_size = sizeof(struct braid_ctr_qp);
+	r->max_qps = BRAID_CTR_MAX_QPS;
+}
+
+static int ib_init(char *why, size_t whylen)
+{
+	const char *spec = braid_param_str(BRAID_P_IB_HCA);
+	struct braid_filter f;
+	struct ibv_device **list;
+	int nlist = 0, nports = 0, active = 0;
+	char ports[256] = "", first_why[256] = "";
+	size_t used = 0;
+
+	if (ibv_dl_open(why, whylen))
+		return -1;
+	if (braid_filter_parse(spec, &f)) {
+		snprintf(why, whylen, "%s=\"%s\" cannot be parsed",
+			 braid_param_source(BRAID_P_IB_HCA), spec);
+		return -1;
+	}
+	list = ibv.get_device_list(&nlist);
+	if (!list || nlist == 0) {
+		if (list)
+			ibv.free_device_list(list);
+		snprintf(why, whylen, "no verbs device");
+		return -1;
+	}
+	ib.hcas = calloc((size_t)nlist, sizeof(*ib.hcas));
+	ib.devs = calloc((size_t)nlist * 4 + 4, sizeof(*ib.devs));
+	if (!ib.hcas || !ib.devs) {
+		ibv.free_device_list(list);
+		ib_fini();
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	for (int i = 0; i < nlist; i++) {
+		struct ib_hca *h = &ib.hcas[ib.nhcas];
+		const char *name = ibv.get_device_name(list[i]);
+		int first_dev = ib.ndevs;
+
+		memset(h, 0, sizeof(*h));
+		snprintf(h->name, sizeof(h->name), "%s", name);
+		pthread_mutex_init(&h->lock, NULL);
+		h->ctx = ibv.open_device(list[i]);
+		if (!h->ctx || ibv.query_device(h->ctx, &h->attr)) {
+			BRAID_INFO(NCCL_INIT | NCCL_NET, "ib: cannot open %s: %s", name, strerror(errno));
+			hca_close(h);
+			continue;
+		}
+		for (int p = 1; p <= h->attr.phys_port_cnt && ib.ndevs < nlist * 4 + 4; p++) {
+			struct ibv_port_attr pa;
+			char pwhy[256];
+
+			if (query_port_full(h->ctx, p, &pa) || pa.state != IBV_PORT_ACTIVE)
+				continue;
+			active++;
+			if (!braid_filter_match(&f, name, p))
+				continue;
+			if (add_port(h, p, &pa, pwhy, sizeof(pwhy))) {
+				BRAID_INFO(NCCL_INIT | NCCL_NET, "ib: skipping %s:%d: %s", name, p, pwhy);
+				if (!first_why[0])
+					snprintf(first_why, sizeof(first_why), "%s", pwhy);
+				continue;
+			}
+			nports++;
+			if (used < sizeof(ports))
+				used += (size_t)snprintf(ports + used, sizeof(ports) - used, "%s%s:%d",
+							 used ? " " : "", name, p);
+		}
+		if (ib.ndevs == first_dev) {
+			hca_close(h);
+			continue;
+		}
+		h->pd = ibv.alloc_pd(h->ctx);
+		if (!h->pd) {
+			BRAID_INFO(NCCL_INIT | NCCL_NET, "ib: ibv_alloc_pd on %s: %s", name,
+				   strerror(errno));
+			ib.ndevs = first_dev;
+			hca_close(h);
+			continue;
+		}
+		/* Async events are drained without blocking from the data path. */
+		fcntl(h->ctx->async_fd, F_SETFL, fcntl(h->ctx->async_fd, F_GETFL) | O_NONBLOCK);
+		detect_gdr(h);
+		for (int d = first_dev; d < ib.ndevs; d++)
+			ib.devs[d].hca = h;
+		ib.nhcas++;
+	}
+	ibv.free_device_list(list);
+	if (ib.ndevs == 0) {
+		if (active == 0)
+			snprintf(why, whylen, "no verbs device has an active port");
+		else if (first_why[0])
+			snprintf(why, whylen, "%d active port(s), none usable: %s", active, first_why);
+		else
+			snprintf(why, whylen, "%d active verbs port(s), none selected by %s=\"%s\"",
+				 active, braid_param_source(BRAID_P_IB_HCA), spec);
+		ib_fini();
+		return -1;
+	}
+	(void)nports;
+	record_fallback(ports);
+	return 0;
+}
+
+static int ib_ndevs(void)
+{
+	return ib.ndevs;
+}
+
+static ncclResult_t ib_get_props(int devidx, struct braid_dev_props *p)
+{
+	struct ib_dev *d = &ib.devs[devidx];
+	struct ib_hca *h = d->hca;
+
+	memset(p, 0, sizeof(*p));
+	snprintf(p->name, sizeof(p->name), "%s", d->name);
+	snprintf(p->pci_path, sizeof(p->pci_path), "%s", d->pci_path);
+	p->guid = h->attr.sys_image_guid ? h->attr.sys_image_guid : h->attr.node_guid;
+	p->ptr_support = NCCL_PTR_HOST;
+	if (h->gdr_peermem || h->gdr_dmabuf)
+		p->ptr_support |= NCCL_PTR_CUDA;
+	if (h->gdr_dmabuf)
+		p->ptr_support |= NCCL_PTR_DMABUF;
+	p->reg_is_global = (int)braid_param_int(BRAID_P_MR_CACHE);
+	p->force_flush = 0;
+	p->speed_mbps = d->speed_mbps;
+	p->port = d->port;
+	p->latency_us = 0;
+	p->max_comms = h->attr.max_qp > 0 ? h->attr.max_qp / (d->nqps + 1) : 1024;
+	if (p->max_comms < 1)
+		p->max_comms = 1;
+	p->max_recvs = BRAID_MAX_RECVS;
+	/* A chunk is one work request; a message is split over at most nqps of them. */
+	p->max_p2p_bytes = d->max_msg_sz < IB_MAX_CHUNK ? d->max_msg_sz : IB_MAX_CHUNK;
+	p->max_coll_bytes = p->max_p2p_bytes;
+	return ncclSuccess;
+}
+
+/* ---- comms of an HCA, for async events ---- */
+
+void ib_comm_register(struct ib_comm *c)
+{
+	struct ib_hca *h = c->hca;
+
+	pthread_mutex_lock(&h->lock);
+	c->next = h->comms;
+	h->comms = c;
+	pthread_mutex_unlock(&h->lock);
+}
+
+void ib_comm_unregister(struct ib_comm *c)
+{
+	struct ib_hca *h = c->hca;
+
+	pthread_mutex_lock(&h->lock);
+	for (struct ib_comm **pp = &h->comms; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	pthread_mutex_unlock(&h->lock);
+}
+
+static void mark_comm(struct ib_comm *c, ncclResult_t rc, const char *fmt, const char *what)
+{
+	if (__atomic_load_n(&c->async_error, __ATOMIC_ACQUIRE))
+		return;
+	snprintf(c->async_why, sizeof(c->async_why), fmt, what);
+	__atomic_store_n(&c->async_error, (int)rc, __ATOMIC_RELEASE);
+}
+
+/* Caller holds h->lock. */
+static void handle_event(struct ib_hca *h, const struct ibv_async_event *e)
+{
+	const char *what = ibv.event_type_str(e->event_type);
+
+	switch (e->event_type) {
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+		/* Compare pointers only: the QP may already be gone. */
+		for (struct ib_comm *c = h->comms; c; c = c->next)
+			for (int i = 0; i < c->nqps; i++)
+				if (c->qps[i].qp == e->element.qp)
+					mark_comm(c, ncclRemoteError, "async event: %s", what);
+		break;
+	case IBV_EVENT_CQ_ERR:
+		for (struct ib_comm *c = h->comms; c; c = c->next)
+			if (c->cq == e->element.cq)
+				mark_comm(c, ncclSystemError, "async event: %s", what);
+		break;
+	case IBV_EVENT_DEVICE_FATAL:
+		for (struct ib_comm *c = h->comms; c; c = c->next)
+			mark_comm(c, ncclSystemError, "async event: %s", what);
+		break;
+	case IBV_EVENT_PORT_ERR:
+	case IBV_EVENT_PORT_ACTIVE:
+		for (int d = 0; d < ib.ndevs; d++)
+			if (ib.devs[d].hca == h && ib.devs[d].port == e->element.port_num)
+				__atomic_store_n(&ib.devs[d].port_down,
+						 e->event_type == IBV_EVENT_PORT_ERR, __ATOMIC_RELEASE);
+		BRAID_INFO(NCCL_NET, "ib: %s port %d: %s", h->name, e->element.port_num, what);
+		break;
+	default:
+		BRAID_TRACE("ib: %s: async event %s", h->name, what);
+		break;
+	}
+}
+
+void ib_async_poll(struct ib_hca *h)
+{
+	struct ibv_async_event e;
+
+	pthread_mutex_lock(&h->lock);
+	for (int i = 0; i < 64 && ibv.get_async_event(h->ctx, &e) == 0; i++) {
+		handle_event(h, &e);
+		ibv.ack_async_event(&e);
+	}
+	pthread_mutex_unlock(&h->lock);
+}
+
+const struct braid_backend_ops braid_ib_ops = {
+	.name = "ib",
+	.kind = BRAID_BACKEND_IB,
+	.init = ib_init,
+	.fini = ib_fini,
+	.ndevs = ib_ndevs,
+	.get_props = ib_get_props,
+	.listen = ib_listen,
+	.connect = ib_connect,
+	.accept = ib_accept,
+	.reg_mr = ib_reg_mr,
+	.reg_mr_dmabuf = ib_reg_mr_dmabuf,
+	.dereg_mr = ib_dereg_mr,
+	.isend = ib_isend,
+	.irecv = ib_irecv,
+	.iflush = ib_iflush,
+	.test = ib_test,
+	.close_send = ib_close_send,
+	.close_recv = ib_close_recv,
+	.close_listen = ib_close_listen,
+};

@@ -1,0 +1,11 @@
+# net_ib: the verbs RC backend (docs/ib.md). Its sources are compiled into the plugin by
+# plugin/plugin.mk ($(wildcard net_ib/*.c)); this fragment adds its tests, which run the
+# plugin over softverbs (tests/softverbs), the userspace RDMA device.
+
+IB_TESTS := tests/ib/conformance-roce.sh tests/ib/conformance-ib.sh \
+	tests/ib/conformance-netns.sh
+TESTS += $(IB_TESTS)
+
+.PHONY: test-ib
+test-ib: $(PLUGIN_SO) $(SV_LIB) $(SV_STAT) $(CONF_BIN)
+	@BRAID_TEST_LOGDIR=$(BUILD)/test-logs BUILD=$(BUILD) tests/run-tests.sh $(IB_TESTS)

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The conformance suite, unchanged, on the ib backend over softverbs' RoCE device
+# (svroce0), both sides in this network namespace.
+set -u
+. "$(dirname "$0")/lib.sh"
+export SOFTVERBS_DEVICES=svroce0:roce:1 BRAID_IB_HCA==svroce0 BRAID_SOCKET_IFNAME=lo
+"$CONF_BIN" --plugin "$PLUGIN_SO" "$@"

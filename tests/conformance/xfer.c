@@ -74,7 +74,8 @@ static int slot_buffer(struct xfer *x, int slot_no, struct xfer_slot *sl, int i,
 
 	sl->msg[i] = m;
 	if (x->arena) {
-		size_t off = ((size_t)slot_no * XFER_MAX_GROUP + i) * x->stride +
+		size_t per_slot = x->sender ? 1 : XFER_MAX_GROUP;
+		size_t off = ((size_t)slot_no * per_slot + i) * x->stride +
 			     msg->id % ARENA_ALIGN_SLACK;
 
 		sl->buf[i] = x->arena + off;
@@ -250,7 +251,8 @@ int xfer_run(struct xfer *x, struct side *s, void *comm, const struct xfer_plan 
 		ncclResult_t r;
 
 		x->stride = arena_stride(p);
-		x->arena_len = (size_t)window * XFER_MAX_GROUP * x->stride;
+		/* a send slot holds one message, a receive slot a whole group */
+		x->arena_len = (size_t)window * (sender ? 1 : XFER_MAX_GROUP) * x->stride;
 		x->arena = malloc(x->arena_len);
 		if (!x->arena) {
 			rc = conf_fail(s, "malloc(arena %zu)", x->arena_len);

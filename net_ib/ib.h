@@ -226,6 +226,7 @@ struct ib_comm {
 	ncclResult_t error; /* sticky */
 	int async_error;    /* atomic: set by the async event handler (an ncclResult_t) */
 	char async_why[160];
+	int async_qp;       /* the QP the event named (0 when it named none) */
 	int warned;
 	uint64_t next_liveness_ns;
 	struct braid_ctr_comm *ctr;

@@ -255,7 +255,7 @@ static int connect_qps(struct ib_comm *c, const struct ib_wire *w, const uint32_
 
 static void log_ready(struct ib_comm *c)
 {
-	char labels[160] = "";
+	char labels[IB_MAX_QPS * 48] = "";
 	size_t used = 0;
 
 	for (int i = 0; i < c->nqps && used < sizeof(labels); i++)

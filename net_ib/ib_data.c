@@ -43,6 +43,8 @@ static int qp_index(const struct ib_comm *c, uint32_t qpn)
 	return -1;
 }
 
+static void check_health(struct ib_comm *c);
+
 static ncclResult_t wc_result(enum ibv_wc_status st)
 {
 	switch (st) {
@@ -67,7 +69,9 @@ static void handle_wc_error(struct ib_comm *c, const struct ibv_wc *wc)
 	if (kind == IB_WR_SEND || kind == IB_WR_FIFO) {
 		struct ib_req *r = (struct ib_req *)(uintptr_t)(wc->wr_id & ~3ULL);
 
-		req_fail(r, wc_result(wc->status));
+		/* a flushed request fails with what failed the comm */
+		req_fail(r, wc->status == IBV_WC_WR_FLUSH_ERR && c->error ? c->error
+									  : wc_result(wc->status));
 		r->pending--;
 	} else if (kind == IB_WR_RECV && qi >= 0) {
 		c->qps[qi].rq_reposts++; /* gone with the QP; counted so nothing reposts */
@@ -79,6 +83,16 @@ static void handle_wc_error(struct ib_comm *c, const struct ibv_wc *wc)
 			    c->dev->port, wc->qp_num, ibv.wc_status_str(wc->status));
 		comm_fail(c, wc_result(wc->status));
 		return;
+	}
+	if (wc->status == IBV_WC_WR_FLUSH_ERR) {
+		/* A flush is an echo: the cause may be an async event (e.g. an access error
+		 * this side served). Name that instead, when there is one. */
+		ib_async_poll(c->hca);
+		if (__atomic_load_n(&c->async_error, __ATOMIC_ACQUIRE)) {
+			c->next_liveness_ns = 0;
+			check_health(c);
+			return;
+		}
 	}
 	c->warned = 1;
 	BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): %s completion "
@@ -210,9 +224,11 @@ static void check_health(struct ib_comm *c)
 	ib_async_poll(c->hca);
 	async = __atomic_load_n(&c->async_error, __ATOMIC_ACQUIRE);
 	if (async) {
+		const struct ib_qp *q = &c->qps[c->async_qp];
+
 		BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): %s", side(c),
-			   c->dev->name, c->dev->port, c->qps[0].qp->qp_num, c->qps[0].remote_qpn,
-			   c->peer, c->peer_gid, c->async_why);
+			   c->dev->name, c->dev->port, q->qp->qp_num, q->remote_qpn, c->peer,
+			   c->peer_gid, c->async_why);
 		comm_fail(c, (ncclResult_t)async);
 	} else if (__atomic_load_n(&c->dev->port_down, __ATOMIC_ACQUIRE)) {
 		BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): port %d is "

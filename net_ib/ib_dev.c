@@ -351,13 +351,11 @@ static int add_port(struct ib_hca *h, int port, const struct ibv_port_attr *pa, 
 
 		ib_gid_str(&d->gid, gs, sizeof(gs));
 		BRAID_INFO(NCCL_INIT | NCCL_NET,
-			   "ib: device %d = %s:%d, %s, %d Mb/s, MTU %s, %s%u, GID %d %s (%s): %s, "
+			   "ib: device %d = %s:%d, %s, %d Mb/s, MTU %s, LID %u, GID %d %s (%s): %s, "
 			   "%d QP(s) per connection",
 			   ib.ndevs - 1, d->name, port,
 			   d->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
-			   d->speed_mbps, ib_mtu_str(d->mtu),
-			   d->link_layer == IBV_LINK_LAYER_ETHERNET ? "" : "LID ",
-			   d->link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : d->lid, d->gid_index, gs,
+			   d->speed_mbps, ib_mtu_str(d->mtu), d->lid, d->gid_index, gs,
 			   gid_type_name(d->gid_type), d->gid_why, d->nqps);
 	}
 	return 0;
@@ -572,8 +570,11 @@ static void handle_event(struct ib_hca *h, const struct ibv_async_event *e)
 		/* Compare pointers only: the QP may already be gone. */
 		for (struct ib_comm *c = h->comms; c; c = c->next)
 			for (int i = 0; i < c->nqps; i++)
-				if (c->qps[i].qp == e->element.qp)
+				if (c->qps[i].qp == e->element.qp &&
+				    !__atomic_load_n(&c->async_error, __ATOMIC_ACQUIRE)) {
+					c->async_qp = i;
 					mark_comm(c, ncclRemoteError, "async event: %s", what);
+				}
 		break;
 	case IBV_EVENT_CQ_ERR:
 		for (struct ib_comm *c = h->comms; c; c = c->next)

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# softverbs fault injection under `braid perf` on the ib backend (RoCE). Each fault must
+# end the run with an error return (ncclRemoteError or ncclSystemError) from
+# isend/irecv/test on both sides, within a bounded time, and each process must print at
+# most one WARN for it from net_ib's data path, naming device:port, local and remote QP
+# numbers, the peer's GID and the status.
+#   link cut mid-transfer  SOFTVERBS_FAULT_CUT_AFTER_BYTES  -> transport retry exceeded
+#   remote access error    SOFTVERBS_FAULT_REMOTE_ACCESS    -> remote access error
+#   port down              SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS -> port down (async event)
+set -u
+. "$(dirname "$0")/lib.sh"
+BRAID=$BUILD/braid
+[ -x "$BRAID" ] || die "$BRAID is missing: run make first"
+export SOFTVERBS_DEVICES=svroce0:roce:1 BRAID_IB_HCA==svroce0 BRAID_SOCKET_IFNAME=lo
+BOUND_S=15
+log=$SV_FABRIC.log
+IB_CLEANUP+=('rm -f "$log"')
+fail=0
+
+run_fault() { # name env-assignment expected-status-regex
+	local name=$1 fault=$2 want=$3 start secs rc
+	start=$(date +%s.%N)
+	env "$fault" timeout 60 "$BRAID" perf --backend ib --bw-only --min 1M --max 1M \
+		--iters 20000 --timeout 20 >"$log" 2>&1
+	rc=$?
+	secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
+	echo "== $name ($fault): exit $rc after $secs s"
+	grep -E 'WARN|returned' "$log"
+	local ok=1
+	[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { echo "FAIL: $name: perf did not fail (rc $rc)"; ok=0; }
+	awk -v s="$secs" -v b="$BOUND_S" 'BEGIN { exit !(s < b) }' ||
+		{ echo "FAIL: $name: took $secs s (bound $BOUND_S s)"; ok=0; }
+	grep -Eq 'returned ncclRemoteError|returned ncclSystemError' "$log" ||
+		{ echo "FAIL: $name: no ncclRemoteError/ncclSystemError return"; ok=0; }
+	grep -E 'WARN.*ib: (send|receive) comm svroce0:1 QP 0x[0-9a-f]+ -> remote QP 0x[0-9a-f]+ \(peer [^,]+, GID [0-9a-f:.]+\)' "$log" |
+		grep -Eq "$want" || { echo "FAIL: $name: no WARN with device, QPs, GID and '$want'"; ok=0; }
+	# one WARN per process from the data path
+	local most
+	most=$(grep -E 'NCCL WARN NET/braid : ib: (send|receive) comm' "$log" |
+		sed -E 's/^([^:]*):([0-9]+):.*/\2/' | sort | uniq -c | sort -rn | awk 'NR==1 { print $1 }')
+	[ "${most:-0}" -le 1 ] || { echo "FAIL: $name: $most WARNs from one process"; ok=0; }
+	[ $ok -eq 1 ] || { tail -n 20 "$log"; fail=1; }
+}
+
+run_fault "link cut" SOFTVERBS_FAULT_CUT_AFTER_BYTES=8000000 'transport retry counter exceeded'
+run_fault "remote access error" SOFTVERBS_FAULT_REMOTE_ACCESS=100 'remote access error|access'
+run_fault "port down" SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS=1000 'port 1 is down|retry counter'
+[ "$fail" -eq 0 ] || die "fault handling"
+echo "faults: all passed"

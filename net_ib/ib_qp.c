@@ -107,10 +107,12 @@ int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int is_send)
 int ib_qp_post_recvs(struct ib_comm *c, struct ib_qp *q, uint32_t count)
 {
 	struct ibv_recv_wr wr, *bad;
+	struct ibv_sge none = { 0 };
 	uint64_t idx = (uint64_t)(q - c->qps);
 
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = (idx << 2) | IB_WR_RECV;
+	wr.sg_list = &none; /* not read (num_sge 0); softverbs memcpy()s from it, so not NULL */
 	wr.num_sge = 0; /* RDMA_WRITE_WITH_IMM consumes a receive but writes nothing to it */
 	for (uint32_t i = 0; i < count; i++) {
 		int rc = ibv_post_recv(q->qp, &wr, &bad);

@@ -17,5 +17,5 @@ CONF_TESTS := tests/conformance/tcp.sh tests/conformance/shm.sh \
 TESTS += $(CONF_TESTS)
 
 .PHONY: test-conformance
-test-conformance: $(CONF_BIN)
+test-conformance: $(CONF_BIN) $(BUILD)/libnccl-net-braid.so
 	@BRAID_TEST_LOGDIR=$(BUILD)/test-logs BUILD=$(BUILD) tests/run-tests.sh $(CONF_TESTS)

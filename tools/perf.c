@@ -505,7 +505,7 @@ static int run_bandwidth(struct perf *p, bool *all_ok)
 	if (p->streamer)
 		printf("#%12s %8s %12s %10s %10s %12s  %s\n", "bytes", "iters", "time(us)", "GB/s",
 		       "Gbit/s", "msg/s", "check");
-	for (size_t size = p->o.min;; size *= 2) {
+	for (size_t size = p->o.min;; size = size ? size * 2 : 1) {
 		int n = iters_for(&p->o, size), wu = warmup_for(&p->o, n);
 		double usec = 0;
 		bool ok = true;
@@ -524,9 +524,9 @@ static int run_bandwidth(struct perf *p, bool *all_ok)
 			       ok ? "ok" : "WRONG DATA");
 			fflush(stdout);
 		}
-		if (size >= p->o.max || size == 0)
+		if (size >= p->o.max)
 			break;
-		if (size * 2 > p->o.max)
+		if (size && size * 2 > p->o.max)
 			size = p->o.max / 2; /* end exactly on --max */
 	}
 	return 0;

@@ -52,4 +52,22 @@ wait "${pids[1]}"; rc_b=$?
 pids=()
 echo "side a ($nsa, $addr_a): exit $rc_a; side b ($nsb, $addr_b): exit $rc_b"
 [ "$rc_a" -eq 0 ] && [ "$rc_b" -eq 0 ] || die "conformance across namespaces (seed $seed)"
+
+# braid perf between the namespaces: --server in one, --client in the other
+braid=$(cd "$BUILD" && pwd)/braid
+if [ -x "$braid" ]; then
+	port=$((20000 + id % 20000))
+	popts=(--backend ofi --provider 'tcp;ofi_rxm' --plugin "$so" --port "$port" --min 64
+		--max 1M --iters 20 --warmup 2 --lat-iters 100 --timeout 30)
+	ip netns exec "$nsa" env BRAID_SOCKET_IFNAME="$veth_a" FI_TCP_IFACE="$veth_a" 		timeout 120 "$braid" perf --server "${popts[@]}" >"$tmp/perf.server" 2>&1 &
+	pids+=($!)
+	ip netns exec "$nsb" env BRAID_SOCKET_IFNAME="$veth_b" FI_TCP_IFACE="$veth_b" 		timeout 120 "$braid" perf --client "$addr_a" "${popts[@]}" >"$tmp/perf.client" 2>&1
+	rc_c=$?
+	wait "${pids[0]}"; rc_s=$?
+	pids=()
+	grep -hv 'SLOW PATH' "$tmp/perf.server" "$tmp/perf.client"
+	[ "$rc_s" -eq 0 ] && [ "$rc_c" -eq 0 ] || die "braid perf across namespaces: server $rc_s, client $rc_c"
+	grep -q '^# data check: every verified iteration was right' "$tmp/perf.server" ||
+		die "braid perf across namespaces: no clean data check"
+fi
 echo "netns: all passed"

@@ -26,6 +26,7 @@
 
 #include "plugin/backend.h"
 #include "plugin/counters.h"
+#include "plugin/mr_cache.h"
 #include "plugin/oob.h"
 #include "plugin/pool.h"
 
@@ -120,12 +121,9 @@ struct ib_dev {
 
 struct ib_mr {
 	uint32_t magic; /* BRAID_MAGIC_MR */
-	int refs;       /* cache references; guarded by the HCA lock */
-	int type;       /* NCCL_PTR_HOST / NCCL_PTR_CUDA */
+	struct braid_mr_range range; /* references guarded by the HCA lock */
 	int dmabuf;
 	struct ib_hca *hca;
-	uintptr_t base;
-	size_t len;
 	struct ibv_mr *mr;
 };
 
@@ -137,8 +135,7 @@ struct ib_hca {
 	struct ibv_pd *pd;
 	struct ibv_device_attr attr;
 	pthread_mutex_t lock; /* registration cache, comm list, async events, flush QP */
-	struct ib_mr **cache;
-	int ncache, cache_cap;
+	struct braid_mr_cache cache;
 	struct ib_comm *comms; /* live comms, for async event dispatch */
 	int gdr_peermem, gdr_dmabuf;
 	/* flush: a QP connected to itself, 1-byte RDMA READs */

@@ -250,9 +250,7 @@ static void check_health(struct ib_comm *c)
 
 static int in_mr(const struct ib_mr *m, const void *data, size_t size)
 {
-	uintptr_t a = (uintptr_t)data;
-
-	return !size || (a >= m->base && a + size <= m->base + m->len);
+	return braid_mr_range_covers(&m->range, data, size);
 }
 
 /* The FIFO entries of the current group, once all n are completely written. */
@@ -330,7 +328,7 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 		return c->error;
 	if (!in_mr(m, data, size)) {
 		BRAID_WARN("ib: isend of %zu bytes at %p is outside its registration [%#lx, +%zu)",
-			   size, data, (unsigned long)m->base, m->len);
+			   size, data, (unsigned long)m->range.base, m->range.len);
 		return ncclInvalidArgument;
 	}
 	g = group_ready(c);

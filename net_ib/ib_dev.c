@@ -265,7 +265,6 @@ static void hca_close(struct ib_hca *h)
 {
 	ib_flush_teardown(h);
 	ib_mr_cache_purge(h);
-	free(h->cache);
 	if (h->pd)
 		ibv.dealloc_pd(h->pd);
 	if (h->ctx)

@@ -130,7 +130,7 @@ ncclResult_t ib_iflush(void *recv_comm, int n, void **data, const int *sizes, vo
 
 		if (sizes[i] <= 0)
 			continue;
-		if (mode == 1 || (m->type == NCCL_PTR_CUDA && (h->gdr_peermem || h->gdr_dmabuf)))
+		if (mode == 1 || (m->range.type == NCCL_PTR_CUDA && (h->gdr_peermem || h->gdr_dmabuf)))
 			last = i;
 	}
 	if (last < 0)

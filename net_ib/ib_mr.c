@@ -19,41 +19,6 @@ int ib_access_flags(void)
 	return IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 }
 
-static struct ib_mr *cache_find(struct ib_hca *h, uintptr_t addr, size_t size, int type)
-{
-	for (int i = 0; i < h->ncache; i++) {
-		struct ib_mr *m = h->cache[i];
-
-		if (m->type == type && addr >= m->base && addr + size <= m->base + m->len)
-			return m;
-	}
-	return NULL;
-}
-
-static int cache_insert(struct ib_hca *h, struct ib_mr *m)
-{
-	if (h->ncache == h->cache_cap) {
-		int cap = h->cache_cap ? 2 * h->cache_cap : 16;
-		struct ib_mr **n = realloc(h->cache, (size_t)cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		h->cache = n;
-		h->cache_cap = cap;
-	}
-	h->cache[h->ncache++] = m;
-	return 0;
-}
-
-static void cache_remove(struct ib_hca *h, struct ib_mr *m)
-{
-	for (int i = 0; i < h->ncache; i++)
-		if (h->cache[i] == m) {
-			h->cache[i] = h->cache[--h->ncache];
-			return;
-		}
-}
-
 static void mr_free(struct ib_mr *m)
 {
 	if (m->mr)
@@ -62,13 +27,17 @@ static void mr_free(struct ib_mr *m)
 	free(m);
 }
 
+static void mr_release(struct braid_mr_range *r)
+{
+	mr_free(braid_container_of(r, struct ib_mr, range));
+}
+
 ncclResult_t ib_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
 {
 	struct ib_comm *c = comm;
 	struct ib_hca *h = c->hca;
 	int use_cache = (int)braid_param_int(BRAID_P_MR_CACHE);
-	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-	uintptr_t addr = (uintptr_t)data;
+	struct braid_mr_range *hit;
 	struct ib_mr *m;
 	int rc = 0;
 
@@ -78,36 +47,27 @@ ncclResult_t ib_reg_mr(void *comm, void *data, size_t size, int type, void **mha
 		return ncclInvalidUsage;
 	}
 	pthread_mutex_lock(&h->lock);
-	if (use_cache) {
-		m = cache_find(h, addr, size, type);
-		if (m) {
-			m->refs++;
-			pthread_mutex_unlock(&h->lock);
-			*mhandle = m;
-			return ncclSuccess;
-		}
+	hit = use_cache ? braid_mr_cache_get(&h->cache, data, size, type) : NULL;
+	if (hit) {
+		pthread_mutex_unlock(&h->lock);
+		*mhandle = braid_container_of(hit, struct ib_mr, range);
+		return ncclSuccess;
 	}
 	m = calloc(1, sizeof(*m));
 	if (!m) {
 		pthread_mutex_unlock(&h->lock);
 		return ncclSystemError;
 	}
-	/* Whole pages: later sub-range registrations of the same buffer then hit. */
-	m->base = addr & ~(page - 1);
-	m->len = ((addr + size + page - 1) & ~(page - 1)) - m->base;
-	if (m->len == 0)
-		m->len = page;
-	m->type = type;
+	braid_mr_range_init(&m->range, data, size, type);
 	m->hca = h;
-	m->refs = 1;
-	m->mr = ibv.reg_mr(h->pd, (void *)m->base, m->len, ib_access_flags());
+	m->mr = ibv.reg_mr(h->pd, (void *)m->range.base, m->range.len, ib_access_flags());
 	if (!m->mr) {
 		rc = errno ? errno : EIO;
-		BRAID_WARN("ib: ibv_reg_mr(%p, %zu bytes, %s) on %s failed: %s", (void *)m->base,
-			   m->len, type == NCCL_PTR_CUDA ? "CUDA" : "host", h->name, strerror(rc));
+		BRAID_WARN("ib: ibv_reg_mr(%p, %zu bytes, %s) on %s failed: %s", (void *)m->range.base,
+			   m->range.len, type == NCCL_PTR_CUDA ? "CUDA" : "host", h->name, strerror(rc));
 	}
 	if (!rc && use_cache)
-		rc = cache_insert(h, m);
+		rc = braid_mr_cache_add(&h->cache, &m->range);
 	pthread_mutex_unlock(&h->lock);
 	if (rc) {
 		mr_free(m);
@@ -135,12 +95,11 @@ ncclResult_t ib_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uin
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return ncclSystemError;
-	m->base = (uintptr_t)data;
-	m->len = size;
-	m->type = type;
+	/* The exact range: dma-buf registrations are never cached or widened. */
+	m->range = (struct braid_mr_range){ .base = (uintptr_t)data, .len = size, .type = type,
+					    .refs = 1 };
 	m->dmabuf = 1;
 	m->hca = h;
-	m->refs = 1;
 	m->mr = ibv.reg_dmabuf_mr(h->pd, offset, size, (uint64_t)(uintptr_t)data, fd,
 				  ib_access_flags());
 	if (!m->mr) {
@@ -162,9 +121,7 @@ ncclResult_t ib_dereg_mr(void *comm, void *mhandle)
 
 	(void)comm;
 	pthread_mutex_lock(&h->lock);
-	last = --m->refs == 0;
-	if (last && !m->dmabuf)
-		cache_remove(h, m);
+	last = braid_mr_cache_put(&h->cache, &m->range); /* dma-buf: not in it, just counted */
 	pthread_mutex_unlock(&h->lock);
 	if (last)
 		mr_free(m);
@@ -174,7 +131,5 @@ ncclResult_t ib_dereg_mr(void *comm, void *mhandle)
 void ib_mr_cache_purge(struct ib_hca *h)
 {
 	/* Registrations NCCL never released (it does not always, at exit). */
-	for (int i = 0; i < h->ncache; i++)
-		mr_free(h->cache[i]);
-	h->ncache = 0;
+	braid_mr_cache_drain(&h->cache, mr_release);
 }

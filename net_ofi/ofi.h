@@ -28,6 +28,7 @@
 
 #include "plugin/backend.h"
 #include "plugin/counters.h"
+#include "plugin/mr_cache.h"
 #include "plugin/oob.h"
 #include "plugin/pool.h"
 
@@ -88,17 +89,13 @@ struct ofi_dev {
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
 	uint64_t next_key;    /* requested MR keys when the provider does not pick them */
-	struct ofi_mr **cache;
-	int ncache, cache_cap;
+	struct braid_mr_cache cache;
 };
 
 struct ofi_mr {
 	uint32_t magic; /* BRAID_MAGIC_MR */
-	int refs;       /* cache references; guarded by the device lock */
-	int type;
+	struct braid_mr_range range; /* references guarded by the device lock */
 	struct ofi_dev *dev;
-	uintptr_t base;
-	size_t len;
 	struct fid_mr *mr; /* NULL when the provider needs no registration for this */
 	void *desc;
 };

@@ -252,9 +252,7 @@ static struct ofi_mr *mr_of(void *mhandle)
 
 static int in_mr(const struct ofi_mr *m, const void *data, size_t size)
 {
-	uintptr_t a = (uintptr_t)data;
-
-	return !size || (a >= m->base && a + size <= m->base + m->len);
+	return braid_mr_range_covers(&m->range, data, size);
 }
 
 ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
@@ -271,7 +269,7 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 		return c->error;
 	if (!in_mr(m, data, size)) {
 		BRAID_WARN("ofi: isend of %zu bytes at %p is outside its registration [%#lx, +%zu)",
-			   size, data, (unsigned long)m->base, m->len);
+			   size, data, (unsigned long)m->range.base, m->range.len);
 		return ncclInvalidArgument;
 	}
 	if (!g->arrived) {

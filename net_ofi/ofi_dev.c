@@ -182,7 +182,6 @@ static void ofi_fini(void)
 		struct ofi_dev *dev = &ofi.devs[d];
 
 		ofi_mr_cache_purge(dev);
-		free(dev->cache);
 		if (dev->domain)
 			fi_close(&dev->domain->fid);
 		if (dev->fabric)

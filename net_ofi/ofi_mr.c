@@ -1,14 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Memory registration with a per-device cache: NCCL registers a few large buffers and
- * then sub-ranges of them again, so a hit must be a lookup, not a provider call
- * (regIsGlobal=1 promises that). When the provider binds MRs to endpoints
- * (FI_MR_ENDPOINT) a registration belongs to one comm and is not cached.
+ * Memory registration through the per-device cache (plugin/mr_cache.h). When the
+ * provider binds MRs to endpoints (FI_MR_ENDPOINT) a registration belongs to one comm and
+ * is not cached.
  */
-#include <errno.h>
 #include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 #include "net_ofi/ofi.h"
 #include "plugin/log.h"
@@ -52,42 +48,6 @@ static int bind_to_ep(struct ofi_dev *d, struct fid_mr *mr, struct fid_ep *ep)
 	return rc;
 }
 
-/* Cache lookup; caller holds d->lock. */
-static struct ofi_mr *cache_find(struct ofi_dev *d, uintptr_t addr, size_t size, int type)
-{
-	for (int i = 0; i < d->ncache; i++) {
-		struct ofi_mr *m = d->cache[i];
-
-		if (m->type == type && addr >= m->base && addr + size <= m->base + m->len)
-			return m;
-	}
-	return NULL;
-}
-
-static int cache_insert(struct ofi_dev *d, struct ofi_mr *m)
-{
-	if (d->ncache == d->cache_cap) {
-		int cap = d->cache_cap ? 2 * d->cache_cap : 16;
-		struct ofi_mr **n = realloc(d->cache, (size_t)cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		d->cache = n;
-		d->cache_cap = cap;
-	}
-	d->cache[d->ncache++] = m;
-	return 0;
-}
-
-static void cache_remove(struct ofi_dev *d, struct ofi_mr *m)
-{
-	for (int i = 0; i < d->ncache; i++)
-		if (d->cache[i] == m) {
-			d->cache[i] = d->cache[--d->ncache];
-			return;
-		}
-}
-
 static void mr_free(struct ofi_mr *m)
 {
 	if (m->mr)
@@ -96,13 +56,17 @@ static void mr_free(struct ofi_mr *m)
 	free(m);
 }
 
+static void mr_release(struct braid_mr_range *r)
+{
+	mr_free(braid_container_of(r, struct ofi_mr, range));
+}
+
 ncclResult_t ofi_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
 {
 	struct ofi_comm *c = comm;
 	struct ofi_dev *d = c->dev;
 	int use_cache = !d->mr_endpoint && braid_param_int(BRAID_P_MR_CACHE);
-	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-	uintptr_t addr = (uintptr_t)data;
+	struct braid_mr_range *hit;
 	struct ofi_mr *m;
 	int rc;
 
@@ -111,33 +75,25 @@ ncclResult_t ofi_reg_mr(void *comm, void *data, size_t size, int type, void **mh
 		return ncclInvalidUsage;
 	}
 	pthread_mutex_lock(&d->lock);
-	if (use_cache) {
-		m = cache_find(d, addr, size, type);
-		if (m) {
-			m->refs++;
-			pthread_mutex_unlock(&d->lock);
-			*mhandle = m;
-			return ncclSuccess;
-		}
+	hit = use_cache ? braid_mr_cache_get(&d->cache, data, size, type) : NULL;
+	if (hit) {
+		pthread_mutex_unlock(&d->lock);
+		*mhandle = braid_container_of(hit, struct ofi_mr, range);
+		return ncclSuccess;
 	}
 	m = calloc(1, sizeof(*m));
 	if (!m) {
 		pthread_mutex_unlock(&d->lock);
 		return ncclSystemError;
 	}
-	/* Whole pages: later sub-range registrations of the same buffer then hit. */
-	m->base = addr & ~(page - 1);
-	m->len = ((addr + size + page - 1) & ~(page - 1)) - m->base;
-	if (m->len == 0)
-		m->len = page;
-	m->type = type;
+	braid_mr_range_init(&m->range, data, size, type);
 	m->dev = d;
-	m->refs = 1;
-	rc = ofi_mr_reg_raw(d, (void *)m->base, m->len, FI_SEND | FI_RECV, &m->mr, &m->desc);
+	rc = ofi_mr_reg_raw(d, (void *)m->range.base, m->range.len, FI_SEND | FI_RECV, &m->mr,
+			    &m->desc);
 	if (!rc)
 		rc = bind_to_ep(d, m->mr, c->ep);
 	if (!rc && use_cache)
-		rc = cache_insert(d, m);
+		rc = braid_mr_cache_add(&d->cache, &m->range);
 	pthread_mutex_unlock(&d->lock);
 	if (rc) {
 		mr_free(m);
@@ -156,9 +112,7 @@ ncclResult_t ofi_dereg_mr(void *comm, void *mhandle)
 
 	(void)comm;
 	pthread_mutex_lock(&d->lock);
-	last = --m->refs == 0;
-	if (last)
-		cache_remove(d, m);
+	last = braid_mr_cache_put(&d->cache, &m->range);
 	pthread_mutex_unlock(&d->lock);
 	if (last)
 		mr_free(m);
@@ -168,7 +122,5 @@ ncclResult_t ofi_dereg_mr(void *comm, void *mhandle)
 void ofi_mr_cache_purge(struct ofi_dev *d)
 {
 	/* Registrations NCCL never released (it does not always, at exit). */
-	for (int i = 0; i < d->ncache; i++)
-		mr_free(d->cache[i]);
-	d->ncache = 0;
+	braid_mr_cache_drain(&d->cache, mr_release);
 }

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "plugin/mr_cache.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+void braid_mr_range_init(struct braid_mr_range *r, const void *data, size_t size, int type)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t addr = (uintptr_t)data;
+
+	r->base = addr & ~(page - 1);
+	r->len = ((addr + size + page - 1) & ~(page - 1)) - r->base;
+	if (r->len == 0)
+		r->len = page;
+	r->type = type;
+	r->refs = 1;
+}
+
+/* Linear: a process has tens of live registrations, and this runs at regMr, not per message. */
+struct braid_mr_range *braid_mr_cache_get(struct braid_mr_cache *c, const void *data, size_t size,
+					  int type)
+{
+	for (int i = 0; i < c->n; i++) {
+		struct braid_mr_range *r = c->v[i];
+
+		if (r->type == type && braid_mr_range_covers(r, data, size)) {
+			r->refs++;
+			return r;
+		}
+	}
+	return NULL;
+}
+
+int braid_mr_cache_add(struct braid_mr_cache *c, struct braid_mr_range *r)
+{
+	if (c->n == c->cap) {
+		int cap = c->cap ? 2 * c->cap : 16;
+		struct braid_mr_range **v = realloc(c->v, (size_t)cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		c->v = v;
+		c->cap = cap;
+	}
+	c->v[c->n++] = r;
+	return 0;
+}
+
+int braid_mr_cache_put(struct braid_mr_cache *c, struct braid_mr_range *r)
+{
+	if (--r->refs > 0)
+		return 0;
+	for (int i = 0; i < c->n; i++)
+		if (c->v[i] == r) {
+			c->v[i] = c->v[--c->n];
+			break;
+		}
+	return 1;
+}
+
+void braid_mr_cache_drain(struct braid_mr_cache *c, void (*release)(struct braid_mr_range *r))
+{
+	for (int i = 0; i < c->n; i++)
+		release(c->v[i]);
+	free(c->v);
+	c->v = NULL;
+	c->n = c->cap = 0;
+}

@@ -45,11 +45,51 @@ static uint64_t random_u64(void)
 	return v;
 }
 
+/*
+ * Take back every operation still posted before the endpoint closes. Closing an rxm
+ * endpoint that still holds receives after its peer's connection broke crashes inside
+ * libfabric 1.17 (seen in the conformance suite's kill-sender, ~1 run in 10); cancelling
+ * and draining first is also simply the orderly way to hand buffers back.
+ */
+static void comm_quiesce(struct ofi_comm *c)
+{
+	struct fi_cq_tagged_entry e[16];
+	struct fi_cq_err_entry err;
+	uint64_t until;
+	int cancelled = 0;
+	ssize_t n;
+
+	/* fi_cancel returns 0 when it took the operation back; each then completes once. */
+	for (uint32_t i = 0; i < c->reqs.nelem; i++) {
+		struct ofi_req *r = braid_pool_at(&c->reqs, i);
+		int posted = r->is_send ? 1 : r->next_part;
+
+		if (!braid_pool_is_used(&c->reqs, i))
+			continue;
+		for (int p = 0; p < posted; p++)
+			cancelled += fi_cancel(&c->ep->fid, &r->op[p].fictx) == 0;
+	}
+	for (int i = 0; c->ctrl && i < OFI_RING; i++)
+		if (!(c->ctrl_unposted & (1u << i)))
+			cancelled += fi_cancel(&c->ep->fid, &c->ctrl[i].op.fictx) == 0;
+	/* Reap them; bounded, since the peer may be gone and the provider slow to answer. */
+	until = ofi_now_ns() + 200ULL * 1000000ULL;
+	while (cancelled > 0 && ofi_now_ns() < until) {
+		n = fi_cq_read(c->cq, e, 16);
+		if (n == -FI_EAVAIL && fi_cq_readerr(c->cq, &err, 0) == 1)
+			cancelled--;
+		else if (n > 0)
+			cancelled -= (int)n;
+	}
+}
+
 static void comm_free(struct ofi_comm *c)
 {
 	if (!c)
 		return;
 	c->magic = BRAID_MAGIC_DEAD;
+	if (c->ep && c->cq)
+		comm_quiesce(c);
 	/* The endpoint first: it stops the provider from touching our buffers. */
 	if (c->ep)
 		fi_close(&c->ep->fid);

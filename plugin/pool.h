@@ -32,5 +32,10 @@ static inline uint32_t braid_pool_in_use(const struct braid_pool *pool)
 	return pool->nelem - pool->nfree;
 }
 void *braid_pool_at(const struct braid_pool *pool, uint32_t idx);
+/* 1 while element idx is handed out (for walking live elements at teardown). */
+static inline int braid_pool_is_used(const struct braid_pool *pool, uint32_t idx)
+{
+	return idx < pool->nelem && pool->used[idx];
+}
 
 #endif

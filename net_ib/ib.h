@@ -29,6 +29,7 @@
 #include "plugin/mr_cache.h"
 #include "plugin/oob.h"
 #include "plugin/pool.h"
+#include "plugin/setup.h"
 
 /* libibverbs entry points, resolved with dlsym (never linked). Inline verbs that go through
  * the context's ops table (ibv_post_send, ibv_poll_cq, ...) are used directly. */
@@ -232,9 +233,7 @@ struct ib_comm {
 struct ib_listen {
 	uint32_t magic; /* BRAID_MAGIC_LISTEN */
 	int devidx;
-	int fd;
-	uint64_t nonce;
-	char addr[64];
+	struct braid_listener lsn;
 	struct ib_comm *pending;
 };
 
@@ -246,7 +245,6 @@ struct ib_state {
 	struct ib_hca *hcas;
 };
 extern struct ib_state ib;
-uint64_t ib_now_ns(void);
 void ib_gid_str(const union ibv_gid *gid, char *buf, size_t len);
 /* Drain the HCA's async events (non-blocking) and mark the comms and ports they hit. */
 void ib_async_poll(struct ib_hca *h);

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "net_ib/ib.h"
@@ -49,15 +48,6 @@ struct ib_wire {
 	uint32_t psn[IB_MAX_QPS];
 	char dev[64];
 } __attribute__((packed));
-
-static uint64_t random_u64(void)
-{
-	uint64_t v = 0;
-
-	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
-		v = ib_now_ns() ^ ((uint64_t)getpid() << 32);
-	return v;
-}
 
 static void comm_free(struct ib_comm *c)
 {
@@ -96,7 +86,7 @@ static struct ib_comm *comm_new(int devidx, int fd, int is_send)
 	c->hca = c->dev->hca;
 	c->is_send = is_send;
 	braid_oob_chan_init(&c->chan, fd);
-	c->deadline_ns = ib_now_ns() + (uint64_t)braid_param_int(BRAID_P_CONN_TIMEOUT_MS) * 1000000ULL;
+	c->deadline_ns = braid_setup_deadline();
 	c->traffic_class = (int)braid_param_int(BRAID_P_IB_TC);
 	c->split_bytes = (size_t)braid_param_int(BRAID_P_IB_SPLIT_BYTES);
 	ib_comm_register(c);
@@ -270,35 +260,25 @@ static void log_ready(struct ib_comm *c)
 ncclResult_t ib_listen(int dev, void *handle, void **listen_comm)
 {
 	struct ib_listen *l = calloc(1, sizeof(*l));
-	struct braid_handle h = { .backend = BRAID_BACKEND_IB, .dev = (uint32_t)dev };
-	char ifname[64];
-	int rc;
+	ncclResult_t rc;
 
 	if (!l)
 		return ncclSystemError;
-	rc = braid_oob_pick_addr(&h.addr, ifname, sizeof(ifname));
-	if (!rc)
-		rc = braid_oob_listen(&h.addr, &l->fd);
-	if (rc) {
-		BRAID_WARN("ib: listen on device %d: no handshake socket: %s", dev, strerror(-rc));
+	rc = braid_setup_listen(BRAID_BACKEND_IB, "ib", dev, handle, &l->lsn);
+	if (rc != ncclSuccess) {
 		free(l);
-		return ncclSystemError;
+		return rc;
 	}
-	h.nonce = random_u64();
-	l->nonce = h.nonce;
 	l->devidx = dev;
-	braid_oob_addr_str(&h.addr, l->addr, sizeof(l->addr));
-	braid_handle_encode(&h, handle);
 	l->magic = BRAID_MAGIC_LISTEN;
 	*listen_comm = l;
-	BRAID_TRACE("ib: listening for device %d on %s (%s)", dev, l->addr, ifname);
 	return ncclSuccess;
 }
 
 static void make_psns(uint32_t *psn, int n)
 {
 	for (int i = 0; i < n; i++)
-		psn[i] = (uint32_t)random_u64() & 0xffffff;
+		psn[i] = (uint32_t)braid_random_u64() & 0xffffff;
 }
 
 /* The comm's counter record index, -1 for the shared overflow record. */
@@ -380,44 +360,29 @@ static int connect_step(struct ib_comm *c)
 	return -EINVAL;
 }
 
-static ncclResult_t setup_error(int rc)
-{
-	return rc == -ENOMEM ? ncclSystemError : ncclRemoteError;
-}
-
 ncclResult_t ib_connect(int dev, const struct braid_conn_opts *opts, const void *handle,
 			void **send_comm)
 {
 	struct ib_comm *c = braid_handle_stage_get(handle);
-	struct braid_handle h;
-	char why[128];
+	char peer[64];
+	uint64_t nonce;
+	ncclResult_t res;
 	int rc, fd;
 
 	if (!c) {
-		if (braid_handle_decode(handle, &h, why, sizeof(why))) {
-			BRAID_WARN("ib: connect on device %d: %s", dev, why);
-			return ncclInvalidArgument;
-		}
-		if (h.backend != BRAID_BACKEND_IB) {
-			BRAID_WARN("ib: connect on device %d: the peer listens with another backend "
-				   "(%u); set the same BRAID_BACKEND on every rank",
-				   dev, h.backend);
-			return ncclInvalidUsage;
-		}
-		rc = braid_oob_connect(&h.addr, &fd);
-		if (rc) {
-			BRAID_WARN("ib: connect on device %d: socket: %s", dev, strerror(-rc));
-			return ncclSystemError;
-		}
+		res = braid_setup_dial(BRAID_BACKEND_IB, "ib", dev, handle, &fd, &nonce, peer,
+				       sizeof(peer));
+		if (res != ncclSuccess)
+			return res;
 		c = comm_new(dev, fd, 1);
 		if (!c) {
 			close(fd);
 			return ncclSystemError;
 		}
-		c->nonce = h.nonce;
+		c->nonce = nonce;
 		if (opts->traffic_class != NCCL_NET_TRAFFIC_CLASS_UNDEF)
 			c->traffic_class = opts->traffic_class & 0xff;
-		braid_oob_addr_str(&h.addr, c->peer, sizeof(c->peer));
+		snprintf(c->peer, sizeof(c->peer), "%s", peer);
 		rc = comm_open(c, c->dev->nqps);
 		if (rc) {
 			comm_free(c);
@@ -427,19 +392,14 @@ ncclResult_t ib_connect(int dev, const struct braid_conn_opts *opts, const void 
 		c->stage = IB_STAGE_CONNECTING;
 		braid_handle_stage_set((void *)handle, c);
 	}
-	rc = connect_step(c);
-	if (rc == -EAGAIN && ib_now_ns() > c->deadline_ns) {
-		BRAID_WARN("ib: connect to %s timed out after %lld ms (BRAID_CONN_TIMEOUT_MS): the "
-			   "peer never accepted",
-			   c->peer, (long long)braid_param_int(BRAID_P_CONN_TIMEOUT_MS));
-		rc = -ETIMEDOUT;
-	}
+	rc = braid_setup_check_deadline(connect_step(c), c->deadline_ns, "ib", "connect to",
+					c->peer);
 	if (rc == -EAGAIN)
 		return ncclSuccess;
 	braid_handle_stage_set((void *)handle, NULL);
 	if (rc) {
 		comm_free(c);
-		return setup_error(rc);
+		return braid_setup_error(rc);
 	}
 	c->ctr = braid_counters_comm_get(dev, BRAID_CTR_COMM_SEND, c->peer);
 	for (int i = 0; i < c->nqps; i++)
@@ -467,11 +427,11 @@ static int accept_step(struct ib_listen *l, struct ib_comm *c)
 		if (rc == -EAGAIN)
 			return rc;
 		if (rc == -EPROTO) {
-			BRAID_WARN("ib: accept on %s from %s: bad hello: %s", l->addr, c->peer, why);
+			BRAID_WARN("ib: accept on %s from %s: bad hello: %s", l->lsn.addr, c->peer, why);
 			return -EPROTO;
 		}
 		if (rc) {
-			BRAID_WARN("ib: accept on %s: the connecting peer %s went away (%s)", l->addr,
+			BRAID_WARN("ib: accept on %s: the connecting peer %s went away (%s)", l->lsn.addr,
 				   c->peer, strerror(-rc));
 			return rc;
 		}
@@ -479,12 +439,12 @@ static int accept_step(struct ib_listen *l, struct ib_comm *c)
 		if (rc)
 			return rc;
 		hello = payload;
-		if (hello->nonce != l->nonce) {
+		if (hello->nonce != l->lsn.nonce) {
 			BRAID_WARN("ib: accept on %s: peer %s holds a handle for another listener",
-				   l->addr, c->peer);
+				   l->lsn.addr, c->peer);
 			return -EPROTO;
 		}
-		c->nonce = l->nonce;
+		c->nonce = l->lsn.nonce;
 		c->rem_fifo_addr = hello->fifo_addr;
 		c->rem_fifo_rkey = hello->fifo_rkey;
 		rc = comm_open(c, hello->nqps);
@@ -509,7 +469,7 @@ static int accept_step(struct ib_listen *l, struct ib_comm *c)
 		if (rc == -EAGAIN)
 			return rc;
 		if (rc) {
-			BRAID_WARN("ib: accept on %s: peer %s failed to bring its QPs up (%s)", l->addr,
+			BRAID_WARN("ib: accept on %s: peer %s failed to bring its QPs up (%s)", l->lsn.addr,
 				   c->peer, rc == -EPROTO ? why : strerror(-rc));
 			return rc;
 		}
@@ -525,40 +485,31 @@ ncclResult_t ib_accept(void *listen_comm, void **recv_comm)
 	int rc;
 
 	if (!c) {
-		struct sockaddr_storage peer;
-		socklen_t plen = sizeof(peer);
+		char peer[64];
 		int fd;
 
-		rc = braid_oob_accept(l->fd, &fd);
+		rc = braid_setup_answer(&l->lsn, "ib", &fd, peer, sizeof(peer));
 		if (rc == -EAGAIN)
 			return ncclSuccess;
-		if (rc) {
-			BRAID_WARN("ib: accept on %s: %s", l->addr, strerror(-rc));
+		if (rc)
 			return ncclSystemError;
-		}
 		c = comm_new(l->devidx, fd, 0);
 		if (!c) {
 			close(fd);
 			return ncclSystemError;
 		}
-		if (getpeername(fd, (struct sockaddr *)&peer, &plen) == 0)
-			braid_oob_addr_str(&peer, c->peer, sizeof(c->peer));
+		snprintf(c->peer, sizeof(c->peer), "%s", peer);
 		c->stage = IB_STAGE_HELLO;
 		l->pending = c;
 	}
-	rc = accept_step(l, c);
-	if (rc == -EAGAIN && ib_now_ns() > c->deadline_ns) {
-		BRAID_WARN("ib: accept on %s: peer %s connected but did not finish the handshake "
-			   "within %lld ms",
-			   l->addr, c->peer, (long long)braid_param_int(BRAID_P_CONN_TIMEOUT_MS));
-		rc = -ETIMEDOUT;
-	}
+	rc = braid_setup_check_deadline(accept_step(l, c), c->deadline_ns, "ib", "accept from",
+					c->peer);
 	if (rc == -EAGAIN)
 		return ncclSuccess;
 	l->pending = NULL;
 	if (rc) {
 		comm_free(c);
-		return setup_error(rc);
+		return braid_setup_error(rc);
 	}
 	c->ctr = braid_counters_comm_get(l->devidx, BRAID_CTR_COMM_RECV, c->peer);
 	for (int i = 0; i < c->nqps; i++)
@@ -590,7 +541,7 @@ ncclResult_t ib_close_listen(void *listen_comm)
 	struct ib_listen *l = listen_comm;
 
 	comm_free(l->pending);
-	close(l->fd);
+	close(l->lsn.fd);
 	l->magic = BRAID_MAGIC_DEAD;
 	free(l);
 	return ncclSuccess;

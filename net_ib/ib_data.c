@@ -215,7 +215,7 @@ static void progress(struct ib_comm *c)
  * down hit this comm? */
 static void check_health(struct ib_comm *c)
 {
-	uint64_t now = ib_now_ns();
+	uint64_t now = braid_now_ns();
 	int async;
 
 	if (now < c->next_liveness_ns || c->error)

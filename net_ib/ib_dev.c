@@ -24,14 +24,6 @@
 
 struct ib_state ib;
 
-uint64_t ib_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 void ib_gid_str(const union ibv_gid *gid, char *buf, size_t len)
 {
 	if (!inet_ntop(AF_INET6, gid->raw, buf, (socklen_t)len))

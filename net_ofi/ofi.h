@@ -31,6 +31,7 @@
 #include "plugin/mr_cache.h"
 #include "plugin/oob.h"
 #include "plugin/pool.h"
+#include "plugin/setup.h"
 
 /* libfabric entry points, resolved with dlsym (never linked). */
 struct ofi_dl {
@@ -194,9 +195,7 @@ struct ofi_comm {
 struct ofi_listen {
 	uint32_t magic; /* BRAID_MAGIC_LISTEN */
 	int devidx;
-	int fd;
-	uint64_t nonce;
-	char addr[64];
+	struct braid_listener lsn;
 	struct ofi_comm *pending; /* the connection being accepted */
 };
 
@@ -238,7 +237,6 @@ ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes);
 /* Post what the provider refused earlier; 0 or a fatal -errno. */
 int ofi_post_deferred(struct ofi_comm *c);
 
-uint64_t ofi_now_ns(void);
 const char *ofi_strerror(int err);
 
 #endif

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "net_ofi/ofi.h"
@@ -35,15 +34,6 @@ struct msg_reply {
 	uint32_t name_len;
 	uint8_t name[64];
 };
-
-static uint64_t random_u64(void)
-{
-	uint64_t v = 0;
-
-	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
-		v = ofi_now_ns() ^ ((uint64_t)getpid() << 32);
-	return v;
-}
 
 /*
  * Take back every operation still posted before the endpoint closes. Closing an rxm
@@ -73,8 +63,8 @@ static void comm_quiesce(struct ofi_comm *c)
 		if (!(c->ctrl_unposted & (1u << i)))
 			cancelled += fi_cancel(&c->ep->fid, &c->ctrl[i].op.fictx) == 0;
 	/* Reap them; bounded, since the peer may be gone and the provider slow to answer. */
-	until = ofi_now_ns() + 200ULL * 1000000ULL;
-	while (cancelled > 0 && ofi_now_ns() < until) {
+	until = braid_now_ns() + 200ULL * 1000000ULL;
+	while (cancelled > 0 && braid_now_ns() < until) {
 		n = fi_cq_read(c->cq, e, 16);
 		if (n == -FI_EAVAIL && fi_cq_readerr(c->cq, &err, 0) == 1)
 			cancelled--;
@@ -118,7 +108,7 @@ static struct ofi_comm *comm_new(int devidx, int fd)
 	c->devidx = devidx;
 	c->dev = &ofi.devs[devidx];
 	braid_oob_chan_init(&c->chan, fd);
-	c->deadline_ns = ofi_now_ns() + (uint64_t)braid_param_int(BRAID_P_CONN_TIMEOUT_MS) * 1000000ULL;
+	c->deadline_ns = braid_setup_deadline();
 	return c;
 }
 
@@ -219,28 +209,18 @@ static int insert_peer(struct ofi_comm *c, const uint8_t *name, uint32_t len)
 ncclResult_t ofi_listen(int dev, void *handle, void **listen_comm)
 {
 	struct ofi_listen *l = calloc(1, sizeof(*l));
-	struct braid_handle h = { .backend = BRAID_BACKEND_OFI, .dev = (uint32_t)dev };
-	char ifname[64];
-	int rc;
+	ncclResult_t rc;
 
 	if (!l)
 		return ncclSystemError;
-	rc = braid_oob_pick_addr(&h.addr, ifname, sizeof(ifname));
-	if (!rc)
-		rc = braid_oob_listen(&h.addr, &l->fd);
-	if (rc) {
-		BRAID_WARN("ofi: listen on device %d: no handshake socket: %s", dev, strerror(-rc));
+	rc = braid_setup_listen(BRAID_BACKEND_OFI, "ofi", dev, handle, &l->lsn);
+	if (rc != ncclSuccess) {
 		free(l);
-		return ncclSystemError;
+		return rc;
 	}
-	h.nonce = random_u64();
-	l->nonce = h.nonce;
 	l->devidx = dev;
-	braid_oob_addr_str(&h.addr, l->addr, sizeof(l->addr));
-	braid_handle_encode(&h, handle);
 	l->magic = BRAID_MAGIC_LISTEN;
 	*listen_comm = l;
-	BRAID_TRACE("ofi: listening for device %d on %s (%s)", dev, l->addr, ifname);
 	return ncclSuccess;
 }
 
@@ -306,45 +286,28 @@ static int connect_step(struct ofi_comm *c)
 	return -EINVAL;
 }
 
-static ncclResult_t setup_error(int rc)
-{
-	if (rc == -EPROTO || rc == -EINVAL)
-		return ncclRemoteError;
-	return rc == -ENOMEM ? ncclSystemError : ncclRemoteError;
-}
-
 ncclResult_t ofi_connect(int dev, const struct braid_conn_opts *opts, const void *handle,
 			 void **send_comm)
 {
 	struct ofi_comm *c = braid_handle_stage_get(handle);
-	struct braid_handle h;
-	char why[128];
+	char peer[64];
+	uint64_t nonce;
+	ncclResult_t res;
 	int rc, fd;
 
 	(void)opts; /* traffic classes: libfabric has fi_tx_attr.tclass; not mapped yet */
 	if (!c) {
-		if (braid_handle_decode(handle, &h, why, sizeof(why))) {
-			BRAID_WARN("ofi: connect on device %d: %s", dev, why);
-			return ncclInvalidArgument;
-		}
-		if (h.backend != BRAID_BACKEND_OFI) {
-			BRAID_WARN("ofi: connect on device %d: the peer listens with another backend "
-				   "(%u); set the same BRAID_BACKEND on every rank",
-				   dev, h.backend);
-			return ncclInvalidUsage;
-		}
-		rc = braid_oob_connect(&h.addr, &fd);
-		if (rc) {
-			BRAID_WARN("ofi: connect on device %d: socket: %s", dev, strerror(-rc));
-			return ncclSystemError;
-		}
+		res = braid_setup_dial(BRAID_BACKEND_OFI, "ofi", dev, handle, &fd, &nonce, peer,
+				       sizeof(peer));
+		if (res != ncclSuccess)
+			return res;
 		c = comm_new(dev, fd);
 		if (!c) {
 			close(fd);
 			return ncclSystemError;
 		}
-		c->nonce = h.nonce;
-		braid_oob_addr_str(&h.addr, c->peer, sizeof(c->peer));
+		c->nonce = nonce;
+		snprintf(c->peer, sizeof(c->peer), "%s", peer);
 		rc = comm_open_ep(c, 1);
 		if (rc) {
 			comm_free(c);
@@ -353,19 +316,14 @@ ncclResult_t ofi_connect(int dev, const struct braid_conn_opts *opts, const void
 		c->stage = OFI_STAGE_CONNECTING;
 		braid_handle_stage_set((void *)handle, c);
 	}
-	rc = connect_step(c);
-	if (rc == -EAGAIN && ofi_now_ns() > c->deadline_ns) {
-		BRAID_WARN("ofi: connect to %s timed out after %lld ms (BRAID_CONN_TIMEOUT_MS): the "
-			   "peer never accepted",
-			   c->peer, (long long)braid_param_int(BRAID_P_CONN_TIMEOUT_MS));
-		rc = -ETIMEDOUT;
-	}
+	rc = braid_setup_check_deadline(connect_step(c), c->deadline_ns, "ofi", "connect to",
+					c->peer);
 	if (rc == -EAGAIN)
 		return ncclSuccess;
 	braid_handle_stage_set((void *)handle, NULL);
 	if (rc) {
 		comm_free(c);
-		return setup_error(rc);
+		return braid_setup_error(rc);
 	}
 	c->ctr = braid_counters_comm_get(dev, BRAID_CTR_COMM_SEND, c->peer);
 	c->magic = BRAID_MAGIC_SEND;
@@ -389,25 +347,25 @@ static int accept_step(struct ofi_listen *l, struct ofi_comm *c)
 		if (rc == -EAGAIN)
 			return rc;
 		if (rc == -EPROTO || (!rc && len != sizeof(*hello))) {
-			BRAID_WARN("ofi: accept on %s from %s: bad hello: %s", l->addr, c->peer,
+			BRAID_WARN("ofi: accept on %s from %s: bad hello: %s", l->lsn.addr, c->peer,
 				   rc ? why : "wrong length");
 			return -EPROTO;
 		}
 		if (rc) {
-			BRAID_WARN("ofi: accept on %s: the connecting peer %s went away (%s)", l->addr,
+			BRAID_WARN("ofi: accept on %s: the connecting peer %s went away (%s)", l->lsn.addr,
 				   c->peer, strerror(-rc));
 			return rc;
 		}
 		hello = payload;
-		if (hello->nonce != l->nonce) {
+		if (hello->nonce != l->lsn.nonce) {
 			BRAID_WARN("ofi: accept on %s: peer %s holds a handle for another listener",
-				   l->addr, c->peer);
+				   l->lsn.addr, c->peer);
 			return -EPROTO;
 		}
 		if (strncmp(hello->provider, ofi.provider, sizeof(hello->provider))) {
 			BRAID_WARN("ofi: accept on %s: peer %s uses provider \"%.64s\", we use \"%s\"; "
 				   "set the same BRAID_OFI_PROVIDER on every rank",
-				   l->addr, c->peer, hello->provider, ofi.provider);
+				   l->lsn.addr, c->peer, hello->provider, ofi.provider);
 			return -EPROTO;
 		}
 		rc = comm_open_ep(c, 0);
@@ -437,40 +395,31 @@ ncclResult_t ofi_accept(void *listen_comm, void **recv_comm)
 	int rc;
 
 	if (!c) {
-		struct sockaddr_storage peer;
-		socklen_t plen = sizeof(peer);
+		char peer[64];
 		int fd;
 
-		rc = braid_oob_accept(l->fd, &fd);
+		rc = braid_setup_answer(&l->lsn, "ofi", &fd, peer, sizeof(peer));
 		if (rc == -EAGAIN)
 			return ncclSuccess;
-		if (rc) {
-			BRAID_WARN("ofi: accept on %s: %s", l->addr, strerror(-rc));
+		if (rc)
 			return ncclSystemError;
-		}
 		c = comm_new(l->devidx, fd);
 		if (!c) {
 			close(fd);
 			return ncclSystemError;
 		}
-		if (getpeername(fd, (struct sockaddr *)&peer, &plen) == 0)
-			braid_oob_addr_str(&peer, c->peer, sizeof(c->peer));
+		snprintf(c->peer, sizeof(c->peer), "%s", peer);
 		c->stage = OFI_STAGE_HELLO;
 		l->pending = c;
 	}
-	rc = accept_step(l, c);
-	if (rc == -EAGAIN && ofi_now_ns() > c->deadline_ns) {
-		BRAID_WARN("ofi: accept on %s: peer %s connected but did not finish the handshake "
-			   "within %lld ms",
-			   l->addr, c->peer, (long long)braid_param_int(BRAID_P_CONN_TIMEOUT_MS));
-		rc = -ETIMEDOUT;
-	}
+	rc = braid_setup_check_deadline(accept_step(l, c), c->deadline_ns, "ofi", "accept from",
+					c->peer);
 	if (rc == -EAGAIN)
 		return ncclSuccess;
 	l->pending = NULL;
 	if (rc) {
 		comm_free(c);
-		return setup_error(rc);
+		return braid_setup_error(rc);
 	}
 	c->ctr = braid_counters_comm_get(l->devidx, BRAID_CTR_COMM_RECV, c->peer);
 	c->magic = BRAID_MAGIC_RECV;
@@ -496,7 +445,7 @@ ncclResult_t ofi_close_listen(void *listen_comm)
 	struct ofi_listen *l = listen_comm;
 
 	comm_free(l->pending);
-	close(l->fd);
+	close(l->lsn.fd);
 	l->magic = BRAID_MAGIC_DEAD;
 	free(l);
 	return ncclSuccess;

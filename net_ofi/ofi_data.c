@@ -231,7 +231,7 @@ static void progress(struct ofi_comm *c)
 /* While something waits, check now and then that the peer process still exists. */
 static void check_peer(struct ofi_comm *c)
 {
-	uint64_t now = ofi_now_ns();
+	uint64_t now = braid_now_ns();
 
 	if (now < c->next_liveness_ns)
 		return;

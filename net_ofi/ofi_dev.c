@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "net_ofi/ofi.h"
 #include "plugin/core.h"
@@ -21,14 +20,6 @@ struct ofi_state ofi;
 /* Core providers braid never picks on its own: they move bytes through the kernel's
  * sockets or shared memory, not a NIC's RDMA engine. */
 static const char *const slow_providers[] = { "tcp", "sockets", "udp", "shm", "net", NULL };
-
-uint64_t ofi_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 const char *ofi_strerror(int err)
 {

@@ -1,10 +1,5 @@
 # Shared by the tests/ib scripts (sourced): the conformance helpers, plus softverbs as the
 # verbs library and a private fabric directory removed on exit.
-# ASan's sendmsg interceptor reads the payload after the real sendmsg returned; softverbs
-# (rx thread) can complete the WR on the peer's ACK before that, so a buffer NCCL was
-# already allowed to free gets read: a false positive in softverbs, not in braid
-# (docs/ib.md). Real NICs complete after the ACK too.
-export ASAN_OPTIONS="intercept_send=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 . "$(dirname "${BASH_SOURCE[0]}")/../conformance/lib.sh"
 
 SV_DIR=$(cd "$BUILD/softverbs" 2>/dev/null && pwd) || die "$BUILD/softverbs is missing: run make first"

@@ -136,6 +136,19 @@ struct sv_qp {
 	uint32_t sq_size;
 	uint64_t sq_head, sq_send, sq_tail;
 	uint32_t next_psn;
+	/* The tx thread is writing WR tx_busy_idx with the lock dropped. Its
+	 * completion (the responder may ACK before sendmsg() has returned) is
+	 * held in held_status until the write is over: once the application
+	 * has the completion it may free or reuse the buffer, so nothing may
+	 * still be reading it. Later WRs wait behind it (in order). */
+	bool tx_busy;
+	uint64_t tx_busy_idx;
+	bool held;
+	enum ibv_wc_status held_status;
+	/* The WR at sq_send has a bad lkey: it fails once every earlier WR has
+	 * completed. Until then the tx thread must not pick this QP, or it
+	 * would pick it again at once, for ever, holding the lock. */
+	bool sq_stalled;
 
 	struct sv_rwqe *rq;
 	struct ibv_sge *rq_sge;
@@ -312,7 +325,7 @@ int sv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 int sv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 struct sv_qp *sv_qp_find(uint32_t qpn);
 void sv_qp_to_error(struct sv_qp *qp);
-void sv_qp_complete_send(struct sv_qp *qp, enum ibv_wc_status status);
+bool sv_qp_complete_send(struct sv_qp *qp, enum ibv_wc_status status);
 bool sv_qp_pop_recv(struct sv_qp *qp, struct sv_rwqe *out);
 void sv_qp_complete_recv(struct sv_qp *qp, const struct sv_rwqe *r,
 			 enum ibv_wc_status status, enum ibv_wc_opcode op,

@@ -131,8 +131,10 @@ void sv_qp_to_error(struct sv_qp *qp)
 
 	qp->attr.qp_state = IBV_QPS_ERR;
 	qp->ibqp.state = IBV_QPS_ERR;
-	while (qp->sq_head < qp->sq_tail)
-		sv_qp_complete_send(qp, IBV_WC_WR_FLUSH_ERR);
+	/* Stops at a WR the tx thread is still writing: it and the rest are
+	 * flushed when that write returns (tx_wqe). */
+	while (qp->sq_head < qp->sq_tail && sv_qp_complete_send(qp, IBV_WC_WR_FLUSH_ERR))
+		;
 	while (qp->rq_head < qp->rq_tail) {
 		struct sv_rwqe r;
 
@@ -163,11 +165,20 @@ static enum ibv_wc_opcode wc_opcode(enum ibv_wr_opcode op)
 }
 
 /* Retire the oldest send WR with status; an error moves the QP to ERR (which
- * flushes the rest). Called with sv_eng.lock held. */
-void sv_qp_complete_send(struct sv_qp *qp, enum ibv_wc_status status)
+ * flushes the rest). False if the WR's request is still being written: its
+ * status is held until tx_wqe() has it back (the first status wins).
+ * Called with sv_eng.lock held. */
+bool sv_qp_complete_send(struct sv_qp *qp, enum ibv_wc_status status)
 {
 	struct sv_swqe *w = &qp->sq[qp->sq_head % qp->sq_size];
 
+	if (qp->tx_busy && qp->tx_busy_idx == qp->sq_head) {
+		if (!qp->held) {
+			qp->held = true;
+			qp->held_status = status;
+		}
+		return false;
+	}
 	if (status != IBV_WC_SUCCESS || qp->sq_sig_all || (w->send_flags & IBV_SEND_SIGNALED)) {
 		struct ibv_wc wc = {
 			.wr_id = w->wr_id,
@@ -188,6 +199,7 @@ void sv_qp_complete_send(struct sv_qp *qp, enum ibv_wc_status status)
 		qp->retry_since_ns = 0;	/* the path works */
 	if (status != IBV_WC_SUCCESS && status != IBV_WC_WR_FLUSH_ERR)
 		sv_qp_to_error(qp);
+	return true;
 }
 
 bool sv_qp_pop_recv(struct sv_qp *qp, struct sv_rwqe *out)
@@ -350,6 +362,10 @@ static void qp_reset(struct sv_qp *qp)
 	qp->sq_head = qp->sq_send = qp->sq_tail = 0;
 	qp->rq_head = qp->rq_tail = 0;
 	qp->retry_since_ns = qp->retry_at_ns = 0;
+	/* A write still in progress belongs to the old queue: tx_wqe() sees
+	 * tx_busy cleared and leaves the new one alone. */
+	qp->tx_busy = qp->held = false;
+	qp->sq_stalled = false;
 	qp->link_cut = false;
 	qp->bytes_sent = 0;
 	if (qp->out) {
@@ -497,6 +513,11 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 
 	pthread_mutex_lock(&sv_eng.lock);
 	qp->destroyed = true;
+	/* Our own requests die with the QP: shut their connection so that a
+	 * write blocked on it (a peer that stopped reading) returns now and
+	 * the wait below stays short. */
+	if (qp->out)
+		sv_conn_kill(qp->out);
 	/* Let queued ACKs and READ responses for this QP go out first: a peer
 	 * waiting on them must not see us vanish before they are sent. */
 	pthread_cond_broadcast(&sv_eng.tx_cond);
@@ -656,7 +677,11 @@ int sv_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 		r = &qp->rq[qp->rq_tail % qp->rq_size];
 		r->wr_id = wr->wr_id;
 		r->num_sge = (uint32_t)wr->num_sge;
-		memcpy(r->sge, wr->sg_list, sizeof(*r->sge) * (size_t)wr->num_sge);
+		/* A receive with no SGE is legal (it takes WRITE_WITH_IMM's
+		 * immediate only) and its sg_list may be NULL: memcpy() from
+		 * NULL is undefined even for 0 bytes. */
+		if (wr->num_sge)
+			memcpy(r->sge, wr->sg_list, sizeof(*r->sge) * (size_t)wr->num_sge);
 		qp->rq_tail++;
 		if (qp->attr.qp_state == IBV_QPS_ERR) {
 			struct sv_rwqe done;

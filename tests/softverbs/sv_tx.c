@@ -203,11 +203,18 @@ static void tx_wqe(struct sv_qp *qp)
 		return;	/* re-evaluated on the next pass */
 	}
 	if (!local_iov(qp, w, iov + 1, &n)) {
-		/* Errors complete in order: wait for earlier WRs first. */
-		if (qp->sq_head == qp->sq_send)
+		/* Errors complete in order: wait for earlier WRs first. The
+		 * QP is not picked again until they have completed (or are
+		 * resent): tx_pick() skips a stalled QP. */
+		if (qp->sq_head == qp->sq_send) {
+			qp->sq_stalled = false;
 			sv_qp_complete_send(qp, IBV_WC_LOC_PROT_ERR);
+		} else {
+			qp->sq_stalled = true;
+		}
 		return;
 	}
+	qp->sq_stalled = false;
 	if (h.op == SV_OP_READ_REQ)
 		n = 0;
 	iov[0].iov_base = &h;
@@ -221,6 +228,8 @@ static void tx_wqe(struct sv_qp *qp)
 			n = iov_trim(iov, n, sizeof(h) + budget);
 		}
 	}
+	qp->tx_busy = true;
+	qp->tx_busy_idx = qp->sq_send;
 	qp->sq_send++;
 	c = qp->out;
 	c->refs++;
@@ -230,6 +239,19 @@ static void tx_wqe(struct sv_qp *qp)
 	rc = sv_writev_full(c->fd, iov, n);
 
 	pthread_mutex_lock(&sv_eng.lock);
+	if (qp->tx_busy) {
+		/* sendmsg() no longer reads the buffer: a response that came
+		 * meanwhile may complete the WR now, and a move to ERR may
+		 * flush it and whatever waited behind it. */
+		qp->tx_busy = false;
+		if (qp->held) {
+			qp->held = false;
+			if (!qp->destroyed)
+				sv_qp_complete_send(qp, qp->held_status);
+		}
+		if (qp->attr.qp_state == IBV_QPS_ERR && !qp->destroyed)
+			sv_qp_to_error(qp);
+	}
 	qp->bytes_sent += payload < budget ? payload : budget;
 	account_tx(qp, payload < budget ? payload : budget);
 	if (cut) {
@@ -300,6 +322,8 @@ static struct sv_qp *tx_pick(uint64_t now, uint64_t *wake)
 		}
 		if (!port_up(qp) || qp->sq_send >= qp->sq_tail)
 			continue;
+		if (qp->sq_stalled && qp->sq_head < qp->sq_send)
+			continue;	/* woken by the completions it waits for */
 		if (now < qp->rnr_until_ns || now < qp->retry_at_ns) {
 			uint64_t t = qp->rnr_until_ns > qp->retry_at_ns ? qp->rnr_until_ns :
 									qp->retry_at_ns;

@@ -504,6 +504,66 @@ static void test_rnr(void **state)
 	svt_end_fini(&b);
 }
 
+/* A receive with no SGE and a NULL sg_list is legal verbs: WRITE_WITH_IMM
+ * consumes it and delivers only the immediate (and byte_len). Under SAN=1
+ * a memcpy() from the NULL sg_list aborted here (UBSan). */
+static void test_zero_sge_recv(void **state)
+{
+	struct svt_end a, b;
+	char src[64] = { 0 }, dst[64] = { 0 };
+	struct ibv_mr *smr, *dmr;
+	struct ibv_recv_wr rwr = { .sg_list = NULL, .num_sge = 0 }, *rbad;
+	struct ibv_send_wr swr = { .sg_list = NULL, .num_sge = 0 }, *sbad;
+	struct ibv_qp_attr at = { .qp_state = IBV_QPS_ERR };
+	struct ibv_wc wc;
+
+	assert_int_equal(svt_pair(&a, &b, "svroce0"), 0);
+	smr = ibv_reg_mr(a.pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
+	dmr = ibv_reg_mr(b.pd, dst, sizeof(dst), ACC_ALL);
+	memset(src, 0x5a, sizeof(src));
+	for (uint64_t i = 1; i <= 3; i++) {
+		rwr.wr_id = i;
+		assert_int_equal(ibv_post_recv(b.qp, &rwr, &rbad), 0);
+	}
+	/* A payload lands in the MR; the receive only reports it. */
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 10, src, sizeof(src),
+				       smr->lkey, (uintptr_t)dst, dmr->rkey, 0x77,
+				       IBV_SEND_SIGNALED), 0);
+	expect_wc(a.cq, 10, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	assert_int_equal(svt_wait_wc(b.cq, &wc, WAIT_MS), 0);
+	assert_int_equal(wc.wr_id, 1);
+	assert_int_equal(wc.status, IBV_WC_SUCCESS);
+	assert_int_equal(wc.opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+	assert_int_equal(wc.byte_len, sizeof(src));
+	assert_int_equal(be32toh(wc.imm_data), 0x77);
+	assert_memory_equal(src, dst, sizeof(src));
+	/* No payload at all, NULL sg_list on both sides. */
+	swr.wr_id = 11;
+	swr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	swr.send_flags = IBV_SEND_SIGNALED;
+	swr.imm_data = htobe32(0x78);
+	swr.wr.rdma.remote_addr = (uintptr_t)dst;
+	swr.wr.rdma.rkey = dmr->rkey;
+	assert_int_equal(ibv_post_send(a.qp, &swr, &sbad), 0);
+	expect_wc(a.cq, 11, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	assert_int_equal(svt_wait_wc(b.cq, &wc, WAIT_MS), 0);
+	assert_int_equal(wc.wr_id, 2);
+	assert_int_equal(wc.status, IBV_WC_SUCCESS);
+	assert_int_equal(wc.opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+	assert_int_equal(wc.byte_len, 0);
+	assert_int_equal(be32toh(wc.imm_data), 0x78);
+	/* Flushed, both queued and posted in ERR. */
+	assert_int_equal(ibv_modify_qp(b.qp, &at, IBV_QP_STATE), 0);
+	expect_wc(b.cq, 3, IBV_WC_WR_FLUSH_ERR, 0);
+	rwr.wr_id = 4;
+	assert_int_equal(ibv_post_recv(b.qp, &rwr, &rbad), 0);
+	expect_wc(b.cq, 4, IBV_WC_WR_FLUSH_ERR, 0);
+	ibv_dereg_mr(smr);
+	ibv_dereg_mr(dmr);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+}
+
 static void test_flush_on_error(void **state)
 {
 	struct svt_end a, b;
@@ -535,7 +595,7 @@ static void test_flush_on_error(void **state)
 static void test_local_errors(void **state)
 {
 	struct svt_end a, b;
-	char buf[64] = { 0 }, big[256] = { 0 };
+	char buf[64] = { 0 }, big[256] = { 0 }, *rbuf;
 	struct ibv_mr *mr, *bmr, *ro;
 	struct ibv_async_event ev;
 
@@ -578,6 +638,30 @@ static void test_local_errors(void **state)
 	ibv_dereg_mr(bmr);
 	svt_end_fini(&a);
 	svt_end_fini(&b);
+
+	/* A bad lkey behind a WR still waiting for its response: the error
+	 * waits for it (in order). The tx thread used to pick that QP again
+	 * and again holding the engine lock, so the READ response could never
+	 * be sent or applied: a livelock, and no destroy_qp could return. */
+	assert_int_equal(svt_pair(&a, &b, "svroce0"), 0);
+	rbuf = calloc(1, 1 << 20);
+	assert_non_null(rbuf);
+	mr = ibv_reg_mr(a.pd, rbuf, 1 << 20, IBV_ACCESS_LOCAL_WRITE);
+	bmr = ibv_reg_mr(b.pd, rbuf, 1 << 20, ACC_ALL);
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_READ, 1, rbuf, 1 << 20, mr->lkey,
+				       (uintptr_t)rbuf, bmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 2, rbuf, 64, mr->lkey + 77,
+				       (uintptr_t)rbuf, bmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 3, rbuf, 64, mr->lkey,
+				       (uintptr_t)rbuf, bmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+	expect_wc(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
+	expect_wc(a.cq, 2, IBV_WC_LOC_PROT_ERR, 0);
+	expect_wc(a.cq, 3, IBV_WC_WR_FLUSH_ERR, 0);
+	ibv_dereg_mr(mr);
+	ibv_dereg_mr(bmr);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+	free(rbuf);
 }
 
 static void test_unreachable_peer(void **state)
@@ -778,6 +862,7 @@ int main(void)
 		cmocka_unit_test(test_rdma_write_imm_read),
 		cmocka_unit_test(test_remote_access_errors),
 		cmocka_unit_test(test_rnr),
+		cmocka_unit_test(test_zero_sge_recv),
 		cmocka_unit_test(test_flush_on_error),
 		cmocka_unit_test(test_local_errors),
 		cmocka_unit_test(test_unreachable_peer),

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * softverbs cmocka tests, two processes: bulk RDMA (1 GiB of 32 MiB WRITEs,
- * 32 in flight, then READs) with its speed printed, and peer death turning
- * outstanding WRs into IBV_WC_RETRY_EXC_ERR after the scaled QP timeout.
+ * 32 in flight, then READs) with its speed printed, peer death turning
+ * outstanding WRs into IBV_WC_RETRY_EXC_ERR after the scaled QP timeout, and
+ * no send completion before the sendmsg() that carried the WR has returned.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -32,6 +34,42 @@ struct xchg {
 };
 
 static pid_t child = -1;
+
+/*
+ * sendmsg() is interposed: the test's definition comes before libc's for
+ * softverbs too. For a message that carries watch_buf it does what ASan's
+ * sendmsg interceptor does, reading the payload again after the real call
+ * has returned, and it does so slowly: a completion handed to the
+ * application meanwhile (which may then free the buffer) shows as
+ * watch_in_send still set. Default visibility: the build hides symbols,
+ * and a hidden one would not interpose.
+ */
+static ssize_t (*real_sendmsg)(int, const struct msghdr *, int);
+static const char *watch_buf;
+static size_t watch_len;
+static int watch_in_send;
+
+__attribute__((visibility("default")))
+ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
+{
+	const char *w = __atomic_load_n(&watch_buf, __ATOMIC_ACQUIRE);
+	bool watched = false;
+	ssize_t n;
+
+	for (size_t i = 0; w && i < m->msg_iovlen; i++) {
+		const char *b = m->msg_iov[i].iov_base;
+
+		if (b >= w && b < w + watch_len)
+			watched = true;
+	}
+	if (!watched)
+		return real_sendmsg(fd, m, flags);
+	__atomic_store_n(&watch_in_send, 1, __ATOMIC_SEQ_CST);
+	n = real_sendmsg(fd, m, flags);
+	usleep(50000);
+	__atomic_store_n(&watch_in_send, 0, __ATOMIC_SEQ_CST);
+	return n;
+}
 
 static int group_setup(void **state)
 {
@@ -299,6 +337,56 @@ static void test_peer_death(void **state)
 	close(sv[0]);
 }
 
+/* RC: a send completion means the responder has the data and the buffer is
+ * the application's again. softverbs used to complete on the peer's ACK
+ * even while the tx thread's sendmsg() had not yet returned (ASan then
+ * reported a heap-use-after-free in sv_writev_full). */
+static void test_completion_after_sendmsg(void **state)
+{
+	struct svt_end e;
+	struct xchg mine = { 0 }, peer;
+	static char src[64 << 10];
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	int sv[2];
+	char c;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		close(sv[0]);
+		_exit(doomed_peer(sv[1]));
+	}
+	close(sv[1]);
+	assert_int_equal(svt_end_init(&e, "svroce0", false, 8), 0);
+	mr = ibv_reg_mr(e.pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
+	assert_non_null(mr);
+	svt_addr_of(&e, 3, &mine.addr);
+	assert_int_equal(write(sv[0], &mine, sizeof(mine)), sizeof(mine));
+	assert_true(xread(sv[0], &peer, sizeof(peer)));
+	assert_int_equal(svt_connect(&e, &peer.addr, 3, ACC_ALL, 14, 7, 7), 0);
+	assert_true(xread(sv[0], &c, 1));
+
+	watch_len = sizeof(src);
+	__atomic_store_n(&watch_buf, src, __ATOMIC_RELEASE);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(svt_post_rdma(e.qp, IBV_WR_RDMA_WRITE, (uint64_t)i, src,
+					       sizeof(src), mr->lkey, peer.buf, peer.rkey, 0,
+					       IBV_SEND_SIGNALED), 0);
+		assert_int_equal(svt_wait_wc(e.cq, &wc, 10000), 0);
+		assert_int_equal(wc.status, IBV_WC_SUCCESS);
+		if (__atomic_load_n(&watch_in_send, __ATOMIC_SEQ_CST))
+			fail_msg("WR %d completed while sendmsg() still read its buffer", i);
+	}
+	__atomic_store_n(&watch_buf, NULL, __ATOMIC_RELEASE);
+	assert_int_equal(write(sv[0], "k", 1), 1);
+	assert_int_equal(reap(10000), 0);
+	ibv_dereg_mr(mr);
+	svt_end_fini(&e);
+	close(sv[0]);
+}
+
 static void test_timeout_scaling(void **state)
 {
 	struct svt_end e;
@@ -347,8 +435,12 @@ int main(void)
 		cmocka_unit_test_teardown(test_bulk_two_processes, teardown_child),
 		cmocka_unit_test_teardown(test_peer_death, teardown_child),
 		cmocka_unit_test_teardown(test_timeout_scaling, teardown_child),
+		cmocka_unit_test_teardown(test_completion_after_sendmsg, teardown_child),
 	};
 
 	signal(SIGPIPE, SIG_IGN);	/* a dead child shows as a failed read/write */
+	real_sendmsg = (ssize_t (*)(int, const struct msghdr *, int))dlsym(RTLD_NEXT, "sendmsg");
+	if (!real_sendmsg)
+		return 1;
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -7,11 +7,20 @@
  * and a failing peer only poisons its own comm. Set-up goes over the out-of-band TCP
  * socket in plugin/oob.c, which stays open to notice a peer that dies.
  *
- * Data protocol (receiver-driven, like NCCL's IB transport): irecv posts one tagged
- * receive per buffer, then sends the sender a control message (RTR) listing the group's
- * sizes and tags; isend waits for its group's RTR, picks the buffer whose tag matches and
- * sends straight into it. Tags encode the group sequence and the buffer index, so every
- * message has exactly one posted receive waiting for it: nothing is ever unexpected.
+ * Data protocol: libfabric's own tag matching, nothing on top. The provider already runs
+ * a rendezvous for large messages (rxm, efa), so a braid-level handshake per message would
+ * only double the messages. A message's tag is (k, NCCL tag): the sender's k-th send with
+ * NCCL tag t goes to the receiver's k-th buffer with tag t. That pairs each send with the
+ * right buffer of a grouped receive without any ordering from the provider, because NCCL
+ * gives every group exactly one send per buffer, and a group's sends come before the
+ * next group's. A buffer too small for its message completes with FI_ETRUNC at the
+ * receiver, which tells the sender over the handshake socket, so both ends report it.
+ *
+ * Size announcements (BRAID_OFI_SIZE_CHECK; on for providers that never complete a
+ * truncated receive, such as libfabric 1.17's shm, where both ends would hang): the
+ * receiver also sends the sender an announcement of each group's buffers (sizes and
+ * tags), and the sender sends only once it has checked its message fits. It costs one
+ * small message per receive, so it is off where the provider reports FI_ETRUNC.
  */
 #ifndef BRAID_OFI_H
 #define BRAID_OFI_H
@@ -47,23 +56,21 @@ struct ofi_dl {
 extern struct ofi_dl ofi_dl;
 int ofi_dl_open(char *why, size_t whylen);
 
-/* Tag layout (bits 60..62 are ours; 63 left alone for providers that reserve it). */
-#define OFI_TAG_CTRL (1ULL << 62)
-#define OFI_TAG_DATA (1ULL << 61)
-#define OFI_TAG_ERR (1ULL << 60) /* data tag flag: "your buffer is too small" */
-#define OFI_TAG_IDX_BITS 3
-#define OFI_TAG_SEQ_MASK 0xffffffffULL
-static inline uint64_t ofi_data_tag(uint32_t seq, int idx)
+/* Tag: k in bits 32..59, the NCCL tag in bits 0..31; 60..63 left to the provider. */
+#define OFI_TAG_K_MASK 0x0fffffffULL
+static inline uint64_t ofi_msg_tag(uint32_t k, int tag)
 {
-	return OFI_TAG_DATA | ((uint64_t)seq << OFI_TAG_IDX_BITS) | (uint64_t)idx;
+	return (((uint64_t)k & OFI_TAG_K_MASK) << 32) | (uint32_t)tag;
 }
 
-#define OFI_RING 32 /* receive groups in flight per comm (NCCL_NET_MAX_REQUESTS) */
+#define OFI_MAX_INFLIGHT 32 /* receive requests per comm (NCCL_NET_MAX_REQUESTS) */
 
-/* Receiver -> sender: "group seq is posted: these buffers, these tags". Only the n used
- * entries travel (24 bytes for one buffer), so it usually fits the provider's inject size
- * and needs no completion. */
-struct ofi_rtr {
+/* Size announcements travel with this tag, apart from every data tag. */
+#define OFI_TAG_ANNOUNCE (1ULL << 62)
+
+/* Receiver -> sender: "group seq is posted: these buffers". Only the n used entries
+ * travel (24 bytes for one buffer), so it usually fits the provider's inject size. */
+struct ofi_announce {
 	uint32_t seq;
 	uint32_t n;
 	struct {
@@ -73,10 +80,20 @@ struct ofi_rtr {
 	} e[BRAID_MAX_RECVS];
 };
 
-static inline size_t ofi_rtr_len(uint32_t n)
+static inline size_t ofi_announce_len(uint32_t n)
 {
-	return __builtin_offsetof(struct ofi_rtr, e) + (size_t)n * sizeof(((struct ofi_rtr *)0)->e[0]);
+	return __builtin_offsetof(struct ofi_announce, e) +
+	       (size_t)n * sizeof(((struct ofi_announce *)0)->e[0]);
 }
+#define OFI_TAG_SLOTS 256   /* distinct NCCL tags one comm can see */
+_Static_assert(OFI_MAX_INFLIGHT == 32, "announcement slots are a 32-bit mask");
+
+/* Per NCCL tag: how many messages (sends, or receive buffers) this comm has had. */
+struct ofi_tag_count {
+	int32_t tag;
+	uint32_t next;
+	uint8_t used;
+};
 
 struct ofi_dev {
 	char name[64];
@@ -85,6 +102,7 @@ struct ofi_dev {
 	int mr_endpoint;      /* MRs bind to one endpoint: no global registrations */
 	int mr_virt_addr;
 	int mr_prov_key;
+	int announce; /* size announcements (BRAID_OFI_SIZE_CHECK) */
 	struct braid_ctr_dev *ctr;
 	pthread_mutex_t lock; /* fabric/domain opening and the registration cache */
 	struct fid_fabric *fabric;
@@ -102,10 +120,10 @@ struct ofi_mr {
 };
 
 enum ofi_op_type {
-	OFI_OP_SEND_DATA,
-	OFI_OP_RECV_DATA,
-	OFI_OP_SEND_CTRL,
-	OFI_OP_RECV_CTRL,
+	OFI_OP_SEND,
+	OFI_OP_RECV,
+	OFI_OP_ANNOUNCE_SEND, /* receiver: an announcement sent without inject */
+	OFI_OP_ANNOUNCE_RECV, /* sender: a posted announcement buffer */
 };
 
 /* The libfabric operation context: fi_context2 first, so the CQ's op_context is an ofi_op. */
@@ -114,34 +132,34 @@ struct ofi_op {
 	uint8_t type;
 	uint8_t idx;
 	struct ofi_req *req;
-	struct ofi_comm *comm;
 };
 
 struct ofi_req {
 	uint32_t magic; /* BRAID_MAGIC_REQ */
 	uint8_t is_send;
 	int n;
-	int next_part;         /* receives: parts 0..n-1 are the buffers, part n the RTR */
-	int pending;           /* completions still to come */
+	int next_part; /* receives: buffers 0..next_part-1 are posted */
+	int pending;   /* completions still to come */
 	ncclResult_t status;
 	struct ofi_comm *comm;
-	size_t size[BRAID_MAX_RECVS];
-	void *buf[BRAID_MAX_RECVS];  /* receives: where each buffer is, for deferred posting */
+	size_t size[BRAID_MAX_RECVS];  /* receives: capacity, then what arrived */
+	void *buf[BRAID_MAX_RECVS];    /* receives: kept for deferred posting */
 	void *desc[BRAID_MAX_RECVS];
-	struct ofi_op op[BRAID_MAX_RECVS + 1];
-	struct ofi_rtr rtr; /* receive requests: the control message we send */
+	uint64_t tag[BRAID_MAX_RECVS]; /* the libfabric tag of each part */
+	struct ofi_op op[BRAID_MAX_RECVS + 1]; /* + the announcement */
+	struct ofi_announce ann;               /* receives, with size announcements */
 };
 
-struct ofi_ctrl_slot {
+struct ofi_announce_slot {
 	struct ofi_op op;
-	struct ofi_rtr msg;
+	struct ofi_announce msg;
 };
 
-/* An RTR the sender has received and is consuming. */
+/* Sender: the announcement of one receive group, while its sends go out. */
 struct ofi_group {
 	int arrived;
 	uint32_t used; /* bitmask of buffers already sent to */
-	struct ofi_rtr rtr;
+	struct ofi_announce ann;
 };
 
 enum ofi_conn_stage {
@@ -167,25 +185,27 @@ struct ofi_comm {
 	fi_addr_t peer_addr;
 	char ep_name[64];
 	size_t ep_name_len;
-	size_t inject_size; /* messages up to this size go with fi_tinject (no completion) */
 
 	struct braid_pool reqs;
-	struct fid_mr *pool_mr; /* the request pool holds RTR messages: registered once */
-	void *pool_desc;
 	int inflight;
-	uint32_t seq;
+	struct ofi_tag_count tags[OFI_TAG_SLOTS];
 
-	/* receive requests whose parts the provider did not take yet (-FI_EAGAIN): posted
+	/* size announcements (see the top of this file) */
+	int announce;            /* on for this comm */
+	size_t inject_size;      /* announcements up to this size need no completion */
+	struct fid_mr *pool_mr;  /* receive requests hold announcements: registered once */
+	void *pool_desc;
+	uint32_t seq;            /* receiver: next group; sender: group being sent to */
+	struct ofi_announce_slot *ann_rx; /* sender: OFI_MAX_INFLIGHT posted buffers */
+	uint32_t ann_unposted;   /* sender: slots to (re)post */
+	struct fid_mr *ann_mr;
+	void *ann_desc;
+	struct ofi_group ring[OFI_MAX_INFLIGHT];
+
+	/* receive requests whose buffers the provider did not all take (-FI_EAGAIN): posted
 	 * from progress(), in order, so nothing ever waits inside a call */
-	struct ofi_req *backlog[OFI_RING];
+	struct ofi_req *backlog[OFI_MAX_INFLIGHT];
 	uint32_t backlog_head, backlog_tail;
-
-	/* sender side */
-	struct ofi_ctrl_slot *ctrl; /* OFI_RING posted RTR receives */
-	uint32_t ctrl_unposted;     /* slots to (re)post */
-	struct fid_mr *ctrl_mr;
-	void *ctrl_desc;
-	struct ofi_group ring[OFI_RING];
 
 	ncclResult_t error; /* sticky: once the comm failed, every call says so */
 	uint64_t next_liveness_ns;
@@ -234,8 +254,8 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
 			void **request);
 ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes);
-/* Post what the provider refused earlier; 0 or a fatal -errno. */
-int ofi_post_deferred(struct ofi_comm *c);
+/* Sender, size announcements: (re)post the buffers they arrive in; 0 or a fatal -errno. */
+int ofi_post_announce_bufs(struct ofi_comm *c);
 
 const char *ofi_strerror(int err);
 

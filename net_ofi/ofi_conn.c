@@ -59,9 +59,9 @@ static void comm_quiesce(struct ofi_comm *c)
 		for (int p = 0; p < posted; p++)
 			cancelled += fi_cancel(&c->ep->fid, &r->op[p].fictx) == 0;
 	}
-	for (int i = 0; c->ctrl && i < OFI_RING; i++)
-		if (!(c->ctrl_unposted & (1u << i)))
-			cancelled += fi_cancel(&c->ep->fid, &c->ctrl[i].op.fictx) == 0;
+	for (int i = 0; c->ann_rx && i < OFI_MAX_INFLIGHT; i++)
+		if (!(c->ann_unposted & (1u << i)))
+			cancelled += fi_cancel(&c->ep->fid, &c->ann_rx[i].op.fictx) == 0;
 	/* Reap them; bounded, since the peer may be gone and the provider slow to answer. */
 	until = braid_now_ns() + 200ULL * 1000000ULL;
 	while (cancelled > 0 && braid_now_ns() < until) {
@@ -89,9 +89,9 @@ static void comm_free(struct ofi_comm *c)
 		fi_close(&c->av->fid);
 	if (c->pool_mr)
 		fi_close(&c->pool_mr->fid);
-	if (c->ctrl_mr)
-		fi_close(&c->ctrl_mr->fid);
-	free(c->ctrl);
+	if (c->ann_mr)
+		fi_close(&c->ann_mr->fid);
+	free(c->ann_rx);
 	braid_pool_fini(&c->reqs);
 	if (c->chan.fd >= 0)
 		close(c->chan.fd);
@@ -112,13 +112,14 @@ static struct ofi_comm *comm_new(int devidx, int fd)
 	return c;
 }
 
-/* Endpoint, CQ, AV, request pool and (sender) the posted RTR receives. */
+/* Endpoint, CQ, AV and request pool. */
 static int comm_open_ep(struct ofi_comm *c, int is_send)
 {
 	struct ofi_dev *d = c->dev;
 	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE };
 	struct fi_av_attr av_attr = { .type = FI_AV_TABLE, .count = 4 };
-	uint32_t nreqs = is_send ? BRAID_MAX_RECVS * OFI_RING : OFI_RING;
+	/* A sender may have maxRecvs x 32 sends in flight. */
+	uint32_t nreqs = is_send ? BRAID_MAX_RECVS * OFI_MAX_INFLIGHT : OFI_MAX_INFLIGHT;
 	const char *step;
 	int rc;
 
@@ -156,35 +157,34 @@ static int comm_open_ep(struct ofi_comm *c, int is_send)
 	rc = fi_getname(&c->ep->fid, c->ep_name, &c->ep_name_len);
 	if (rc)
 		goto fail;
-	c->inject_size = d->info->tx_attr->inject_size;
 	step = "request pool";
 	rc = braid_pool_init(&c->reqs, sizeof(struct ofi_req), nreqs);
 	if (rc)
 		goto fail;
-	step = "registering the request pool";
-	rc = ofi_mr_reg_raw(d, c->reqs.mem, c->reqs.elem_size * c->reqs.nelem, FI_SEND | FI_RECV,
-			    &c->pool_mr, &c->pool_desc);
-	if (rc)
-		goto fail;
-	if (!is_send)
+	c->announce = d->announce;
+	if (!c->announce)
 		return 0;
-	step = "control buffers";
-	c->ctrl = calloc(OFI_RING, sizeof(*c->ctrl));
-	rc = c->ctrl ? 0 : -ENOMEM;
+	c->inject_size = d->info->tx_attr->inject_size;
+	step = "registering the request pool";
+	rc = ofi_mr_reg_raw(d, c->reqs.mem, c->reqs.elem_size * c->reqs.nelem, FI_SEND,
+			    &c->pool_mr, &c->pool_desc);
+	if (rc || !is_send)
+		goto out;
+	step = "announcement buffers";
+	c->ann_rx = calloc(OFI_MAX_INFLIGHT, sizeof(*c->ann_rx));
+	rc = c->ann_rx ? 0 : -ENOMEM;
 	if (!rc)
-		rc = ofi_mr_reg_raw(d, c->ctrl, OFI_RING * sizeof(*c->ctrl), FI_RECV, &c->ctrl_mr,
-				    &c->ctrl_desc);
-	for (int i = 0; !rc && i < OFI_RING; i++) {
-		c->ctrl[i].op.type = OFI_OP_RECV_CTRL;
-		c->ctrl[i].op.comm = c;
-	}
-	c->ctrl_unposted = ~0u;
-	step = "posting control receives";
+		rc = ofi_mr_reg_raw(d, c->ann_rx, OFI_MAX_INFLIGHT * sizeof(*c->ann_rx), FI_RECV,
+				    &c->ann_mr, &c->ann_desc);
+	for (int i = 0; !rc && i < OFI_MAX_INFLIGHT; i++)
+		c->ann_rx[i].op.type = OFI_OP_ANNOUNCE_RECV;
+	c->ann_unposted = ~0u;
+	step = "posting announcement buffers";
 	if (!rc)
-		rc = ofi_post_deferred(c);
-	if (rc)
-		goto fail;
-	return 0;
+		rc = ofi_post_announce_bufs(c);
+out:
+	if (!rc)
+		return 0;
 fail:
 	BRAID_WARN("ofi: %s on device %s (provider %s) failed: %s", step, d->name, ofi.provider,
 		   ofi_strerror(rc));

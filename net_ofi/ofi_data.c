@@ -2,9 +2,10 @@
 /*
  * isend / irecv / test over tagged messages (protocol in ofi.h). No allocation, no lock
  * and no system call on this path beyond libfabric's own: requests come from the comm's
- * pool, and the liveness poll() runs at most every BRAID_LIVENESS_MS while a request waits.
+ * pool, and the peer check (one poll() on the handshake socket) runs at most every
+ * BRAID_LIVENESS_MS.
  */
-#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "net_ofi/ofi.h"
@@ -15,6 +16,12 @@
 
 static char zero_byte; /* buffer for zero-length messages (some providers want non-NULL) */
 
+static const char *comm_kind(const struct ofi_comm *c)
+{
+	return c->magic == BRAID_MAGIC_SEND ? "send" : "receive";
+}
+
+/* The first failure of a comm is sticky: every later call reports it. */
 static void comm_fail(struct ofi_comm *c, ncclResult_t why)
 {
 	if (c->error == ncclSuccess)
@@ -28,96 +35,161 @@ static void req_fail(struct ofi_req *r, ncclResult_t why)
 		r->status = why;
 }
 
-static ncclResult_t cq_error_result(int err)
+/* The k of the next message with this NCCL tag; NULL when the comm has seen too many tags. */
+static uint32_t *tag_counter(struct ofi_comm *c, int tag)
 {
-	switch (err) {
-	case FI_ECANCELED:
-		return ncclSystemError;
-	case FI_ETRUNC:
-		return ncclInvalidUsage;
-	default:
-		return ncclRemoteError;
+	uint32_t h = (uint32_t)tag * 2654435761u;
+
+	for (uint32_t i = 0; i < OFI_TAG_SLOTS; i++) {
+		struct ofi_tag_count *e = &c->tags[(h + i) % OFI_TAG_SLOTS];
+
+		if (!e->used) {
+			e->used = 1;
+			e->tag = tag;
+			return &e->next;
+		}
+		if (e->tag == tag)
+			return &e->next;
 	}
+	BRAID_WARN("ofi: %s comm on %s peer %s: more than %d distinct tags on one connection",
+		   comm_kind(c), c->dev->name, c->peer, OFI_TAG_SLOTS);
+	return NULL;
 }
 
 static void handle_cq_error(struct ofi_comm *c)
 {
 	struct fi_cq_err_entry e = { 0 };
 	struct ofi_op *op;
+	struct ofi_req *r;
 	char buf[256];
-	int rc = (int)fi_cq_readerr(c->cq, &e, 0);
 
-	if (rc < 0)
+	if (fi_cq_readerr(c->cq, &e, 0) != 1)
 		return;
 	op = e.op_context;
-	if (op && op->req)
-		req_fail(op->req, cq_error_result(e.err));
-	if (op && op->req)
-		op->req->pending--;
+	r = op ? op->req : NULL;
+	if (r)
+		r->pending--;
+	if (e.err == FI_ETRUNC && r && !r->is_send) {
+		char why[200];
+
+		/* The message did not fit: a usage error, on both ends. (Providers disagree on
+		 * what len and olen say here, so no size is claimed.) */
+		snprintf(why, sizeof(why),
+			 "a message larger than receive buffer %d (%zu bytes) arrived; nothing "
+			 "beyond the buffer was written", op->idx, r->size[op->idx]);
+		BRAID_WARN("ofi: receive comm on %s from %s: %s; telling the sender", c->dev->name,
+			   c->peer, why);
+		req_fail(r, ncclInvalidUsage);
+		comm_fail(c, ncclInvalidUsage);
+		braid_oob_send_peer_error(&c->chan, ncclInvalidUsage, why);
+		return;
+	}
+	if (r)
+		req_fail(r, e.err == FI_ECANCELED ? ncclSystemError : ncclRemoteError);
 	if (c->error != ncclSuccess) {
 		/* The first error was reported; the rest are its echo (flushed operations). */
 		BRAID_TRACE("ofi: further completion error on %s: %s", c->dev->name,
 			    ofi_strerror(e.err));
 		return;
 	}
-	BRAID_WARN("ofi: %s comm %s peer %s: completion error on %s: %s (provider: %s)",
-		   c->magic == BRAID_MAGIC_SEND ? "send" : "receive", c->dev->name, c->peer,
-		   op && op->type == OFI_OP_SEND_DATA   ? "data send"
-		   : op && op->type == OFI_OP_RECV_DATA ? "data receive"
-							: "control message",
+	BRAID_WARN("ofi: %s comm on %s peer %s: %s failed: %s (provider: %s)", comm_kind(c),
+		   c->dev->name, c->peer, op && op->type == OFI_OP_SEND ? "a send" : "a receive",
 		   ofi_strerror(e.err), fi_cq_strerror(c->cq, e.prov_errno, e.err_data, buf, sizeof(buf)));
-	/* A lost control buffer or an unknown failure leaves the protocol unusable. */
-	comm_fail(c, cq_error_result(e.err));
+	comm_fail(c, ncclRemoteError);
 }
 
-/* (Re)post the RTR receives; stops quietly at -FI_EAGAIN. */
-static int post_ctrl_recvs(struct ofi_comm *c)
+/* Sender: an announcement arrived; file it under its group's ring slot. */
+static void announce_arrived(struct ofi_comm *c, struct ofi_announce_slot *slot, size_t len)
 {
-	while (c->ctrl_unposted) {
-		int i = __builtin_ctz(c->ctrl_unposted);
-		struct ofi_ctrl_slot *slot = &c->ctrl[i];
-		ssize_t rc = fi_trecv(c->ep, &slot->msg, sizeof(slot->msg), c->ctrl_desc,
-				      FI_ADDR_UNSPEC, OFI_TAG_CTRL, 0, &slot->op.fictx);
+	const struct ofi_announce *m = &slot->msg;
+	struct ofi_group *g = &c->ring[m->seq % OFI_MAX_INFLIGHT];
+
+	if (g->arrived || m->n < 1 || m->n > BRAID_MAX_RECVS || len != ofi_announce_len(m->n) ||
+	    m->seq - c->seq >= OFI_MAX_INFLIGHT) {
+		BRAID_WARN("ofi: send comm on %s peer %s: protocol error: announcement of group %u "
+			   "(%u buffers, %zu bytes) while at group %u",
+			   c->dev->name, c->peer, m->seq, m->n, len, c->seq);
+		comm_fail(c, ncclRemoteError);
+	} else {
+		g->ann = *m;
+		g->used = 0;
+		g->arrived = 1;
+	}
+	c->ann_unposted |= 1u << (slot - c->ann_rx);
+}
+
+int ofi_post_announce_bufs(struct ofi_comm *c)
+{
+	while (c->ann_unposted) {
+		int i = __builtin_ctz(c->ann_unposted);
+		struct ofi_announce_slot *slot = &c->ann_rx[i];
+		ssize_t rc = fi_trecv(c->ep, &slot->msg, sizeof(slot->msg), c->ann_desc,
+				      FI_ADDR_UNSPEC, OFI_TAG_ANNOUNCE, 0, &slot->op.fictx);
 
 		if (rc == -FI_EAGAIN)
-			return 0;
+			return 0; /* again from the next progress() */
 		if (rc)
 			return (int)rc;
-		c->ctrl_unposted &= ~(1u << i);
+		c->ann_unposted &= ~(1u << i);
 	}
 	return 0;
 }
 
-/* Post a receive request's remaining parts: its buffers, then the RTR that announces them
- * (only once every buffer is posted, so data never arrives unexpected). */
+static void handle_completion(struct ofi_comm *c, const struct fi_cq_tagged_entry *e)
+{
+	struct ofi_op *op = e->op_context;
+	struct ofi_req *r = op->req;
+
+	if (op->type == OFI_OP_ANNOUNCE_RECV) {
+		announce_arrived(c, (struct ofi_announce_slot *)op, e->len);
+		return;
+	}
+	if (op->type == OFI_OP_ANNOUNCE_SEND) {
+		r->pending--;
+		return;
+	}
+	if (op->type == OFI_OP_RECV) {
+		r->size[op->idx] = e->len;
+		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_bytes), e->len);
+		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_msgs), 1);
+	} else {
+		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_bytes), r->size[0]);
+		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_msgs), 1);
+	}
+	r->pending--;
+}
+
+/* A receive's parts: its buffers, then (with size announcements) the announcement. */
+static int recv_parts(const struct ofi_comm *c, const struct ofi_req *r)
+{
+	return r->n + (c->announce ? 1 : 0);
+}
+
+/* Post a receive's remaining parts; stops quietly at -FI_EAGAIN. The announcement goes
+ * last, so a sender never sends into a buffer that is not posted yet. */
 static int post_recv_parts(struct ofi_comm *c, struct ofi_req *r)
 {
-	while (r->next_part <= r->n) {
+	while (r->next_part < recv_parts(c, r)) {
 		int i = r->next_part;
 		ssize_t rc;
 
 		if (i < r->n) {
-			size_t len = (size_t)r->rtr.e[i].size;
-
-			rc = fi_trecv(c->ep, len ? r->buf[i] : &zero_byte, len, r->desc[i],
-				      FI_ADDR_UNSPEC, ofi_data_tag(r->rtr.seq, i), OFI_TAG_ERR,
-				      &r->op[i].fictx);
+			rc = fi_trecv(c->ep, r->size[i] ? r->buf[i] : &zero_byte, r->size[i],
+				      r->desc[i], FI_ADDR_UNSPEC, r->tag[i], 0, &r->op[i].fictx);
 		} else {
-			size_t len = ofi_rtr_len(r->rtr.n);
+			size_t len = ofi_announce_len(r->ann.n);
 
 			if (len <= c->inject_size) {
-				rc = fi_tinject(c->ep, &r->rtr, len, c->peer_addr, OFI_TAG_CTRL);
+				rc = fi_tinject(c->ep, &r->ann, len, c->peer_addr, OFI_TAG_ANNOUNCE);
 				if (!rc) {
 					r->next_part++; /* no completion will come */
 					continue;
 				}
 			} else {
-				rc = fi_tsend(c->ep, &r->rtr, len, c->pool_desc, c->peer_addr,
-					      OFI_TAG_CTRL, &r->op[i].fictx);
+				rc = fi_tsend(c->ep, &r->ann, len, c->pool_desc, c->peer_addr,
+					      OFI_TAG_ANNOUNCE, &r->op[i].fictx);
 			}
 		}
-		if (rc == -FI_EAGAIN)
-			return -FI_EAGAIN;
 		if (rc)
 			return (int)rc;
 		r->pending++;
@@ -126,79 +198,21 @@ static int post_recv_parts(struct ofi_comm *c, struct ofi_req *r)
 	return 0;
 }
 
-int ofi_post_deferred(struct ofi_comm *c)
+static void post_backlog(struct ofi_comm *c)
 {
-	int rc = c->ctrl ? post_ctrl_recvs(c) : 0;
+	while (c->backlog_head != c->backlog_tail) {
+		int rc = post_recv_parts(c, c->backlog[c->backlog_head % OFI_MAX_INFLIGHT]);
 
-	while (!rc && c->backlog_head != c->backlog_tail) {
-		struct ofi_req *r = c->backlog[c->backlog_head % OFI_RING];
-
-		rc = post_recv_parts(c, r);
 		if (rc == -FI_EAGAIN)
-			return 0;
-		if (!rc)
-			c->backlog_head++;
-	}
-	if (rc)
-		BRAID_WARN("ofi: %s comm on %s peer %s: posting a deferred operation failed: %s",
-			   c->magic == BRAID_MAGIC_SEND ? "send" : "receive", c->dev->name, c->peer,
-			   ofi_strerror(rc));
-	return rc;
-}
-
-/* A sender got an RTR: file it under its group's ring slot. */
-static void rtr_arrived(struct ofi_comm *c, struct ofi_ctrl_slot *slot, size_t len)
-{
-	const struct ofi_rtr *m = &slot->msg;
-	struct ofi_group *g = &c->ring[m->seq % OFI_RING];
-
-	if (g->arrived || m->n < 1 || m->n > BRAID_MAX_RECVS || len != ofi_rtr_len(m->n) ||
-	    m->seq - c->seq >= OFI_RING) {
-		BRAID_WARN("ofi: send comm %s peer %s: protocol error: control message for group %u "
-			   "(%u buffers) while at group %u",
-			   c->dev->name, c->peer, m->seq, m->n, c->seq);
-		comm_fail(c, ncclRemoteError);
-	} else {
-		g->rtr = *m;
-		g->used = 0;
-		g->arrived = 1;
-	}
-	c->ctrl_unposted |= 1u << (slot - c->ctrl);
-}
-
-static void handle_completion(struct ofi_comm *c, const struct fi_cq_tagged_entry *e)
-{
-	struct ofi_op *op = e->op_context;
-	struct ofi_req *r = op->req;
-
-	switch (op->type) {
-	case OFI_OP_RECV_CTRL:
-		rtr_arrived(c, (struct ofi_ctrl_slot *)op, e->len);
-		return;
-	case OFI_OP_RECV_DATA:
-		r->size[op->idx] = e->len;
-		if (e->tag & OFI_TAG_ERR) {
-			BRAID_WARN("ofi: receive comm %s peer %s: the sender's message is larger than "
-				   "receive buffer %d (%zu bytes) of group %u; nothing was written",
-				   c->dev->name, c->peer, op->idx, (size_t)r->rtr.e[op->idx].size,
-				   r->rtr.seq);
-			req_fail(r, ncclInvalidUsage);
-			braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(errors), 1);
-		} else {
-			braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_bytes), e->len);
-			braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_msgs), 1);
+			return;
+		if (rc) {
+			BRAID_WARN("ofi: receive comm on %s from %s: posting a receive failed: %s",
+				   c->dev->name, c->peer, ofi_strerror(rc));
+			comm_fail(c, ncclSystemError);
+			return;
 		}
-		break;
-	case OFI_OP_SEND_DATA:
-		if (r->status == ncclSuccess) {
-			braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_bytes), r->size[0]);
-			braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_msgs), 1);
-		}
-		break;
-	case OFI_OP_SEND_CTRL:
-		break;
+		c->backlog_head++;
 	}
-	r->pending--;
 }
 
 static void progress(struct ofi_comm *c)
@@ -219,29 +233,47 @@ static void progress(struct ofi_comm *c)
 		if (n < CQ_BATCH)
 			break;
 	}
-	if (n < 0 && n != -FI_EAGAIN && n != -FI_EAVAIL) {
+	if (n < 0 && n != -FI_EAGAIN) {
 		BRAID_WARN("ofi: fi_cq_read on %s peer %s: %s", c->dev->name, c->peer,
 			   ofi_strerror((int)n));
 		comm_fail(c, ncclSystemError);
 	}
-	if ((c->ctrl_unposted || c->backlog_head != c->backlog_tail) && ofi_post_deferred(c))
+	if (c->backlog_head != c->backlog_tail)
+		post_backlog(c);
+	if (c->ann_unposted && ofi_post_announce_bufs(c)) {
+		BRAID_WARN("ofi: send comm on %s peer %s: reposting an announcement buffer failed",
+			   c->dev->name, c->peer);
 		comm_fail(c, ncclSystemError);
+	}
 }
 
-/* While something waits, check now and then that the peer process still exists. */
+/*
+ * Every call looks, now and then, at the handshake socket: a peer that died closed it, and
+ * a peer whose receive failed on our message said so there.
+ */
 static void check_peer(struct ofi_comm *c)
 {
 	uint64_t now = braid_now_ns();
+	char why[200];
+	int code;
 
-	if (now < c->next_liveness_ns)
+	if (now < c->next_liveness_ns || c->error != ncclSuccess)
 		return;
 	c->next_liveness_ns = now + (uint64_t)braid_param_int(BRAID_P_LIVENESS_MS) * 1000000ULL;
-	if (c->error == ncclSuccess && braid_oob_peer_gone(c->chan.fd)) {
+	switch (braid_oob_peer_state(&c->chan, &code, why, sizeof(why))) {
+	case BRAID_PEER_ALIVE:
+		return;
+	case BRAID_PEER_ERROR:
+		BRAID_WARN("ofi: %s comm on %s: peer %s reports: %s", comm_kind(c), c->dev->name,
+			   c->peer, why);
+		comm_fail(c, code == ncclInvalidUsage ? ncclInvalidUsage : ncclRemoteError);
+		return;
+	case BRAID_PEER_GONE:
 		BRAID_WARN("ofi: %s comm on %s: peer %s closed its connection (process exited or "
 			   "killed?) with %d request(s) in flight",
-			   c->magic == BRAID_MAGIC_SEND ? "send" : "receive", c->dev->name, c->peer,
-			   c->inflight);
+			   comm_kind(c), c->dev->name, c->peer, c->inflight);
 		comm_fail(c, ncclRemoteError);
+		return;
 	}
 }
 
@@ -250,9 +282,44 @@ static struct ofi_mr *mr_of(void *mhandle)
 	return mhandle;
 }
 
-static int in_mr(const struct ofi_mr *m, const void *data, size_t size)
+/*
+ * Size announcements: the buffer this send will land in, once its group is announced
+ * (*g NULL: not yet). A message larger than its buffer is not sent: both ends fail.
+ */
+static ncclResult_t check_announced(struct ofi_comm *c, size_t size, int tag,
+				    struct ofi_group **gp, int *idx)
 {
-	return braid_mr_range_covers(&m->range, data, size);
+	struct ofi_group *g = &c->ring[c->seq % OFI_MAX_INFLIGHT];
+	char why[200];
+
+	*gp = NULL;
+	if (!g->arrived) {
+		progress(c);
+		if (!g->arrived)
+			return c->error;
+	}
+	*idx = -1;
+	for (uint32_t i = 0; i < g->ann.n && *idx < 0; i++)
+		if (g->ann.e[i].tag == tag && !(g->used & (1u << i)))
+			*idx = (int)i;
+	if (*idx < 0) {
+		BRAID_WARN("ofi: isend tag %d on %s peer %s matches no free buffer of receive group "
+			   "%u (%u buffers)",
+			   tag, c->dev->name, c->peer, g->ann.seq, g->ann.n);
+		return ncclInternalError;
+	}
+	if (size > g->ann.e[*idx].size) {
+		snprintf(why, sizeof(why),
+			 "a message of %zu bytes for receive buffer %d of group %u, which has %llu "
+			 "bytes; nothing was sent",
+			 size, *idx, g->ann.seq, (unsigned long long)g->ann.e[*idx].size);
+		BRAID_WARN("ofi: send comm on %s to %s: %s", c->dev->name, c->peer, why);
+		comm_fail(c, ncclInvalidUsage);
+		braid_oob_send_peer_error(&c->chan, ncclInvalidUsage, why);
+		return c->error;
+	}
+	*gp = g;
+	return ncclSuccess;
 }
 
 ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
@@ -260,33 +327,28 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 {
 	struct ofi_comm *c = send_comm;
 	struct ofi_mr *m = mr_of(mhandle);
-	struct ofi_group *g = &c->ring[c->seq % OFI_RING];
+	struct ofi_group *g = NULL;
 	struct ofi_req *r;
+	uint32_t *k;
 	ssize_t rc;
 	int idx = -1;
 
+	check_peer(c);
 	if (c->error)
 		return c->error;
-	if (!in_mr(m, data, size)) {
+	if (!braid_mr_range_covers(&m->range, data, size)) {
 		BRAID_WARN("ofi: isend of %zu bytes at %p is outside its registration [%#lx, +%zu)",
 			   size, data, (unsigned long)m->range.base, m->range.len);
 		return ncclInvalidArgument;
 	}
-	if (!g->arrived) {
-		progress(c);
-		if (!g->arrived) {
-			check_peer(c);
-			return c->error; /* NULL request: the receiver has not posted yet */
-		}
-	}
-	for (uint32_t i = 0; i < g->rtr.n && idx < 0; i++)
-		if (g->rtr.e[i].tag == tag && !(g->used & (1u << i)))
-			idx = (int)i;
-	if (idx < 0) {
-		BRAID_WARN("ofi: isend tag %d on %s peer %s matches no free buffer of receive group %u "
-			   "(%u buffers)",
-			   tag, c->dev->name, c->peer, g->rtr.seq, g->rtr.n);
+	k = tag_counter(c, tag);
+	if (!k)
 		return ncclInternalError;
+	if (c->announce) {
+		ncclResult_t res = check_announced(c, size, tag, &g, &idx);
+
+		if (res != ncclSuccess || !g)
+			return res; /* an error, or not announced yet: NCCL calls again */
 	}
 	r = braid_pool_get(&c->reqs);
 	if (!r)
@@ -295,25 +357,13 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 	r->is_send = 1;
 	r->n = 1;
 	r->size[0] = size;
-	r->op[0] = (struct ofi_op){ .type = OFI_OP_SEND_DATA, .req = r, .comm = c };
-
-	if (size > g->rtr.e[idx].size) {
-		/* Tell the receiver instead of truncating: a zero-byte message flagged ERR. */
-		BRAID_WARN("ofi: isend of %zu bytes on %s to %s: receive buffer %d of group %u has "
-			   "only %llu bytes",
-			   size, c->dev->name, c->peer, idx, g->rtr.seq,
-			   (unsigned long long)g->rtr.e[idx].size);
-		rc = fi_tsend(c->ep, &zero_byte, 0, NULL, c->peer_addr,
-			      ofi_data_tag(g->rtr.seq, idx) | OFI_TAG_ERR, &r->op[0].fictx);
-		r->status = ncclInvalidUsage;
-	} else {
-		rc = fi_tsend(c->ep, size ? data : &zero_byte, size, m->desc, c->peer_addr,
-			      ofi_data_tag(g->rtr.seq, idx), &r->op[0].fictx);
-	}
+	r->op[0] = (struct ofi_op){ .type = OFI_OP_SEND, .req = r };
+	rc = fi_tsend(c->ep, size ? data : &zero_byte, size, m->desc, c->peer_addr,
+		      ofi_msg_tag(*k, tag), &r->op[0].fictx);
 	if (rc == -FI_EAGAIN) {
 		braid_pool_put(&c->reqs, r);
 		progress(c);
-		return c->error;
+		return c->error; /* not taken: NCCL calls again */
 	}
 	if (rc) {
 		BRAID_WARN("ofi: fi_tsend of %zu bytes on %s to %s: %s", size, c->dev->name, c->peer,
@@ -322,14 +372,17 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 		comm_fail(c, ncclSystemError);
 		return c->error;
 	}
+	(*k)++;
+	if (g) {
+		g->used |= 1u << idx;
+		if (g->used == (1u << g->ann.n) - 1) {
+			g->arrived = 0;
+			c->seq++;
+		}
+	}
 	r->pending = 1;
 	r->magic = BRAID_MAGIC_REQ;
 	c->inflight++;
-	g->used |= 1u << idx;
-	if (g->used == (1u << g->rtr.n) - 1) {
-		g->arrived = 0;
-		c->seq++;
-	}
 	*request = r;
 	return ncclSuccess;
 }
@@ -338,50 +391,61 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 		       void **mhandles, void **request)
 {
 	struct ofi_comm *c = recv_comm;
+	uint32_t *k[BRAID_MAX_RECVS];
 	struct ofi_req *r;
 	int rc;
 
+	check_peer(c);
 	if (c->error)
 		return c->error;
-	for (int i = 0; i < n; i++)
-		if (!in_mr(mr_of(mhandles[i]), data[i], sizes[i])) {
+	for (int i = 0; i < n; i++) {
+		if (!braid_mr_range_covers(&mr_of(mhandles[i])->range, data[i], sizes[i])) {
 			BRAID_WARN("ofi: irecv buffer %d (%zu bytes at %p) is outside its registration",
 				   i, sizes[i], data[i]);
 			return ncclInvalidArgument;
 		}
-	if (c->inflight >= OFI_RING)
+		k[i] = tag_counter(c, tags[i]);
+		if (!k[i])
+			return ncclInternalError;
+	}
+	if (c->inflight >= OFI_MAX_INFLIGHT)
 		return ncclSuccess;
 	r = braid_pool_get(&c->reqs);
 	if (!r)
 		return ncclSuccess;
 	r->comm = c;
 	r->n = n;
-	r->rtr.seq = c->seq;
-	r->rtr.n = (uint32_t)n;
+	r->ann.seq = c->seq;
+	r->ann.n = (uint32_t)n;
+	/* k is assigned now, in NCCL's posting order, whenever the buffers reach the provider. */
 	for (int i = 0; i < n; i++) {
-		r->rtr.e[i].size = sizes[i];
-		r->rtr.e[i].tag = tags[i];
+		r->size[i] = sizes[i];
 		r->buf[i] = data[i];
 		r->desc[i] = mr_of(mhandles[i])->desc;
-		r->op[i] = (struct ofi_op){ .type = OFI_OP_RECV_DATA, .idx = (uint8_t)i, .req = r, .comm = c };
+		r->tag[i] = ofi_msg_tag((*k[i])++, tags[i]);
+		r->op[i] = (struct ofi_op){ .type = OFI_OP_RECV, .idx = (uint8_t)i, .req = r };
+		r->ann.e[i].size = sizes[i];
+		r->ann.e[i].tag = tags[i];
 	}
-	r->op[n] = (struct ofi_op){ .type = OFI_OP_SEND_CTRL, .req = r, .comm = c };
-	/* Behind earlier deferred requests, or when the provider pushes back: post later. */
+	r->op[n] = (struct ofi_op){ .type = OFI_OP_ANNOUNCE_SEND, .req = r };
 	rc = c->backlog_head == c->backlog_tail ? post_recv_parts(c, r) : -FI_EAGAIN;
 	if (rc == -FI_EAGAIN && r->next_part == 0 && c->backlog_head == c->backlog_tail) {
+		/* Nothing taken: undo the numbering and let NCCL call again. */
+		for (int i = 0; i < n; i++)
+			(*k[i])--;
 		braid_pool_put(&c->reqs, r);
 		progress(c);
-		return c->error; /* nothing taken: NCCL calls again */
+		return c->error;
 	}
 	if (rc && rc != -FI_EAGAIN) {
+		/* Posted buffers stay with the provider until the endpoint closes: the comm is done. */
 		BRAID_WARN("ofi: irecv of %d buffer(s) on %s from %s: posting failed: %s", n,
 			   c->dev->name, c->peer, ofi_strerror(rc));
-		/* Posted parts stay with the provider until the endpoint closes: the comm is done. */
 		comm_fail(c, ncclSystemError);
 		return c->error;
 	}
 	if (rc == -FI_EAGAIN)
-		c->backlog[c->backlog_tail++ % OFI_RING] = r;
+		c->backlog[c->backlog_tail++ % OFI_MAX_INFLIGHT] = r;
 	r->magic = BRAID_MAGIC_REQ;
 	c->inflight++;
 	c->seq++;
@@ -399,10 +463,10 @@ ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, v
 	return ncclSuccess;
 }
 
-/* Every part posted (a deferred receive has not been, yet) and every completion in. */
+/* Every part posted (a deferred receive's may not be yet) and every completion in. */
 static int req_complete(const struct ofi_req *r)
 {
-	return r->pending == 0 && (r->is_send || r->next_part > r->n);
+	return r->pending == 0 && (r->is_send || r->next_part == recv_parts(r->comm, r));
 }
 
 ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
@@ -429,7 +493,7 @@ ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
 	c->inflight--;
 	r->magic = BRAID_MAGIC_DEAD;
 	braid_pool_put(&c->reqs, r);
-	if (status != ncclSuccess)
-		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(errors), 1);
-	return status;
+	if (status == ncclSuccess)
+		check_peer(c);
+	return status != ncclSuccess ? status : c->error;
 }

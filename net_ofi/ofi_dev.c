@@ -95,6 +95,26 @@ static const char *choose_provider(struct fi_info *list, char *seen, size_t seen
 	return pick;
 }
 
+/* Providers that never complete a receive whose buffer is too small (both ends hang). */
+static const char *const no_truncation_report[] = { "shm", NULL };
+
+static int announce_sizes(const char *prov)
+{
+	char core[32];
+
+	switch (braid_param_int(BRAID_P_OFI_SIZE_CHECK)) {
+	case 1:
+		return 1;
+	case 2:
+		return 0;
+	}
+	core_provider(prov, core, sizeof(core));
+	for (int i = 0; no_truncation_report[i]; i++)
+		if (!strcmp(core, no_truncation_report[i]))
+			return 1;
+	return 0;
+}
+
 static int is_loopback_domain(const struct fi_info *i)
 {
 	return !strcmp(i->domain_attr->name, "lo");
@@ -116,6 +136,7 @@ static int add_device(struct fi_info *info)
 	d->mr_virt_addr = !!(mr_mode & FI_MR_VIRT_ADDR);
 	d->mr_prov_key = !!(mr_mode & FI_MR_PROV_KEY);
 	d->next_key = 1;
+	d->announce = announce_sizes(info->fabric_attr->prov_name);
 	pthread_mutex_init(&d->lock, NULL);
 	d->ctr = braid_counters_dev(ofi.ndevs);
 	snprintf(d->ctr->name, sizeof(d->ctr->name), "%s", d->name);
@@ -236,8 +257,10 @@ static int ofi_init(char *why, size_t whylen)
 		return -1;
 	}
 	record_fallback(seen, named[0] != '\0');
-	BRAID_INFO(NCCL_INIT | NCCL_NET, "ofi: provider %s, %d device(s), libfabric API %u.%u",
-		   ofi.provider, ofi.ndevs, FI_MAJOR(ofi.api_version), FI_MINOR(ofi.api_version));
+	BRAID_INFO(NCCL_INIT | NCCL_NET,
+		   "ofi: provider %s, %d device(s), libfabric API %u.%u, size announcements %s",
+		   ofi.provider, ofi.ndevs, FI_MAJOR(ofi.api_version), FI_MINOR(ofi.api_version),
+		   ofi.devs[0].announce ? "on" : "off");
 	if (ofi.slow)
 		BRAID_WARN("SLOW PATH: running over libfabric provider %s (BRAID_OFI_PROVIDER): "
 			   "kernel sockets or shared memory, not NIC RDMA; expect a fraction of "

@@ -308,3 +308,46 @@ int braid_oob_peer_gone(int fd)
 	}
 	return 0;
 }
+
+struct peer_error_msg {
+	int32_t code;
+	char why[200];
+};
+
+void braid_oob_send_peer_error(struct braid_oob_chan *ch, int code, const char *why)
+{
+	struct peer_error_msg m = { .code = (int32_t)htonl((uint32_t)code) };
+
+	snprintf(m.why, sizeof(m.why), "%s", why);
+	/* A fresh, idle socket takes 200 bytes at once; if not, the peer learns from EOF. */
+	if (braid_oob_chan_post(ch, BRAID_OOB_PEER_ERROR, &m, sizeof(m)) == 0)
+		(void)braid_oob_chan_flush(ch);
+}
+
+enum braid_peer_state braid_oob_peer_state(struct braid_oob_chan *ch, int *code, char *why,
+					   size_t whylen)
+{
+	struct pollfd p = { .fd = ch->fd, .events = POLLIN | POLLRDHUP };
+	const struct peer_error_msg *m;
+	const void *payload;
+	uint32_t len;
+	int rc;
+
+	if (poll(&p, 1, 0) <= 0)
+		return BRAID_PEER_ALIVE;
+	/* Read what it sent before looking at the hang-up: an error report comes first. */
+	if (p.revents & POLLIN) {
+		rc = braid_oob_chan_recv(ch, BRAID_OOB_PEER_ERROR, &payload, &len, why, whylen);
+		if (rc == -EAGAIN)
+			return (p.revents & (POLLERR | POLLHUP)) ? BRAID_PEER_GONE : BRAID_PEER_ALIVE;
+		if (rc == 0 && len == sizeof(*m)) {
+			m = payload;
+			*code = (int)ntohl((uint32_t)m->code);
+			snprintf(why, whylen, "%.*s", (int)sizeof(m->why), m->why);
+			return BRAID_PEER_ERROR;
+		}
+		return BRAID_PEER_GONE;
+	}
+	return (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) ? BRAID_PEER_GONE
+									  : BRAID_PEER_ALIVE;
+}

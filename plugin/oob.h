@@ -52,4 +52,21 @@ int braid_oob_chan_recv(struct braid_oob_chan *ch, uint16_t type, const void **p
 /* 1 when the peer closed or reset the socket (one poll(), no wait). */
 int braid_oob_peer_gone(int fd);
 
+/*
+ * After set-up the channel carries at most one more message: a comm that failed in a way
+ * its peer cannot see by itself (a receive buffer too small for the message) says so, so
+ * that both ends report it. Best effort, never blocks.
+ */
+#define BRAID_OOB_PEER_ERROR 0x7e01
+void braid_oob_send_peer_error(struct braid_oob_chan *ch, int code, const char *why);
+
+enum braid_peer_state {
+	BRAID_PEER_ALIVE = 0,
+	BRAID_PEER_GONE = 1,  /* closed or reset: the process exited or was killed */
+	BRAID_PEER_ERROR = 2, /* it reported an error: *code and why */
+};
+/* One poll(), no wait. */
+enum braid_peer_state braid_oob_peer_state(struct braid_oob_chan *ch, int *code, char *why,
+					   size_t whylen);
+
 #endif

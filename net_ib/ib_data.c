@@ -279,7 +279,7 @@ static int post_write(struct ib_comm *c, int qi, struct ib_req *r, const void *b
 
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = (uintptr_t)r | IB_WR_SEND;
-	wr.sg_list = &sge; /* never NULL, even with num_sge 0: softverbs copies from it */
+	wr.sg_list = &sge; /* not NULL even with num_sge 0: some providers read it regardless */
 	wr.num_sge = len ? 1 : 0;
 	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
 	wr.send_flags = IBV_SEND_SIGNALED;

@@ -112,7 +112,7 @@ int ib_qp_post_recvs(struct ib_comm *c, struct ib_qp *q, uint32_t count)
 
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = (idx << 2) | IB_WR_RECV;
-	wr.sg_list = &none; /* not read (num_sge 0); softverbs memcpy()s from it, so not NULL */
+	wr.sg_list = &none; /* not read (num_sge 0), but never NULL for providers that look */
 	wr.num_sge = 0; /* RDMA_WRITE_WITH_IMM consumes a receive but writes nothing to it */
 	for (uint32_t i = 0; i < count; i++) {
 		int rc = ibv_post_recv(q->qp, &wr, &bad);

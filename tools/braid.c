@@ -34,15 +34,22 @@ int braid_self_path(char *buf, size_t len)
 	return 0;
 }
 
+/* The plugin beside this binary (the build tree), then in ../lib (an installed
+ * PREFIX/bin and PREFIX/lib), else by name through the dynamic loader. */
 void braid_default_plugin(char *buf, size_t len)
 {
+	static const char *const rel[] = { "", "/../lib" };
 	char self[PATH_MAX], cand[PATH_MAX + 32];
 
 	if (braid_self_path(self, sizeof(self)) == 0) {
-		snprintf(cand, sizeof(cand), "%s/libnccl-net-braid.so", dirname(self));
-		if (access(cand, R_OK) == 0) {
-			snprintf(buf, len, "%s", cand);
-			return;
+		const char *dir = dirname(self);
+
+		for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+			snprintf(cand, sizeof(cand), "%s%s/libnccl-net-braid.so", dir, rel[i]);
+			if (access(cand, R_OK) == 0) {
+				snprintf(buf, len, "%s", cand);
+				return;
+			}
 		}
 	}
 	snprintf(buf, len, "libnccl-net-braid.so");

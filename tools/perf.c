@@ -130,7 +130,7 @@ static void usage(FILE *f)
 		"                      BRAID_OFI_PROVIDER\n"
 		"  --dev N             plugin device, default 0\n"
 		"  --plugin PATH       the .so (or NAME, as NCCL_NET_PLUGIN); default: the\n"
-		"                      libnccl-net-braid.so next to braid, else by name\n"
+		"                      libnccl-net-braid.so next to braid or in ../lib, else by name\n"
 		"  --min SIZE          smallest size, default 8 (suffixes K, M, G)\n"
 		"  --max SIZE          largest size, default 64M; sizes go by powers of 2\n"
 		"  --window N          requests in flight, 1..%d, default 16\n"

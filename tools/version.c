@@ -20,7 +20,7 @@ static void usage(FILE *f)
 		"only loaded, never initialised.\n"
 		"\n"
 		"  --plugin PATH  the .so (or a NAME for libnccl-net-NAME.so, as NCCL_NET_PLUGIN);\n"
-		"                 default: libnccl-net-braid.so next to this binary, else by name\n");
+		"                 default: libnccl-net-braid.so next to this binary or in ../lib, else by name\n");
 }
 
 int braid_cmd_version(int argc, char **argv)

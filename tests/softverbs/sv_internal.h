@@ -254,6 +254,7 @@ struct sv_config {
 	long fault_remote_access;	/* n-th incoming RDMA op fails */
 	long fault_port_down_ms;	/* -1 = off */
 	long fault_port_up_ms;		/* -1 = off */
+	long post_send_delay_us;	/* 0 = off */
 	bool debug;
 };
 

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/softverbs/sv_internal.h"
 
@@ -647,6 +648,10 @@ int sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
 	pthread_cond_broadcast(&sv_eng.tx_cond);
 out:
 	pthread_mutex_unlock(&sv_eng.lock);
+	/* A caller descheduled right after posting (a loaded machine): the
+	 * WRs go out, complete and the peer reacts before this returns. */
+	if (sv_eng.cfg.post_send_delay_us > 0)
+		usleep((useconds_t)sv_eng.cfg.post_send_delay_us);
 	return rc;
 }
 

@@ -47,6 +47,7 @@ static int clear_env(void **state)
 		"SOFTVERBS_FAULT_CUT_AFTER_BYTES", "SOFTVERBS_FAULT_CUT_QP",
 		"SOFTVERBS_FAULT_FAIL_REG", "SOFTVERBS_FAULT_REMOTE_ACCESS",
 		"SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS", "SOFTVERBS_FAULT_PORT_UP_AFTER_MS",
+		"SOFTVERBS_POST_SEND_DELAY_US",
 	};
 
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
@@ -268,6 +269,33 @@ static void test_uplink_rate_and_delay(void **state)
 	assert_true(dt >= 85);
 }
 
+/* A caller descheduled right after ibv_post_send: the call returns only after the delay,
+ * the WR having gone out meanwhile. */
+static void test_post_send_delay(void **state)
+{
+	struct svt_end a, b;
+	char buf[64] = { 0 };
+	struct ibv_mr *amr, *bmr;
+	struct ibv_wc wc;
+	uint64_t t0, dt;
+
+	setenv("SOFTVERBS_POST_SEND_DELAY_US", "40000", 1);
+	assert_int_equal(svt_pair(&a, &b, "svroce0"), 0);
+	amr = ibv_reg_mr(a.pd, buf, sizeof(buf), ACC_ALL);
+	bmr = ibv_reg_mr(b.pd, buf, sizeof(buf), ACC_ALL);
+	t0 = svt_now_ms();
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 1, buf, sizeof(buf), amr->lkey,
+				       (uintptr_t)buf, bmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+	dt = svt_now_ms() - t0;
+	assert_true(dt >= 39);
+	assert_int_equal(svt_wait_wc(a.cq, &wc, 20000), 0);
+	assert_int_equal(wc.status, IBV_WC_SUCCESS);
+	ibv_dereg_mr(amr);
+	ibv_dereg_mr(bmr);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+}
+
 static void test_fault_fail_reg(void **state)
 {
 	struct ibv_context *ctx;
@@ -467,6 +495,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_sport_uplinks_stats, clear_env),
 		cmocka_unit_test_teardown(test_uplink_rate_and_delay, clear_env),
+		cmocka_unit_test_teardown(test_post_send_delay, clear_env),
 		cmocka_unit_test_teardown(test_fault_fail_reg, clear_env),
 		cmocka_unit_test_teardown(test_fault_remote_access, clear_env),
 		cmocka_unit_test_teardown(test_fault_cut_link, clear_env),

@@ -320,9 +320,11 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 {
 	struct ib_comm *c = send_comm;
 	struct ib_mr *m = mhandle;
-	const struct ib_fifo_elem *g, *e = NULL;
+	const struct ib_fifo_elem *g;
+	struct ib_fifo_elem e;
 	struct ib_req *r;
 	int idx = -1, nch = 1, posted = 0, rc = 0;
+	uint32_t gn;
 
 	if (comm_error(c))
 		return c->error;
@@ -337,16 +339,23 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 		check_health(c);
 		return c->error; /* NULL request: the receiver has not posted yet */
 	}
-	for (int i = 0; i < g[0].n && idx < 0; i++)
+	/* Take what this send needs from the FIFO slot now: g must not be read once the
+	 * group's last write is posted. From then on the receiver may complete the group and
+	 * reuse the slot for group seq + IB_RING, and its FIFO write can land before
+	 * ibv_post_send even returns to us (a sender descheduled there read the next group's
+	 * buffer count, never counted this group as done and waited for ever). */
+	gn = g[0].n;
+	for (uint32_t i = 0; i < gn && idx < 0; i++)
 		if (g[i].tag == tag && !(c->used & (1u << i)))
-			idx = i;
+			idx = (int)i;
 	if (idx < 0) {
 		BRAID_WARN("ib: isend tag %d on %s:%d peer %s matches no free buffer of receive group "
 			   "%u (%u buffers)",
-			   tag, c->dev->name, c->dev->port, c->peer, c->seq, g[0].n);
+			   tag, c->dev->name, c->dev->port, c->peer, c->seq, gn);
 		return ncclInternalError;
 	}
-	e = &g[idx];
+	e = g[idx];
+	g = NULL;
 	r = braid_pool_get(&c->reqs);
 	if (!r)
 		return ncclSuccess; /* more than maxRecvs x 32 in flight: NCCL retries */
@@ -356,14 +365,14 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 	r->size[0] = size;
 	r->seq = c->seq;
 
-	if (size > e->size) {
+	if (size > e.size) {
 		/* Tell the receiver instead of writing past its buffer: a 0-byte write, flagged. */
 		BRAID_WARN("ib: isend of %zu bytes on %s:%d to %s: receive buffer %d of group %u has "
 			   "only %llu bytes",
 			   size, c->dev->name, c->dev->port, c->peer, idx, c->seq,
-			   (unsigned long long)e->size);
-		rc = post_write(c, (int)(c->next_qp++ % (uint32_t)c->nqps), r, NULL, 0, 0, e->addr,
-				e->rkey, ib_imm(c->seq, idx, 1, 1));
+			   (unsigned long long)e.size);
+		rc = post_write(c, (int)(c->next_qp++ % (uint32_t)c->nqps), r, NULL, 0, 0, e.addr,
+				e.rkey, ib_imm(c->seq, idx, 1, 1));
 		r->status = ncclInvalidUsage;
 		posted = rc ? 0 : 1;
 	} else {
@@ -383,8 +392,8 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 			size_t len = size - off < chunk ? size - off : chunk;
 
 			rc = post_write(c, (int)((c->next_qp + (uint32_t)k) % (uint32_t)c->nqps), r,
-					(char *)data + off, (uint32_t)len, m->mr->lkey, e->addr + off,
-					e->rkey, ib_imm(c->seq, idx, nch, 0));
+					(char *)data + off, (uint32_t)len, m->mr->lkey, e.addr + off,
+					e.rkey, ib_imm(c->seq, idx, nch, 0));
 			if (!rc)
 				posted++;
 		}
@@ -403,7 +412,7 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 	r->magic = BRAID_MAGIC_REQ;
 	c->inflight++;
 	c->used |= 1u << idx;
-	if (c->used == (1u << g[0].n) - 1) {
+	if (c->used == (1u << gn) - 1) {
 		c->used = 0;
 		c->seq++;
 	}

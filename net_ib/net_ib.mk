@@ -3,7 +3,8 @@
 # plugin over softverbs (tests/softverbs), the userspace RDMA device.
 
 IB_TESTS := tests/ib/conformance-roce.sh tests/ib/conformance-ib.sh \
-	tests/ib/conformance-netns.sh tests/ib/faults.sh tests/ib/flowlabel.sh
+	tests/ib/conformance-netns.sh tests/ib/faults.sh tests/ib/flowlabel.sh \
+	tests/ib/slow-poster.sh
 TESTS += $(IB_TESTS)
 
 .PHONY: test-ib

@@ -2,10 +2,31 @@
 /*
  * net_ofi internals: libfabric FI_EP_RDM backend.
  *
- * One NCCL device per libfabric domain (NIC). Every comm owns its endpoint, CQ and AV, so
- * a comm needs no lock on the data path (NCCL drives a comm from one thread at a time)
- * and a failing peer only poisons its own comm. Set-up goes over the out-of-band TCP
- * socket in plugin/oob.c, which stays open to notice a peer that dies.
+ * One NCCL device per libfabric domain (NIC), and ONE endpoint (with its CQ and AV) per
+ * device, shared by all comms of the device: on EFA every endpoint is a QP and NCCL opens
+ * channels x peers comms, and a process in a ping-pong then polls one CQ, not two. Each
+ * comm has a 16-bit id, unique on its device's endpoint and exchanged in the handshake; a
+ * message carries the id of the comm it is for in its tag, so the provider's tag matching
+ * keeps comms apart.
+ *
+ * Locking: NCCL drives each comm from one thread at a time, but different comms of one
+ * device from different threads at once, and a thread that reads the shared CQ for comm
+ * A also completes comm B's operations. So the endpoint, CQ and AV, and every comm's
+ * data-path state (requests, announcements, errors), belong to the device's ep_lock,
+ * taken by every data-path entry. A completion finds its comm through its context
+ * (ofi_op -> comm), never through a lookup. A completion error fails the comm of its
+ * operation only. Set-up, comm ids and the registration cache use the device's lock
+ * (taken before ep_lock where both are held).
+ *
+ * Closing: a comm cancels what it has posted and reaps the shared CQ (dispatching other
+ * comms' completions as usual) until none of its operations is outstanding, for at most
+ * OFI_CLOSE_REAP_MS. If some are still outstanding (a send to a dead peer), the comm is
+ * parked on the device instead of freed, so late completions land in live memory; parked
+ * comms are freed when the endpoint closes: at backend fini, or when the device's last
+ * live comm closes (NCCL before v11 never finalizes, and an endpoint left open at exit
+ * can leave things behind, such as shm's /dev/shm region); with FI_MR_ENDPOINT the
+ * registrations bound to it keep it open until fini. Set-up goes over the
+ * out-of-band TCP socket in plugin/oob.c, which stays open to notice a peer that dies.
  *
  * Data protocol: libfabric's own tag matching, nothing on top. The provider already runs
  * a rendezvous for large messages (rxm, efa), so a braid-level handshake per message would
@@ -56,17 +77,32 @@ struct ofi_dl {
 extern struct ofi_dl ofi_dl;
 int ofi_dl_open(char *why, size_t whylen);
 
-/* Tag: k in bits 32..59, the NCCL tag in bits 0..31; 60..63 left to the provider. */
-#define OFI_TAG_K_MASK 0x0fffffffULL
-static inline uint64_t ofi_msg_tag(uint32_t k, int tag)
+/*
+ * Tag: the NCCL tag in bits 0..31, k in bits 32..43, the destination comm's id in bits
+ * 44..59; 60..63 are left to the provider. 12 bits of k are enough: at most 256 messages
+ * with one tag are outstanding on a comm (maxRecvs x 32), so k mod 4096 never collides.
+ */
+#define OFI_TAG_K_MASK 0xfffULL
+#define OFI_TAG_ID_SHIFT 44
+#define OFI_MAX_COMM_IDS 65536 /* 16 bits; id 0 is never used, so 0 means "none" */
+static inline uint64_t ofi_msg_tag(uint16_t id, uint32_t k, int tag)
 {
-	return (((uint64_t)k & OFI_TAG_K_MASK) << 32) | (uint32_t)tag;
+	return ((uint64_t)id << OFI_TAG_ID_SHIFT) | (((uint64_t)k & OFI_TAG_K_MASK) << 32) |
+	       (uint32_t)tag;
 }
 
 #define OFI_MAX_INFLIGHT 32 /* receive requests per comm (NCCL_NET_MAX_REQUESTS) */
 
-/* Size announcements travel with this tag, apart from every data tag. */
+/* Size announcements travel with bit 62 and the destination comm's id, apart from every
+ * data tag. */
 #define OFI_TAG_ANNOUNCE (1ULL << 62)
+static inline uint64_t ofi_announce_tag(uint16_t id)
+{
+	return OFI_TAG_ANNOUNCE | ((uint64_t)id << OFI_TAG_ID_SHIFT);
+}
+
+/* How long closing a comm waits for its cancelled operations before parking it. */
+#define OFI_CLOSE_REAP_MS 200
 
 /* Receiver -> sender: "group seq is posted: these buffers". Only the n used entries
  * travel (24 bytes for one buffer), so it usually fits the provider's inject size. */
@@ -104,9 +140,22 @@ struct ofi_dev {
 	int mr_prov_key;
 	int announce; /* size announcements (BRAID_OFI_SIZE_CHECK) */
 	struct braid_ctr_dev *ctr;
-	pthread_mutex_t lock; /* fabric/domain opening and the registration cache */
+	pthread_mutex_t lock; /* opening, comm ids, the comm list, the registration cache */
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
+
+	/* The shared endpoint, opened on first use; its CQ and AV. */
+	pthread_mutex_t ep_lock; /* these and every comm's data-path state (see the top) */
+	struct fid_ep *ep;
+	struct fid_cq *cq;
+	struct fid_av *av;
+	char ep_name[64];
+	size_t ep_name_len;
+	size_t inject_size;
+	uint64_t id_map[OFI_MAX_COMM_IDS / 64]; /* comm ids in use (parked comms keep theirs) */
+	uint32_t id_next;    /* ids are handed out round robin: a freed one is reused last */
+	struct ofi_comm *comms; /* every comm holding an id, parked ones included */
+	int nlive;              /* comms holding an id, parked ones not included */
 	uint64_t next_key;    /* requested MR keys when the provider does not pick them */
 	struct braid_mr_cache cache;
 };
@@ -131,7 +180,8 @@ struct ofi_op {
 	struct fi_context2 fictx;
 	uint8_t type;
 	uint8_t idx;
-	struct ofi_req *req;
+	struct ofi_req *req;   /* NULL for announcement buffers */
+	struct ofi_comm *comm; /* whose operation: completions on the shared CQ go there */
 };
 
 struct ofi_req {
@@ -179,12 +229,13 @@ struct ofi_comm {
 	struct braid_oob_chan chan;
 	char peer[64]; /* the peer's handshake address, for messages */
 
-	struct fid_ep *ep;
-	struct fid_cq *cq;
-	struct fid_av *av;
+	uint16_t id;      /* ours: in the tags of what this comm receives */
+	uint16_t peer_id; /* the peer comm's: in the tags of what we send */
 	fi_addr_t peer_addr;
-	char ep_name[64];
-	size_t ep_name_len;
+	int outstanding;  /* posted operations whose completion has not been read */
+	int closing;      /* closeSend/closeRecv started: errors are expected, not news */
+	int parked;       /* closed with operations outstanding: freed at fini */
+	struct ofi_comm *next, *prev; /* the device's comm list */
 
 	struct braid_pool reqs;
 	int inflight;
@@ -192,7 +243,6 @@ struct ofi_comm {
 
 	/* size announcements (see the top of this file) */
 	int announce;            /* on for this comm */
-	size_t inject_size;      /* announcements up to this size need no completion */
 	struct fid_mr *pool_mr;  /* receive requests hold announcements: registered once */
 	void *pool_desc;
 	uint32_t seq;            /* receiver: next group; sender: group being sent to */
@@ -228,12 +278,17 @@ struct ofi_state {
 	uint32_t api_version;
 };
 extern struct ofi_state ofi;
-int ofi_dev_open_domain(struct ofi_dev *d);
+/* Fabric, domain and the shared endpoint, unless open; 0 or -errno (WARNed). d->lock held. */
+int ofi_dev_open_ep(struct ofi_dev *d);
+/* Close the shared endpoint, its CQ and AV, and free the parked comms. d->lock held, no
+ * live comm on the device (or fini). */
+void ofi_dev_close_ep(struct ofi_dev *d);
 
 /* ofi_mr.c */
 ncclResult_t ofi_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
 ncclResult_t ofi_dereg_mr(void *comm, void *mhandle);
 void ofi_mr_cache_purge(struct ofi_dev *d);
+/* Register (and with FI_MR_ENDPOINT bind to the shared endpoint) one buffer of ours. */
 int ofi_mr_reg_raw(struct ofi_dev *d, void *buf, size_t len, uint64_t access, struct fid_mr **mr,
 		   void **desc);
 
@@ -245,6 +300,8 @@ ncclResult_t ofi_accept(void *listen_comm, void **recv_comm);
 ncclResult_t ofi_close_send(void *send_comm);
 ncclResult_t ofi_close_recv(void *recv_comm);
 ncclResult_t ofi_close_listen(void *listen_comm);
+/* fini: free a parked comm, once the endpoint is closed. */
+void ofi_comm_free_parked(struct ofi_comm *c);
 
 /* ofi_data.c */
 ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
@@ -254,8 +311,14 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
 			void **request);
 ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes);
-/* Sender, size announcements: (re)post the buffers they arrive in; 0 or a fatal -errno. */
+/* Sender, size announcements: (re)post the buffers they arrive in; 0 or a fatal -errno.
+ * Called with ep_lock held. */
 int ofi_post_announce_bufs(struct ofi_comm *c);
+/* Closing: fi_cancel everything c has posted (ep_lock held). */
+void ofi_comm_cancel(struct ofi_comm *c);
+/* Read the shared CQ once and dispatch what it holds (ep_lock held); 0 or a -errno from
+ * fi_cq_read other than -FI_EAGAIN. */
+int ofi_dev_poll(struct ofi_dev *d);
 
 const char *ofi_strerror(int err);
 

@@ -2,15 +2,17 @@
 /*
  * listen / connect / accept / close. Set-up runs over the out-of-band TCP socket:
  *
- *   connector                         listener
- *   TCP connect  ------------------>  accept()
- *   HELLO {nonce, provider, ep name} ->  check nonce and provider, open endpoint
- *             <-------------------  REPLY {ep name}
+ *   connector                                  listener
+ *   TCP connect  --------------------------->  accept()
+ *   HELLO {nonce, provider, ep name, comm id} ->  check nonce and provider, take an id
+ *             <----------------------------  REPLY {ep name, comm id}
  *
- * Each step is non-blocking; NCCL polls connect/accept until the comm is ready. Every
- * comm has its own endpoint, so there are no connection ids in the tags.
+ * Each step is non-blocking; NCCL polls connect/accept until the comm is ready. The ep
+ * name is the device's shared endpoint; the comm ids go into the tags (see ofi.h): each
+ * side sends to the other's id and receives on its own.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,65 +30,22 @@ struct msg_hello {
 	uint32_t name_len;
 	uint8_t name[64];
 	char provider[64];
+	uint32_t comm_id; /* the send comm's: announcements go to it */
+	uint32_t pad;
 };
 
 struct msg_reply {
 	uint32_t name_len;
 	uint8_t name[64];
+	uint32_t comm_id; /* the receive comm's: data goes to it */
 };
 
-/*
- * Take back every operation still posted before the endpoint closes. Closing an rxm
- * endpoint that still holds receives after its peer's connection broke crashes inside
- * libfabric 1.17 (seen in the conformance suite's kill-sender, ~1 run in 10); cancelling
- * and draining first is also simply the orderly way to hand buffers back.
- */
-static void comm_quiesce(struct ofi_comm *c)
+/* Late completions of a parked comm count here, not in a slot someone else may hold. */
+static struct braid_ctr_comm parked_ctr;
+
+/* Everything but the id, the list and the socket; nothing of c may be posted any more. */
+static void comm_release(struct ofi_comm *c)
 {
-	struct fi_cq_tagged_entry e[16];
-	struct fi_cq_err_entry err;
-	uint64_t until;
-	int cancelled = 0;
-	ssize_t n;
-
-	/* fi_cancel returns 0 when it took the operation back; each then completes once. */
-	for (uint32_t i = 0; i < c->reqs.nelem; i++) {
-		struct ofi_req *r = braid_pool_at(&c->reqs, i);
-		int posted = r->is_send ? 1 : r->next_part;
-
-		if (!braid_pool_is_used(&c->reqs, i))
-			continue;
-		for (int p = 0; p < posted; p++)
-			cancelled += fi_cancel(&c->ep->fid, &r->op[p].fictx) == 0;
-	}
-	for (int i = 0; c->ann_rx && i < OFI_MAX_INFLIGHT; i++)
-		if (!(c->ann_unposted & (1u << i)))
-			cancelled += fi_cancel(&c->ep->fid, &c->ann_rx[i].op.fictx) == 0;
-	/* Reap them; bounded, since the peer may be gone and the provider slow to answer. */
-	until = braid_now_ns() + 200ULL * 1000000ULL;
-	while (cancelled > 0 && braid_now_ns() < until) {
-		n = fi_cq_read(c->cq, e, 16);
-		if (n == -FI_EAVAIL && fi_cq_readerr(c->cq, &err, 0) == 1)
-			cancelled--;
-		else if (n > 0)
-			cancelled -= (int)n;
-	}
-}
-
-static void comm_free(struct ofi_comm *c)
-{
-	if (!c)
-		return;
-	c->magic = BRAID_MAGIC_DEAD;
-	if (c->ep && c->cq)
-		comm_quiesce(c);
-	/* The endpoint first: it stops the provider from touching our buffers. */
-	if (c->ep)
-		fi_close(&c->ep->fid);
-	if (c->cq)
-		fi_close(&c->cq->fid);
-	if (c->av)
-		fi_close(&c->av->fid);
 	if (c->pool_mr)
 		fi_close(&c->pool_mr->fid);
 	if (c->ann_mr)
@@ -95,8 +54,100 @@ static void comm_free(struct ofi_comm *c)
 	braid_pool_fini(&c->reqs);
 	if (c->chan.fd >= 0)
 		close(c->chan.fd);
-	braid_counters_comm_put(c->ctr);
 	free(c);
+}
+
+/* Give up the id and leave the device's list; d->lock held. */
+static void comm_unlink(struct ofi_dev *d, struct ofi_comm *c)
+{
+	pthread_mutex_lock(&d->ep_lock);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		d->comms = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	pthread_mutex_unlock(&d->ep_lock);
+	d->id_map[c->id / 64] &= ~(1ULL << (c->id % 64));
+	c->id = 0;
+}
+
+/*
+ * Take back every operation c still has posted, reaping the shared CQ until none is
+ * outstanding; other comms' completions met on the way are dispatched as usual. Bounded,
+ * since the peer may be gone and the provider slow to answer. The lock is dropped between
+ * reads so that other comms keep moving. Returns how many are still outstanding.
+ */
+static int comm_quiesce(struct ofi_comm *c)
+{
+	struct ofi_dev *d = c->dev;
+	uint64_t until = braid_now_ns() + OFI_CLOSE_REAP_MS * 1000000ULL;
+	int left, rc;
+
+	pthread_mutex_lock(&d->ep_lock);
+	c->closing = 1;
+	ofi_comm_cancel(c);
+	for (;;) {
+		rc = ofi_dev_poll(d);
+		left = c->outstanding;
+		if (!left || rc || braid_now_ns() >= until)
+			break;
+		pthread_mutex_unlock(&d->ep_lock);
+		sched_yield();
+		pthread_mutex_lock(&d->ep_lock);
+	}
+	if (left)
+		c->ctr = &parked_ctr; /* under ep_lock: dispatch may be counting right now */
+	pthread_mutex_unlock(&d->ep_lock);
+	if (rc)
+		BRAID_WARN("ofi: closing comm %u on %s (peer %s): fi_cq_read: %s", c->id, d->name,
+			   c->peer, ofi_strerror(rc));
+	return left;
+}
+
+static void comm_free(struct ofi_comm *c)
+{
+	struct braid_ctr_comm *ctr;
+	struct ofi_dev *d;
+	int left = 0;
+
+	if (!c)
+		return;
+	d = c->dev;
+	c->magic = BRAID_MAGIC_DEAD;
+	ctr = c->ctr;
+	if (c->id)
+		left = comm_quiesce(c);
+	braid_counters_comm_put(ctr);
+	if (left) {
+		/* Operations the provider may still complete into c: keep it until the
+		 * endpoint closes. */
+		BRAID_INFO(NCCL_NET, "ofi: comm %u on %s (peer %s): %d operation(s) still "
+			   "outstanding after %d ms; parked until the endpoint closes",
+			   c->id, d->name, c->peer, left, OFI_CLOSE_REAP_MS);
+		if (c->chan.fd >= 0)
+			close(c->chan.fd);
+		c->chan.fd = -1;
+	}
+	if (c->id) {
+		pthread_mutex_lock(&d->lock);
+		d->nlive--;
+		if (left)
+			c->parked = 1;
+		else
+			comm_unlink(d, c);
+		/* The last one out closes the endpoint, unless registrations are bound to it. */
+		if (d->nlive == 0 && !d->mr_endpoint)
+			ofi_dev_close_ep(d);
+		pthread_mutex_unlock(&d->lock);
+	}
+	if (!left)
+		comm_release(c);
+}
+
+void ofi_comm_free_parked(struct ofi_comm *c)
+{
+	comm_release(c);
 }
 
 static struct ofi_comm *comm_new(int devidx, int fd)
@@ -112,59 +163,57 @@ static struct ofi_comm *comm_new(int devidx, int fd)
 	return c;
 }
 
-/* Endpoint, CQ, AV and request pool. */
+/* An id and a place on the device's list; d->lock held. Ids go round robin, so that a
+ * message still on its way to a closed comm is unlikely to find its id in use again. */
+static int comm_take_id(struct ofi_dev *d, struct ofi_comm *c)
+{
+	for (uint32_t n = 0; n < OFI_MAX_COMM_IDS; n++) {
+		uint32_t id = (d->id_next + n) % OFI_MAX_COMM_IDS;
+
+		if (id == 0 || (d->id_map[id / 64] & (1ULL << (id % 64))))
+			continue;
+		d->id_map[id / 64] |= 1ULL << (id % 64);
+		d->id_next = id + 1;
+		d->nlive++;
+		c->id = (uint16_t)id;
+		pthread_mutex_lock(&d->ep_lock);
+		c->prev = NULL;
+		c->next = d->comms;
+		if (d->comms)
+			d->comms->prev = c;
+		d->comms = c;
+		pthread_mutex_unlock(&d->ep_lock);
+		return 0;
+	}
+	BRAID_WARN("ofi: device %s: all %d comm ids are in use (peer %s)", d->name,
+		   OFI_MAX_COMM_IDS - 1, c->peer);
+	return -ENOSPC;
+}
+
+/* The device's shared endpoint, our comm id and request pool. */
 static int comm_open_ep(struct ofi_comm *c, int is_send)
 {
 	struct ofi_dev *d = c->dev;
-	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE };
-	struct fi_av_attr av_attr = { .type = FI_AV_TABLE, .count = 4 };
 	/* A sender may have maxRecvs x 32 sends in flight. */
 	uint32_t nreqs = is_send ? BRAID_MAX_RECVS * OFI_MAX_INFLIGHT : OFI_MAX_INFLIGHT;
 	const char *step;
 	int rc;
 
-	if (d->info->domain_attr->av_type != FI_AV_UNSPEC)
-		av_attr.type = d->info->domain_attr->av_type;
-	rc = ofi_dev_open_domain(d);
-	if (rc)
-		return rc;
-	step = "fi_endpoint";
-	rc = fi_endpoint(d->domain, d->info, &c->ep, NULL);
-	if (rc)
-		goto fail;
-	step = "fi_cq_open";
-	rc = fi_cq_open(d->domain, &cq_attr, &c->cq, NULL);
-	if (rc)
-		goto fail;
-	step = "fi_av_open";
-	rc = fi_av_open(d->domain, &av_attr, &c->av, NULL);
-	if (rc)
-		goto fail;
-	step = "fi_ep_bind(av)";
-	rc = fi_ep_bind(c->ep, &c->av->fid, 0);
-	if (rc)
-		goto fail;
-	step = "fi_ep_bind(cq)";
-	rc = fi_ep_bind(c->ep, &c->cq->fid, FI_TRANSMIT | FI_RECV);
-	if (rc)
-		goto fail;
-	step = "fi_enable";
-	rc = fi_enable(c->ep);
-	if (rc)
-		goto fail;
-	step = "fi_getname";
-	c->ep_name_len = sizeof(c->ep_name);
-	rc = fi_getname(&c->ep->fid, c->ep_name, &c->ep_name_len);
-	if (rc)
-		goto fail;
 	step = "request pool";
 	rc = braid_pool_init(&c->reqs, sizeof(struct ofi_req), nreqs);
 	if (rc)
 		goto fail;
+	/* One hold of the lock: the last comm out closes the endpoint under it. */
+	pthread_mutex_lock(&d->lock);
+	rc = ofi_dev_open_ep(d);
+	if (!rc)
+		rc = comm_take_id(d, c);
+	pthread_mutex_unlock(&d->lock);
+	if (rc)
+		return rc;
 	c->announce = d->announce;
 	if (!c->announce)
 		return 0;
-	c->inject_size = d->info->tx_attr->inject_size;
 	step = "registering the request pool";
 	rc = ofi_mr_reg_raw(d, c->reqs.mem, c->reqs.elem_size * c->reqs.nelem, FI_SEND,
 			    &c->pool_mr, &c->pool_desc);
@@ -177,30 +226,40 @@ static int comm_open_ep(struct ofi_comm *c, int is_send)
 		rc = ofi_mr_reg_raw(d, c->ann_rx, OFI_MAX_INFLIGHT * sizeof(*c->ann_rx), FI_RECV,
 				    &c->ann_mr, &c->ann_desc);
 	for (int i = 0; !rc && i < OFI_MAX_INFLIGHT; i++)
-		c->ann_rx[i].op.type = OFI_OP_ANNOUNCE_RECV;
+		c->ann_rx[i].op = (struct ofi_op){ .type = OFI_OP_ANNOUNCE_RECV, .comm = c };
 	c->ann_unposted = ~0u;
 	step = "posting announcement buffers";
-	if (!rc)
+	if (!rc) {
+		pthread_mutex_lock(&d->ep_lock);
 		rc = ofi_post_announce_bufs(c);
+		pthread_mutex_unlock(&d->ep_lock);
+	}
 out:
 	if (!rc)
 		return 0;
 fail:
-	BRAID_WARN("ofi: %s on device %s (provider %s) failed: %s", step, d->name, ofi.provider,
-		   ofi_strerror(rc));
+	BRAID_WARN("ofi: %s on device %s (provider %s, peer %s) failed: %s", step, d->name,
+		   ofi.provider, c->peer, ofi_strerror(rc));
 	return rc ? rc : -EIO;
 }
 
-static int insert_peer(struct ofi_comm *c, const uint8_t *name, uint32_t len)
+static int insert_peer(struct ofi_comm *c, const uint8_t *name, uint32_t len, uint32_t peer_id)
 {
+	struct ofi_dev *d = c->dev;
 	int n;
 
-	if (len == 0 || len > sizeof(c->ep_name))
-		return -EINVAL;
-	n = fi_av_insert(c->av, name, 1, &c->peer_addr, 0, NULL);
+	if (len == 0 || len > sizeof(d->ep_name) || peer_id == 0 || peer_id >= OFI_MAX_COMM_IDS) {
+		BRAID_WARN("ofi: comm %u on %s: peer %s sent a bad address (%u bytes) or comm id %u",
+			   c->id, d->name, c->peer, len, peer_id);
+		return -EPROTO;
+	}
+	c->peer_id = (uint16_t)peer_id;
+	pthread_mutex_lock(&d->ep_lock);
+	n = fi_av_insert(d->av, name, 1, &c->peer_addr, 0, NULL);
+	pthread_mutex_unlock(&d->ep_lock);
 	if (n != 1) {
-		BRAID_WARN("ofi: fi_av_insert of peer %s on %s failed: %s", c->peer, c->dev->name,
-			   ofi_strerror(n < 0 ? n : -FI_EINVAL));
+		BRAID_WARN("ofi: comm %u on %s: fi_av_insert of peer %s failed: %s", c->id, d->name,
+			   c->peer, ofi_strerror(n < 0 ? n : -FI_EINVAL));
 		return n < 0 ? n : -EINVAL;
 	}
 	return 0;
@@ -234,7 +293,9 @@ static int connect_step(struct ofi_comm *c)
 
 	switch (c->stage) {
 	case OFI_STAGE_CONNECTING: {
-		struct msg_hello hello = { .nonce = c->nonce, .name_len = (uint32_t)c->ep_name_len };
+		struct msg_hello hello = { .nonce = c->nonce,
+					   .name_len = (uint32_t)c->dev->ep_name_len,
+					   .comm_id = c->id };
 
 		rc = braid_oob_connect_done(c->chan.fd);
 		if (rc == -EINPROGRESS)
@@ -244,7 +305,7 @@ static int connect_step(struct ofi_comm *c)
 				   strerror(-rc));
 			return rc;
 		}
-		memcpy(hello.name, c->ep_name, c->ep_name_len);
+		memcpy(hello.name, c->dev->ep_name, c->dev->ep_name_len);
 		snprintf(hello.provider, sizeof(hello.provider), "%s", ofi.provider);
 		braid_oob_chan_post(&c->chan, OOB_HELLO, &hello, sizeof(hello));
 		c->stage = OFI_STAGE_HELLO;
@@ -274,7 +335,7 @@ static int connect_step(struct ofi_comm *c)
 			return rc;
 		}
 		reply = payload;
-		rc = insert_peer(c, reply->name, reply->name_len);
+		rc = insert_peer(c, reply->name, reply->name_len, reply->comm_id);
 		if (rc)
 			return rc;
 		c->stage = OFI_STAGE_READY;
@@ -290,6 +351,7 @@ ncclResult_t ofi_connect(int dev, const struct braid_conn_opts *opts, const void
 			 void **send_comm)
 {
 	struct ofi_comm *c = braid_handle_stage_get(handle);
+	struct braid_ctr_comm *ctr;
 	char peer[64];
 	uint64_t nonce;
 	ncclResult_t res;
@@ -325,10 +387,14 @@ ncclResult_t ofi_connect(int dev, const struct braid_conn_opts *opts, const void
 		comm_free(c);
 		return braid_setup_error(rc);
 	}
-	c->ctr = braid_counters_comm_get(dev, BRAID_CTR_COMM_SEND, c->peer);
+	ctr = braid_counters_comm_get(dev, BRAID_CTR_COMM_SEND, c->peer);
+	pthread_mutex_lock(&c->dev->ep_lock); /* other comms' CQ reads may count for c */
+	c->ctr = ctr;
+	pthread_mutex_unlock(&c->dev->ep_lock);
 	c->magic = BRAID_MAGIC_SEND;
 	*send_comm = c;
-	BRAID_INFO(NCCL_NET, "ofi: send comm to %s ready on %s", c->peer, c->dev->name);
+	BRAID_INFO(NCCL_NET, "ofi: send comm %u to %s (its comm %u) ready on %s", c->id, c->peer,
+		   c->peer_id, c->dev->name);
 	return ncclSuccess;
 }
 
@@ -370,12 +436,13 @@ static int accept_step(struct ofi_listen *l, struct ofi_comm *c)
 		}
 		rc = comm_open_ep(c, 0);
 		if (!rc)
-			rc = insert_peer(c, hello->name, hello->name_len);
+			rc = insert_peer(c, hello->name, hello->name_len, hello->comm_id);
 		if (rc)
 			return rc;
-		struct msg_reply reply = { .name_len = (uint32_t)c->ep_name_len };
+		struct msg_reply reply = { .name_len = (uint32_t)c->dev->ep_name_len,
+					   .comm_id = c->id };
 
-		memcpy(reply.name, c->ep_name, c->ep_name_len);
+		memcpy(reply.name, c->dev->ep_name, c->dev->ep_name_len);
 		braid_oob_chan_post(&c->chan, OOB_REPLY, &reply, sizeof(reply));
 		c->stage = OFI_STAGE_REPLY;
 	}
@@ -392,6 +459,7 @@ ncclResult_t ofi_accept(void *listen_comm, void **recv_comm)
 {
 	struct ofi_listen *l = listen_comm;
 	struct ofi_comm *c = l->pending;
+	struct braid_ctr_comm *ctr;
 	int rc;
 
 	if (!c) {
@@ -421,10 +489,14 @@ ncclResult_t ofi_accept(void *listen_comm, void **recv_comm)
 		comm_free(c);
 		return braid_setup_error(rc);
 	}
-	c->ctr = braid_counters_comm_get(l->devidx, BRAID_CTR_COMM_RECV, c->peer);
+	ctr = braid_counters_comm_get(l->devidx, BRAID_CTR_COMM_RECV, c->peer);
+	pthread_mutex_lock(&c->dev->ep_lock); /* other comms' CQ reads may count for c */
+	c->ctr = ctr;
+	pthread_mutex_unlock(&c->dev->ep_lock);
 	c->magic = BRAID_MAGIC_RECV;
 	*recv_comm = c;
-	BRAID_INFO(NCCL_NET, "ofi: receive comm from %s ready on %s", c->peer, c->dev->name);
+	BRAID_INFO(NCCL_NET, "ofi: receive comm %u from %s (its comm %u) ready on %s", c->id,
+		   c->peer, c->peer_id, c->dev->name);
 	return ncclSuccess;
 }
 

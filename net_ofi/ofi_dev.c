@@ -138,6 +138,7 @@ static int add_device(struct fi_info *info)
 	d->next_key = 1;
 	d->announce = announce_sizes(info->fabric_attr->prov_name);
 	pthread_mutex_init(&d->lock, NULL);
+	pthread_mutex_init(&d->ep_lock, NULL);
 	d->ctr = braid_counters_dev(ofi.ndevs);
 	snprintf(d->ctr->name, sizeof(d->ctr->name), "%s", d->name);
 	snprintf(d->ctr->provider, sizeof(d->ctr->provider), "%s", ofi.provider);
@@ -188,17 +189,78 @@ static void record_fallback(const char *seen, int named)
 		 "the ofi backend registers host memory only in this version (no FI_HMEM path)");
 }
 
+/*
+ * Comms NCCL never closed, and parked ones, may still have operations posted: take them
+ * back before the endpoint closes (rxm in libfabric 1.17 crashes closing an endpoint that
+ * holds receives after its peer's connection broke). Bounded like a close.
+ */
+static void dev_quiesce(struct ofi_dev *d)
+{
+	uint64_t until = braid_now_ns() + OFI_CLOSE_REAP_MS * 1000000ULL;
+	int left = 0;
+
+	pthread_mutex_lock(&d->ep_lock);
+	for (struct ofi_comm *c = d->comms; c; c = c->next) {
+		c->closing = 1;
+		ofi_comm_cancel(c);
+	}
+	do {
+		if (ofi_dev_poll(d))
+			break;
+		left = 0;
+		for (struct ofi_comm *c = d->comms; c; c = c->next)
+			left += c->outstanding;
+	} while (left > 0 && braid_now_ns() < until);
+	pthread_mutex_unlock(&d->ep_lock);
+	if (left > 0)
+		BRAID_INFO(NCCL_NET, "ofi: device %s: %d operation(s) still outstanding at fini; "
+			   "closing the endpoint anyway", d->name, left);
+}
+
+void ofi_dev_close_ep(struct ofi_dev *d)
+{
+	if (!d->ep)
+		return;
+	pthread_mutex_lock(&d->ep_lock);
+	/* The endpoint first: it stops the provider from touching our buffers. */
+	fi_close(&d->ep->fid);
+	d->ep = NULL;
+	/* Parked comms may be freed now; live ones (only at fini: NCCL never closed them)
+	 * stay NCCL's. */
+	while (d->comms) {
+		struct ofi_comm *c = d->comms;
+
+		d->comms = c->next;
+		if (c->parked)
+			ofi_comm_free_parked(c);
+	}
+	memset(d->id_map, 0, sizeof(d->id_map));
+	d->nlive = 0;
+	if (d->cq)
+		fi_close(&d->cq->fid);
+	if (d->av)
+		fi_close(&d->av->fid);
+	d->cq = NULL;
+	d->av = NULL;
+	pthread_mutex_unlock(&d->ep_lock);
+	BRAID_INFO(NCCL_NET, "ofi: device %s: endpoint closed", d->name);
+}
+
 static void ofi_fini(void)
 {
 	for (int d = 0; d < ofi.ndevs; d++) {
 		struct ofi_dev *dev = &ofi.devs[d];
 
+		if (dev->ep)
+			dev_quiesce(dev);
+		ofi_dev_close_ep(dev);
 		ofi_mr_cache_purge(dev);
 		if (dev->domain)
 			fi_close(&dev->domain->fid);
 		if (dev->fabric)
 			fi_close(&dev->fabric->fid);
 		ofi_dl.freeinfo(dev->info);
+		pthread_mutex_destroy(&dev->ep_lock);
 		pthread_mutex_destroy(&dev->lock);
 	}
 	free(ofi.devs);
@@ -274,11 +336,72 @@ static int ofi_ndevs(void)
 	return ofi.ndevs;
 }
 
-int ofi_dev_open_domain(struct ofi_dev *d)
+/* The shared endpoint, its CQ and AV; d->lock held. may_retry: -FI_EBUSY is no news. */
+static int open_ep(struct ofi_dev *d, int may_retry)
+{
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE };
+	/* A hint: every comm inserts its peer, and providers find duplicates themselves. */
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE, .count = 256 };
+	const char *step;
+	int rc;
+
+	if (d->info->domain_attr->av_type != FI_AV_UNSPEC)
+		av_attr.type = d->info->domain_attr->av_type;
+	step = "fi_endpoint";
+	rc = fi_endpoint(d->domain, d->info, &d->ep, NULL);
+	if (rc)
+		goto fail;
+	step = "fi_cq_open";
+	rc = fi_cq_open(d->domain, &cq_attr, &d->cq, NULL);
+	if (rc)
+		goto fail;
+	step = "fi_av_open";
+	rc = fi_av_open(d->domain, &av_attr, &d->av, NULL);
+	if (rc)
+		goto fail;
+	step = "fi_ep_bind(av)";
+	rc = fi_ep_bind(d->ep, &d->av->fid, 0);
+	if (rc)
+		goto fail;
+	step = "fi_ep_bind(cq)";
+	rc = fi_ep_bind(d->ep, &d->cq->fid, FI_TRANSMIT | FI_RECV);
+	if (rc)
+		goto fail;
+	step = "fi_enable";
+	rc = fi_enable(d->ep);
+	if (rc)
+		goto fail;
+	step = "fi_getname";
+	d->ep_name_len = sizeof(d->ep_name);
+	rc = fi_getname(&d->ep->fid, d->ep_name, &d->ep_name_len);
+	if (rc)
+		goto fail;
+	d->inject_size = d->info->tx_attr->inject_size;
+	BRAID_INFO(NCCL_NET, "ofi: device %s: endpoint open, shared by its comms", d->name);
+	return 0;
+fail:
+	if (rc == -FI_EBUSY && may_retry)
+		BRAID_INFO(NCCL_NET, "ofi: %s on device %s: %s; trying again", step, d->name,
+			   ofi_strerror(rc));
+	else
+		BRAID_WARN("ofi: %s on device %s (provider %s) failed: %s", step, d->name,
+			   ofi.provider, ofi_strerror(rc));
+	if (d->ep)
+		fi_close(&d->ep->fid);
+	if (d->cq)
+		fi_close(&d->cq->fid);
+	if (d->av)
+		fi_close(&d->av->fid);
+	d->ep = NULL;
+	d->cq = NULL;
+	d->av = NULL;
+	return rc;
+}
+
+int ofi_dev_open_ep(struct ofi_dev *d)
 {
 	int rc = 0;
 
-	pthread_mutex_lock(&d->lock);
 	if (!d->fabric) {
 		rc = ofi_dl.fabric(d->info->fabric_attr, &d->fabric, NULL);
 		if (rc)
@@ -290,7 +413,13 @@ int ofi_dev_open_domain(struct ofi_dev *d)
 		if (rc)
 			BRAID_WARN("ofi: fi_domain(%s) failed: %s", d->name, ofi_strerror(rc));
 	}
-	pthread_mutex_unlock(&d->lock);
+	/* shm refuses (-FI_EBUSY) a region name left by a killed process whose pid is in use
+	 * again, and unlinks the stale file as it does: the next try gets through. */
+	for (int tries = 1; !rc && !d->ep; tries++) {
+		rc = open_ep(d, tries < 3);
+		if (rc == -FI_EBUSY && tries < 3)
+			rc = 0;
+	}
 	return rc;
 }
 
@@ -331,7 +460,6 @@ static ncclResult_t ofi_get_props(int devidx, struct braid_dev_props *p)
 	const struct braid_topo *topo = braid_topology();
 	struct braid_topo_nic_place place;
 	size_t max_msg = d->info->ep_attr->max_msg_size;
-	size_t ep_cnt = d->info->domain_attr->ep_cnt;
 
 	memset(p, 0, sizeof(*p));
 	snprintf(p->name, sizeof(p->name), "%s", d->name);
@@ -339,13 +467,14 @@ static ncclResult_t ofi_get_props(int devidx, struct braid_dev_props *p)
 		snprintf(p->pci_path, sizeof(p->pci_path), "%s", place.pci_path);
 	p->guid = dev_guid(d);
 	p->ptr_support = NCCL_PTR_HOST;
-	p->reg_is_global = !d->mr_endpoint && braid_param_int(BRAID_P_MR_CACHE);
+	/* One endpoint per device: FI_MR_ENDPOINT registrations are device-wide too. */
+	p->reg_is_global = braid_param_int(BRAID_P_MR_CACHE);
 	p->force_flush = 0;
 	p->speed_mbps = dev_speed_mbps(d);
 	p->port = 1;
 	p->latency_us = 0;
-	/* Every comm is an endpoint. */
-	p->max_comms = (int)(ep_cnt && ep_cnt < 65536 ? ep_cnt : 65536);
+	/* Comms share the device's endpoint: the comm ids in the tags are the limit. */
+	p->max_comms = OFI_MAX_COMM_IDS - 1;
 	p->max_recvs = BRAID_MAX_RECVS;
 	/* int-sized messages are what v8 can express; later versions get the provider's limit. */
 	p->max_p2p_bytes = max_msg > (1ULL << 40) ? (1ULL << 40) : max_msg;

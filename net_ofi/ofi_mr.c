@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * Memory registration through the per-device cache (plugin/mr_cache.h). When the
- * provider binds MRs to endpoints (FI_MR_ENDPOINT) a registration belongs to one comm and
- * is not cached.
+ * provider binds MRs to endpoints (FI_MR_ENDPOINT), registrations bind to the device's
+ * shared endpoint, so they are device-wide and cached all the same.
  */
 #include <stdlib.h>
 
@@ -10,6 +10,24 @@
 #include "plugin/log.h"
 #include "plugin/params.h"
 
+static int bind_to_ep(struct ofi_dev *d, struct fid_mr *mr)
+{
+	int rc;
+
+	if (!mr || !d->mr_endpoint)
+		return 0;
+	pthread_mutex_lock(&d->ep_lock);
+	rc = fi_mr_bind(mr, &d->ep->fid, 0);
+	if (!rc)
+		rc = fi_mr_enable(mr);
+	pthread_mutex_unlock(&d->ep_lock);
+	if (rc)
+		BRAID_WARN("ofi: binding a registration to the endpoint of %s failed: %s", d->name,
+			   ofi_strerror(rc));
+	return rc;
+}
+
+/* The shared endpoint must be open (it is once a comm exists). */
 int ofi_mr_reg_raw(struct ofi_dev *d, void *buf, size_t len, uint64_t access, struct fid_mr **mr,
 		   void **desc)
 {
@@ -23,29 +41,18 @@ int ofi_mr_reg_raw(struct ofi_dev *d, void *buf, size_t len, uint64_t access, st
 	if (!d->mr_prov_key)
 		key = __atomic_fetch_add(&d->next_key, 1, __ATOMIC_RELAXED);
 	rc = fi_mr_reg(d->domain, buf, len, access, 0, key, 0, mr, NULL);
+	if (!rc)
+		rc = bind_to_ep(d, *mr);
 	if (rc) {
-		BRAID_WARN("ofi: fi_mr_reg(%p, %zu bytes) on %s failed: %s", buf, len, d->name,
+		BRAID_WARN("ofi: registering %p (%zu bytes) on %s failed: %s", buf, len, d->name,
 			   ofi_strerror(rc));
+		if (*mr)
+			fi_close(&(*mr)->fid);
 		*mr = NULL;
 		return rc;
 	}
 	*desc = fi_mr_desc(*mr);
 	return 0;
-}
-
-static int bind_to_ep(struct ofi_dev *d, struct fid_mr *mr, struct fid_ep *ep)
-{
-	int rc;
-
-	if (!mr || !d->mr_endpoint)
-		return 0;
-	rc = fi_mr_bind(mr, &ep->fid, 0);
-	if (!rc)
-		rc = fi_mr_enable(mr);
-	if (rc)
-		BRAID_WARN("ofi: binding a registration to its endpoint on %s failed: %s", d->name,
-			   ofi_strerror(rc));
-	return rc;
 }
 
 static void mr_free(struct ofi_mr *m)
@@ -65,7 +72,7 @@ ncclResult_t ofi_reg_mr(void *comm, void *data, size_t size, int type, void **mh
 {
 	struct ofi_comm *c = comm;
 	struct ofi_dev *d = c->dev;
-	int use_cache = !d->mr_endpoint && braid_param_int(BRAID_P_MR_CACHE);
+	int use_cache = braid_param_int(BRAID_P_MR_CACHE);
 	struct braid_mr_range *hit;
 	struct ofi_mr *m;
 	int rc;
@@ -90,8 +97,6 @@ ncclResult_t ofi_reg_mr(void *comm, void *data, size_t size, int type, void **mh
 	m->dev = d;
 	rc = ofi_mr_reg_raw(d, (void *)m->range.base, m->range.len, FI_SEND | FI_RECV, &m->mr,
 			    &m->desc);
-	if (!rc)
-		rc = bind_to_ep(d, m->mr, c->ep);
 	if (!rc && use_cache)
 		rc = braid_mr_cache_add(&d->cache, &m->range);
 	pthread_mutex_unlock(&d->lock);

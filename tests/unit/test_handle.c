@@ -91,6 +91,24 @@ static void truncated_or_corrupted_is_refused(void **state)
 	}
 }
 
+/* A handle from another braid version, intact: refused by name, not as corruption. */
+static void other_version_is_named(void **state)
+{
+	struct braid_handle h = sample_v4(), out;
+	unsigned char buf[NCCL_NET_HANDLE_MAXSIZE];
+	char why[128];
+	uint32_t check;
+
+	(void)state;
+	braid_handle_encode(&h, buf);
+	buf[4] = 0;
+	buf[5] = 1; /* version 1, network order, right after the 4-byte magic */
+	check = htonl(braid_hash32(buf, WIRE_BYTES - 4));
+	memcpy(buf + WIRE_BYTES - 4, &check, 4);
+	assert_int_equal(braid_handle_decode(buf, &out, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "wire version 1"));
+}
+
 static void stage_belongs_to_this_process(void **state)
 {
 	struct braid_handle h = sample_v4(), out;
@@ -115,6 +133,7 @@ int main(void)
 		cmocka_unit_test(round_trip_ipv6),
 		cmocka_unit_test(garbage_is_refused),
 		cmocka_unit_test(truncated_or_corrupted_is_refused),
+		cmocka_unit_test(other_version_is_named),
 		cmocka_unit_test(stage_belongs_to_this_process),
 	};
 

@@ -118,6 +118,7 @@ struct ib_dev {
 	int port_down;           /* atomic: set by IBV_EVENT_PORT_ERR, cleared by ACTIVE */
 	struct braid_ctr_dev *ctr;
 	char pci_path[256];
+	int numa_node;           /* of the HCA, from topo/; -1 unknown */
 };
 
 struct ib_mr {

@@ -23,6 +23,7 @@
 #include "net_ib/ib.h"
 #include "plugin/handle.h"
 #include "plugin/log.h"
+#include "plugin/numa.h"
 #include "plugin/params.h"
 
 enum { OOB_IB_HELLO = 0x101, OOB_IB_REPLY = 0x102, OOB_IB_READY = 0x103 };
@@ -67,7 +68,7 @@ static void comm_free(struct ib_comm *c)
 		ibv.dereg_mr(c->fifo_mr);
 	if (c->pool_mr)
 		ibv.dereg_mr(c->pool_mr);
-	free(c->fifo);
+	braid_numa_free(c->fifo, IB_RING * sizeof(*c->fifo));
 	braid_pool_fini(&c->reqs);
 	if (c->chan.fd >= 0)
 		close(c->chan.fd);
@@ -113,7 +114,8 @@ static int comm_open(struct ib_comm *c, int nqps)
 			return rc;
 	}
 	rc = braid_pool_init(&c->reqs, sizeof(struct ib_req),
-			     c->is_send ? BRAID_MAX_RECVS * IB_RING : 2 * IB_RING); /* + flushes */
+			     c->is_send ? BRAID_MAX_RECVS * IB_RING : 2 * IB_RING, /* + flushes */
+			     c->dev->numa_node);
 	if (rc)
 		return rc;
 	if (!c->is_send) {
@@ -132,7 +134,7 @@ static int comm_open(struct ib_comm *c, int nqps)
 		}
 		return 0;
 	}
-	c->fifo = calloc(IB_RING, sizeof(*c->fifo));
+	c->fifo = braid_numa_alloc(IB_RING * sizeof(*c->fifo), c->dev->numa_node);
 	if (!c->fifo)
 		return -ENOMEM;
 	c->fifo_mr = ibv.reg_mr(h->pd, c->fifo, IB_RING * sizeof(*c->fifo),

@@ -287,9 +287,13 @@ static void pci_path_of(struct ib_dev *d)
 	char path[128], real[PATH_MAX];
 
 	d->pci_path[0] = '\0';
-	if (topo && braid_topo_nic_place(topo, d->name, &place) == 0 && place.pci_path[0]) {
-		snprintf(d->pci_path, sizeof(d->pci_path), "%s", place.pci_path);
-		return;
+	d->numa_node = -1;
+	if (topo && braid_topo_nic_place(topo, d->name, &place) == 0) {
+		d->numa_node = place.numa_node;
+		if (place.pci_path[0]) {
+			snprintf(d->pci_path, sizeof(d->pci_path), "%s", place.pci_path);
+			return;
+		}
 	}
 	snprintf(path, sizeof(path), "/sys/class/infiniband/%s/device", d->name);
 	if (realpath(path, real) && strlen(real) < sizeof(d->pci_path))
@@ -495,6 +499,7 @@ static ncclResult_t ib_get_props(int devidx, struct braid_dev_props *p)
 	memset(p, 0, sizeof(*p));
 	snprintf(p->name, sizeof(p->name), "%s", d->name);
 	snprintf(p->pci_path, sizeof(p->pci_path), "%s", d->pci_path);
+	p->numa_node = d->numa_node;
 	p->guid = h->attr.sys_image_guid ? h->attr.sys_image_guid : h->attr.node_guid;
 	p->ptr_support = NCCL_PTR_HOST;
 	if (h->gdr_peermem || h->gdr_dmabuf)

@@ -139,6 +139,7 @@ struct ofi_dev {
 	int mr_virt_addr;
 	int mr_prov_key;
 	int announce; /* size announcements (BRAID_OFI_SIZE_CHECK) */
+	int numa_node; /* of the NIC, from topo/; -1 unknown */
 	struct braid_ctr_dev *ctr;
 	pthread_mutex_t lock; /* opening, comm ids, the comm list, the registration cache */
 	struct fid_fabric *fabric;

@@ -200,7 +200,7 @@ static int comm_open_ep(struct ofi_comm *c, int is_send)
 	int rc;
 
 	step = "request pool";
-	rc = braid_pool_init(&c->reqs, sizeof(struct ofi_req), nreqs);
+	rc = braid_pool_init(&c->reqs, sizeof(struct ofi_req), nreqs, d->numa_node);
 	if (rc)
 		goto fail;
 	/* One hold of the lock: the last comm out closes the endpoint under it. */

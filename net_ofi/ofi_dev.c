@@ -95,6 +95,14 @@ static const char *choose_provider(struct fi_info *list, char *seen, size_t seen
 	return pick;
 }
 
+static int nic_numa_node(const char *name)
+{
+	const struct braid_topo *topo = braid_topology();
+	struct braid_topo_nic_place place;
+
+	return topo && braid_topo_nic_place(topo, name, &place) == 0 ? place.numa_node : -1;
+}
+
 /* Providers that never complete a receive whose buffer is too small (both ends hang). */
 static const char *const no_truncation_report[] = { "shm", NULL };
 
@@ -137,6 +145,7 @@ static int add_device(struct fi_info *info)
 	d->mr_prov_key = !!(mr_mode & FI_MR_PROV_KEY);
 	d->next_key = 1;
 	d->announce = announce_sizes(info->fabric_attr->prov_name);
+	d->numa_node = nic_numa_node(d->name);
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_mutex_init(&d->ep_lock, NULL);
 	d->ctr = braid_counters_dev(ofi.ndevs);
@@ -465,6 +474,7 @@ static ncclResult_t ofi_get_props(int devidx, struct braid_dev_props *p)
 	snprintf(p->name, sizeof(p->name), "%s", d->name);
 	if (topo && braid_topo_nic_place(topo, d->name, &place) == 0)
 		snprintf(p->pci_path, sizeof(p->pci_path), "%s", place.pci_path);
+	p->numa_node = d->numa_node;
 	p->guid = dev_guid(d);
 	p->ptr_support = NCCL_PTR_HOST;
 	/* One endpoint per device: FI_MR_ENDPOINT registrations are device-wide too. */

@@ -40,6 +40,7 @@ struct braid_obj {
 struct braid_dev_props {
 	char name[64];
 	char pci_path[256]; /* "" when the device has none */
+	int numa_node;      /* of the NIC, from topo/; -1 unknown (not part of NCCL's props) */
 	uint64_t guid;
 	int ptr_support;
 	int reg_is_global;

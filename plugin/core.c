@@ -120,6 +120,12 @@ static ncclResult_t choose_backend(void)
 			return rc;
 		}
 	}
+	for (int d = 0; d < be_ndevs; d++)
+		BRAID_INFO(NCCL_INIT | NCCL_NET, "%s dev %d: %s, %d Mbps, PCI %s, NUMA node %d%s", chosen->name,
+			   d, dev_props[d].name, dev_props[d].speed_mbps,
+			   dev_props[d].pci_path[0] ? dev_props[d].pci_path : "unknown",
+			   dev_props[d].numa_node,
+			   dev_props[d].ptr_support & NCCL_PTR_CUDA ? ", GPUDirect" : "");
 	braid_counters()->ndevs = (uint32_t)(be_ndevs < BRAID_CTR_MAX_DEVS ? be_ndevs : BRAID_CTR_MAX_DEVS);
 	__atomic_store_n(&be, chosen, __ATOMIC_RELEASE);
 	return ncclSuccess;

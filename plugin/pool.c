@@ -5,23 +5,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-int braid_pool_init(struct braid_pool *pool, size_t elem_size, uint32_t nelem)
+#include "plugin/numa.h"
+
+int braid_pool_init(struct braid_pool *pool, size_t elem_size, uint32_t nelem, int numa_node)
 {
 	memset(pool, 0, sizeof(*pool));
 	if (!elem_size || !nelem)
 		return -EINVAL;
 	/* Keep every element aligned for any member type. */
 	elem_size = (elem_size + 63) & ~(size_t)63;
-	pool->mem = aligned_alloc(64, elem_size * nelem);
+	/* Sized first: fini frees by them, also after a partial failure here. */
+	pool->elem_size = elem_size;
+	pool->nelem = nelem;
+	pool->mem = braid_numa_alloc(elem_size * nelem, numa_node);
 	pool->free_idx = calloc(nelem, sizeof(*pool->free_idx));
 	pool->used = calloc(nelem, 1);
 	if (!pool->mem || !pool->free_idx || !pool->used) {
 		braid_pool_fini(pool);
 		return -ENOMEM;
 	}
-	memset(pool->mem, 0, elem_size * nelem);
-	pool->elem_size = elem_size;
-	pool->nelem = nelem;
 	pool->nfree = nelem;
 	/* Lowest index on top, so the first gets are elements 0, 1, ... */
 	for (uint32_t i = 0; i < nelem; i++)
@@ -31,7 +33,7 @@ int braid_pool_init(struct braid_pool *pool, size_t elem_size, uint32_t nelem)
 
 void braid_pool_fini(struct braid_pool *pool)
 {
-	free(pool->mem);
+	braid_numa_free(pool->mem, pool->elem_size * pool->nelem);
 	free(pool->free_idx);
 	free(pool->used);
 	memset(pool, 0, sizeof(*pool));

@@ -19,7 +19,8 @@ struct braid_pool {
 	uint8_t *used;      /* per element: 1 while handed out, to refuse double puts */
 };
 
-int braid_pool_init(struct braid_pool *pool, size_t elem_size, uint32_t nelem);
+/* The elements' memory prefers NUMA node numa_node (-1: any): see plugin/numa.h. */
+int braid_pool_init(struct braid_pool *pool, size_t elem_size, uint32_t nelem, int numa_node);
 void braid_pool_fini(struct braid_pool *pool);
 /* NULL when every element is in use. Elements come back zeroed. */
 void *braid_pool_get(struct braid_pool *pool);

@@ -16,7 +16,7 @@ static void get_all_then_exhausted(void **state)
 	struct item *got[32];
 
 	(void)state;
-	assert_int_equal(braid_pool_init(&p, sizeof(struct item), 32), 0);
+	assert_int_equal(braid_pool_init(&p, sizeof(struct item), 32, -1), 0);
 	for (int i = 0; i < 32; i++) {
 		got[i] = braid_pool_get(&p);
 		assert_non_null(got[i]);
@@ -42,7 +42,7 @@ static void misuse_is_refused(void **state)
 	struct item *it;
 
 	(void)state;
-	assert_int_equal(braid_pool_init(&p, sizeof(struct item), 4), 0);
+	assert_int_equal(braid_pool_init(&p, sizeof(struct item), 4, 0), 0);
 	it = braid_pool_get(&p);
 	assert_int_equal(braid_pool_put(&p, &outside), -1);
 	assert_int_equal(braid_pool_put(&p, (char *)it + 1), -1);
@@ -50,8 +50,8 @@ static void misuse_is_refused(void **state)
 	assert_int_equal(braid_pool_put(&p, it), -1); /* double put */
 	assert_int_equal(braid_pool_in_use(&p), 0);
 	braid_pool_fini(&p);
-	assert_int_equal(braid_pool_init(&p, 0, 4), -22);
-	assert_int_equal(braid_pool_init(&p, 8, 0), -22);
+	assert_int_equal(braid_pool_init(&p, 0, 4, -1), -22);
+	assert_int_equal(braid_pool_init(&p, 8, 0, -1), -22);
 }
 
 int main(void)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "plugin/counters.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -8,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +24,7 @@
  */
 static struct braid_ctr_region *region;
 static int region_shared;
+static int region_fd = -1; /* kept open: its shared flock says "this process is alive" */
 static char region_path[64];
 static struct braid_ctr_comm overflow_comm;
 static pthread_once_t atexit_once = PTHREAD_ONCE_INIT;
@@ -52,13 +56,57 @@ static void fill_header(struct braid_ctr_region *r)
 	__atomic_store_n(&r->magic, BRAID_CTR_MAGIC, __ATOMIC_RELEASE);
 }
 
+/*
+ * Files of processes that died without cleaning up (SIGKILL, _exit, a crash) would pile
+ * up in /dev/shm, which is memory. A live process holds a shared flock on its file, so a
+ * file whose exclusive lock can be taken has no owner left. Locks, not pids: processes in
+ * other pid namespaces may share this /dev/shm (containers of one pod), and their pids
+ * mean nothing here. Files younger than a few seconds are left alone: their owner may be
+ * between creating and locking them.
+ */
+static void sweep_orphans(void)
+{
+	const char *dir = "/dev/shm";
+	time_t now = time(NULL);
+	struct dirent *e;
+	DIR *d = opendir(dir);
+	int removed = 0;
+
+	if (!d)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		char path[300];
+		struct stat st;
+		int fd;
+
+		if (strncmp(e->d_name, "braid-", 6) || e->d_name[6] < '0' || e->d_name[6] > '9' ||
+		    strspn(e->d_name + 6, "0123456789") != strlen(e->d_name + 6))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+		    now - st.st_mtime > 10 && flock(fd, LOCK_EX | LOCK_NB) == 0 && unlink(path) == 0)
+			removed++;
+		close(fd);
+	}
+	closedir(d);
+	if (removed)
+		BRAID_INFO(NCCL_INIT, "counters: removed %d file(s) of processes that ended without "
+			   "cleaning up", removed);
+}
+
 static struct braid_ctr_region *map_shared(void)
 {
 	struct braid_ctr_region *r;
 	int fd;
 
+	sweep_orphans();
 	snprintf(region_path, sizeof(region_path), BRAID_CTR_PATH_FMT, (int)getpid());
 	fd = open(region_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd >= 0)
+		(void)flock(fd, LOCK_SH);
 	if (fd < 0) {
 		BRAID_INFO(NCCL_INIT, "counters: cannot create %s: %s; counting in private memory",
 			   region_path, strerror(errno));
@@ -74,7 +122,7 @@ static struct braid_ctr_region *map_shared(void)
 		BRAID_INFO(NCCL_INIT, "counters: cannot map %s: %s", region_path, strerror(errno));
 		goto fail;
 	}
-	close(fd);
+	region_fd = fd;
 	return r;
 fail:
 	close(fd);
@@ -107,6 +155,8 @@ void braid_counters_close(void)
 	if (region_shared) {
 		munmap(region, sizeof(*region));
 		unlink(region_path);
+		close(region_fd);
+		region_fd = -1;
 	} else {
 		free(region);
 	}

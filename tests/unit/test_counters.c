@@ -2,7 +2,10 @@
 /* The shared-memory counter region: layout header, records, removal. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "plugin/counters.h"
@@ -93,12 +96,53 @@ static void disabled_means_private(void **state)
 	braid_params_reset();
 }
 
+static int make_file(const char *path, int age_s)
+{
+	struct timeval tv[2];
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+
+	assert_true(fd >= 0);
+	gettimeofday(&tv[0], NULL);
+	tv[0].tv_sec -= age_s;
+	tv[1] = tv[0];
+	assert_int_equal(futimes(fd, tv), 0);
+	return fd;
+}
+
+/* Files of dead processes go; a live (locked) one and a just-created one stay. */
+static void orphans_are_swept(void **state)
+{
+	const char *dead = "/dev/shm/braid-4000000001", *live = "/dev/shm/braid-4000000002";
+	const char *fresh = "/dev/shm/braid-4000000003", *other = "/dev/shm/braid-x4000000004";
+	int live_fd;
+
+	(void)state;
+	unsetenv("BRAID_COUNTERS");
+	braid_params_reset();
+	close(make_file(dead, 60));
+	live_fd = make_file(live, 60);
+	assert_int_equal(flock(live_fd, LOCK_SH), 0); /* as a running braid process holds it */
+	close(make_file(fresh, 0));
+	close(make_file(other, 60));
+	assert_int_equal(braid_counters_open(), 0);
+	assert_false(exists(dead));
+	assert_true(exists(live));
+	assert_true(exists(fresh));
+	assert_true(exists(other)); /* not braid's naming: never touched */
+	braid_counters_close();
+	close(live_fd);
+	unlink(live);
+	unlink(fresh);
+	unlink(other);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(region_lifecycle),
 		cmocka_unit_test(slots_run_out_gracefully),
 		cmocka_unit_test(disabled_means_private),
+		cmocka_unit_test(orphans_are_swept),
 	};
 
 	return cmocka_run_group_tests_name("counters", tests, NULL, NULL);

@@ -140,6 +140,7 @@ struct ofi_dev {
 	int mr_prov_key;
 	int announce; /* size announcements (BRAID_OFI_SIZE_CHECK) */
 	int numa_node; /* of the NIC, from topo/; -1 unknown */
+	char pci_path[256]; /* from topo/; "" unknown */
 	struct braid_ctr_dev *ctr;
 	pthread_mutex_t lock; /* opening, comm ids, the comm list, the registration cache */
 	struct fid_fabric *fabric;

@@ -95,12 +95,17 @@ static const char *choose_provider(struct fi_info *list, char *seen, size_t seen
 	return pick;
 }
 
-static int nic_numa_node(const char *name)
+/* Where the NIC sits, from topo/ (loaded by the core before any backend). */
+static void place_nic(struct ofi_dev *d)
 {
 	const struct braid_topo *topo = braid_topology();
 	struct braid_topo_nic_place place;
 
-	return topo && braid_topo_nic_place(topo, name, &place) == 0 ? place.numa_node : -1;
+	d->numa_node = -1;
+	if (topo && braid_topo_nic_place(topo, d->name, &place) == 0) {
+		d->numa_node = place.numa_node;
+		snprintf(d->pci_path, sizeof(d->pci_path), "%s", place.pci_path);
+	}
 }
 
 /* Providers that never complete a receive whose buffer is too small (both ends hang). */
@@ -145,7 +150,7 @@ static int add_device(struct fi_info *info)
 	d->mr_prov_key = !!(mr_mode & FI_MR_PROV_KEY);
 	d->next_key = 1;
 	d->announce = announce_sizes(info->fabric_attr->prov_name);
-	d->numa_node = nic_numa_node(d->name);
+	place_nic(d);
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_mutex_init(&d->ep_lock, NULL);
 	d->ctr = braid_counters_dev(ofi.ndevs);
@@ -466,14 +471,11 @@ static int dev_speed_mbps(const struct ofi_dev *d)
 static ncclResult_t ofi_get_props(int devidx, struct braid_dev_props *p)
 {
 	struct ofi_dev *d = &ofi.devs[devidx];
-	const struct braid_topo *topo = braid_topology();
-	struct braid_topo_nic_place place;
 	size_t max_msg = d->info->ep_attr->max_msg_size;
 
 	memset(p, 0, sizeof(*p));
 	snprintf(p->name, sizeof(p->name), "%s", d->name);
-	if (topo && braid_topo_nic_place(topo, d->name, &place) == 0)
-		snprintf(p->pci_path, sizeof(p->pci_path), "%s", place.pci_path);
+	snprintf(p->pci_path, sizeof(p->pci_path), "%s", d->pci_path);
 	p->numa_node = d->numa_node;
 	p->guid = dev_guid(d);
 	p->ptr_support = NCCL_PTR_HOST;

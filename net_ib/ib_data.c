@@ -236,13 +236,29 @@ static void check_health(struct ib_comm *c)
 			   side(c), c->dev->name, c->dev->port, c->qps[0].qp->qp_num,
 			   c->qps[0].remote_qpn, c->peer, c->peer_gid, c->dev->port, c->inflight);
 		comm_fail(c, ncclSystemError);
-	} else if (braid_oob_peer_gone(c->chan.fd)) {
-		BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): the peer "
-			   "closed its connection (process exited or killed?) with %d request(s) in "
-			   "flight",
-			   side(c), c->dev->name, c->dev->port, c->qps[0].qp->qp_num,
-			   c->qps[0].remote_qpn, c->peer, c->peer_gid, c->inflight);
-		comm_fail(c, ncclRemoteError);
+	} else {
+		char why[200];
+		int code;
+
+		switch (braid_oob_peer_state(&c->chan, &code, why, sizeof(why))) {
+		case BRAID_PEER_ALIVE:
+			break;
+		case BRAID_PEER_ERROR:
+			BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): the "
+				   "peer reports: %s",
+				   side(c), c->dev->name, c->dev->port, c->qps[0].qp->qp_num,
+				   c->qps[0].remote_qpn, c->peer, c->peer_gid, why);
+			comm_fail(c, code == ncclInvalidUsage ? ncclInvalidUsage : ncclRemoteError);
+			break;
+		case BRAID_PEER_GONE:
+			BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): the "
+				   "peer closed its connection (process exited or killed?) with %d "
+				   "request(s) in flight",
+				   side(c), c->dev->name, c->dev->port, c->qps[0].qp->qp_num,
+				   c->qps[0].remote_qpn, c->peer, c->peer_gid, c->inflight);
+			comm_fail(c, ncclRemoteError);
+			break;
+		}
 	}
 	if (c->error)
 		c->warned = 1;

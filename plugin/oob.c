@@ -292,23 +292,6 @@ int braid_oob_chan_recv(struct braid_oob_chan *ch, uint16_t type, const void **p
 	return 0;
 }
 
-int braid_oob_peer_gone(int fd)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
-	char c;
-
-	if (poll(&p, 1, 0) <= 0)
-		return 0;
-	if (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL))
-		return 1;
-	if (p.revents & POLLIN) {
-		ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-
-		return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-	}
-	return 0;
-}
-
 struct peer_error_msg {
 	int32_t code;
 	char why[200];

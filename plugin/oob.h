@@ -49,11 +49,9 @@ int braid_oob_chan_flush(struct braid_oob_chan *ch);
  */
 int braid_oob_chan_recv(struct braid_oob_chan *ch, uint16_t type, const void **payload,
 			uint32_t *len, char *why, size_t whylen);
-/* 1 when the peer closed or reset the socket (one poll(), no wait). */
-int braid_oob_peer_gone(int fd);
-
 /*
- * After set-up the channel carries at most one more message: a comm that failed in a way
+ * After set-up the socket tells whether the peer is still there (closed: it died) and
+ * carries at most one more message: a comm that failed in a way
  * its peer cannot see by itself (a receive buffer too small for the message) says so, so
  * that both ends report it. Best effort, never blocks.
  */

@@ -10,12 +10,16 @@
  * Data protocol (receiver-driven, zero copy, like NCCL's IB transport):
  *   irecv: the receiver RDMA-WRITEs the group's buffers {addr, rkey, size, tag} into slot
  *          seq % IB_RING of the sender's FIFO (registered sender memory).
- *   isend: the sender reads its slot, picks the buffer whose tag matches and writes the
- *          payload straight into it with RDMA_WRITE_WITH_IMM: one write for a small
- *          message (QPs taken in turn), one per QP for a message above the split
- *          threshold. The immediate names the slot, the buffer and the number of chunks;
- *          byte_len of each completion gives the real size. Nothing is copied.
- * Set-up and liveness go over plugin/oob.c, like net_ofi.
+ *   isend: the sender reads its slot, picks the first unused buffer whose tag matches
+ *          (none yet, or the slot not written yet: a NULL request, as ncclIbIsend),
+ *          truncates the message to that buffer (as ncclIbIsend) and writes it straight
+ *          into it with RDMA_WRITE_WITH_IMM: one write for a small message (QPs taken in
+ *          turn), one per QP for a message above the split threshold. The immediate
+ *          names the slot, the buffer and the number of chunks; byte_len of each
+ *          completion gives the real size. Nothing is copied.
+ *   iflush: a 1-byte RDMA READ over the receive comm's own loopback QP (as NCCL's
+ *          gpuFlush QP per receive comm), so no other comm's load can fill it.
+ * Set-up, liveness and the goodbye go over plugin/link.c, like net_ofi.
  */
 #ifndef BRAID_IB_H
 #define BRAID_IB_H
@@ -29,7 +33,7 @@
 #include "plugin/mr_cache.h"
 #include "plugin/oob.h"
 #include "plugin/pool.h"
-#include "plugin/setup.h"
+#include "plugin/link.h"
 
 /* libibverbs entry points, resolved with dlsym (never linked). Inline verbs that go through
  * the context's ops table (ibv_post_send, ibv_poll_cq, ...) are used directly. */
@@ -89,13 +93,13 @@ struct ib_fifo_elem {
 } __attribute__((aligned(8)));
 _Static_assert(sizeof(struct ib_fifo_elem) == 40, "FIFO element layout");
 
-/* imm of a data write: [0..2] buffer, [3..10] seq, [11..13] chunks - 1, [16] error,
- * [24..31] IB_IMM_MAGIC. */
+/* imm of a data write: [0..2] buffer, [3..10] seq, [11..13] chunks - 1, [24..31]
+ * IB_IMM_MAGIC. */
 #define IB_IMM_MAGIC 0xb7u
-static inline uint32_t ib_imm(uint32_t seq, int idx, int nchunks, int err)
+static inline uint32_t ib_imm(uint32_t seq, int idx, int nchunks)
 {
 	return (uint32_t)idx | ((seq & 0xffu) << 3) | ((uint32_t)(nchunks - 1) << 11) |
-	       ((uint32_t)!!err << 16) | (IB_IMM_MAGIC << 24);
+	       (IB_IMM_MAGIC << 24);
 }
 
 struct ib_hca; /* one verbs device */
@@ -136,16 +140,10 @@ struct ib_hca {
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
 	struct ibv_device_attr attr;
-	pthread_mutex_t lock; /* registration cache, comm list, async events, flush QP */
+	pthread_mutex_t lock; /* registration cache, comm list, async events */
 	struct braid_mr_cache cache;
 	struct ib_comm *comms; /* live comms, for async event dispatch */
 	int gdr_peermem, gdr_dmabuf;
-	/* flush: a QP connected to itself, 1-byte RDMA READs */
-	struct ibv_cq *flush_cq;
-	struct ibv_qp *flush_qp;
-	struct ibv_mr *flush_mr;
-	uint8_t flush_byte;
-	int flush_failed;
 };
 
 enum ib_req_kind { IB_REQ_SEND = 1, IB_REQ_RECV = 2, IB_REQ_FLUSH = 3 };
@@ -158,6 +156,7 @@ struct ib_req {
 	ncclResult_t status;
 	struct ib_comm *comm;
 	uint32_t seq;
+	uint64_t first; /* number of its (first) receive buffer, counted over the connection */
 	size_t size[BRAID_MAX_RECVS];
 	uint8_t chunks_want[BRAID_MAX_RECVS]; /* 0 until the first chunk says */
 	uint8_t chunks_got[BRAID_MAX_RECVS];
@@ -167,14 +166,6 @@ struct ib_req {
 
 /* wr_id: a pointer or index with the kind in the low 2 bits. */
 enum { IB_WR_SEND = 0, IB_WR_FIFO = 1, IB_WR_RECV = 2, IB_WR_FLUSH = 3 };
-
-enum ib_conn_stage {
-	IB_STAGE_CONNECTING,
-	IB_STAGE_HELLO,
-	IB_STAGE_REPLY,
-	IB_STAGE_READY_MSG,
-	IB_STAGE_READY,
-};
 
 struct ib_qp {
 	struct ibv_qp *qp;
@@ -192,10 +183,7 @@ struct ib_comm {
 	struct ib_dev *dev;
 	struct ib_hca *hca;
 	struct ib_comm *next; /* in hca->comms */
-	enum ib_conn_stage stage;
-	uint64_t deadline_ns;
-	uint64_t nonce;
-	struct braid_oob_chan chan;
+	struct braid_link *link; /* to the peer comm: set-up, liveness, goodbye */
 	char peer[64];
 	char peer_gid[48];
 	int traffic_class;
@@ -211,6 +199,13 @@ struct ib_comm {
 	struct ibv_mr *pool_mr; /* receive requests hold the FIFO entries we write */
 	int inflight;
 	uint32_t seq;
+	uint64_t nbufs;     /* receiver: buffers posted so far (the next one's number) */
+	uint64_t sent_upto; /* sender: the current group's first buffer number */
+
+	/* receiver: flushes go over a QP connected to itself (NULL: nothing to flush) */
+	struct ibv_qp *flush_qp;
+	struct ibv_mr *flush_mr;
+	uint8_t flush_byte;
 
 	/* sender: the FIFO the receiver writes into, and which buffers of the current group
 	 * were already sent to */
@@ -231,12 +226,26 @@ struct ib_comm {
 	struct braid_ctr_comm *ctr;
 };
 
+static inline struct ib_comm *to_ib_comm(void *comm)
+{
+	return comm;
+}
+
+static inline struct ib_req *to_ib_req(void *request)
+{
+	return request;
+}
+
 struct ib_listen {
 	uint32_t magic; /* BRAID_MAGIC_LISTEN */
 	int devidx;
 	struct braid_listener lsn;
-	struct ib_comm *pending;
 };
+
+static inline struct ib_listen *to_ib_listen(void *listen_comm)
+{
+	return listen_comm;
+}
 
 /* ib_dev.c */
 struct ib_state {
@@ -284,13 +293,16 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
 		      void **mhandles, void **request);
 ncclResult_t ib_test(void *request, int *done, size_t *sizes, int *nsizes);
+/* Closing: read the CQ once, then what c tells its peer in its goodbye. */
+void ib_comm_bye(struct ib_comm *c, struct braid_link_bye *bye);
 
 /* ib_flush.c */
 ncclResult_t ib_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
 		       void **request);
-int ib_flush_setup(struct ib_hca *h, struct ib_dev *d);
-void ib_flush_teardown(struct ib_hca *h);
-/* 1 when the flush request completed (status in r->status). */
-int ib_flush_poll(struct ib_req *r);
+/* A receive comm's flush QP, when flushes are due on its device; 0 or -errno (WARNed). */
+int ib_flush_open(struct ib_comm *c);
+void ib_flush_close(struct ib_comm *c);
+/* Send-queue entries the flush QP needs on the comm's CQ. */
+#define IB_FLUSH_DEPTH (2 * IB_RING)
 
 #endif

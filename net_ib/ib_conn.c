@@ -1,17 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * listen / connect / accept / close. Set-up runs over the out-of-band TCP socket:
+ * listen / connect / accept / close. Set-up runs over plugin/link.c; what net_ib adds is
+ * its blob, braid's verbs wire description:
  *
  *   connector (sender)                             listener (receiver)
  *   CQ, QPs to INIT, FIFO registered
- *   TCP connect  ----------------------------->   accept()
  *   HELLO {QPNs, PSNs, GID, LID, MTU, FIFO}  --->  check; CQ, QPs, receives, RTR, RTS
  *                <---------------------------   REPLY {QPNs, PSNs, GID, LID, MTU}
  *   QPs to RTR, RTS; READY  ----------------->   comm ready
  *
- * Both payloads carry braid's verbs wire magic, version and exact length, on top of the
- * framed header of plugin/oob.c, so a peer of another version, another backend or no
- * braid at all gets a clear error. Every step is non-blocking.
+ * The blob carries braid's verbs wire magic, version and exact length, so a peer of
+ * another version or another backend gets a clear error.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -26,16 +25,13 @@
 #include "plugin/numa.h"
 #include "plugin/params.h"
 
-enum { OOB_IB_HELLO = 0x101, OOB_IB_REPLY = 0x102, OOB_IB_READY = 0x103 };
-
 #define IB_WIRE_MAGIC 0x62726962u /* "brib" */
-#define IB_WIRE_VERSION 1
+#define IB_WIRE_VERSION 2 /* 2: the nonce moved to plugin/link.c's hello */
 
 struct ib_wire {
 	uint32_t magic;
 	uint16_t version;
 	uint16_t len; /* sizeof(struct ib_wire) */
-	uint64_t nonce;
 	uint8_t link_layer;
 	uint8_t mtu;
 	uint8_t nqps;
@@ -50,12 +46,24 @@ struct ib_wire {
 	char dev[64];
 } __attribute__((packed));
 
+static const struct braid_link_ops ib_link_ops;
+
 static void comm_free(struct ib_comm *c)
 {
 	if (!c)
 		return;
+	if (c->magic == BRAID_MAGIC_SEND || c->magic == BRAID_MAGIC_RECV) {
+		struct braid_link_bye bye;
+
+		/* What we did goes to the peer before the QPs go away: it then fails only
+		 * what can never complete. */
+		ib_comm_bye(c, &bye);
+		braid_link_close(c->link, &bye);
+		c->link = NULL;
+	}
 	c->magic = BRAID_MAGIC_DEAD;
 	ib_comm_unregister(c);
+	ib_flush_close(c);
 	for (int i = 0; i < c->nqps; i++) {
 		if (c->qps[i].qp)
 			ibv.destroy_qp(c->qps[i].qp);
@@ -70,13 +78,12 @@ static void comm_free(struct ib_comm *c)
 		ibv.dereg_mr(c->pool_mr);
 	braid_numa_free(c->fifo, IB_RING * sizeof(*c->fifo));
 	braid_pool_fini(&c->reqs);
-	if (c->chan.fd >= 0)
-		close(c->chan.fd);
+	braid_link_close(c->link, NULL);
 	braid_counters_comm_put(c->ctr);
 	free(c);
 }
 
-static struct ib_comm *comm_new(int devidx, int fd, int is_send)
+static struct ib_comm *comm_new(int devidx, struct braid_link *lk, int is_send)
 {
 	struct ib_comm *c = calloc(1, sizeof(*c));
 
@@ -86,12 +93,21 @@ static struct ib_comm *comm_new(int devidx, int fd, int is_send)
 	c->dev = &ib.devs[devidx];
 	c->hca = c->dev->hca;
 	c->is_send = is_send;
-	braid_oob_chan_init(&c->chan, fd);
-	c->deadline_ns = braid_setup_deadline();
+	c->link = lk;
+	snprintf(c->peer, sizeof(c->peer), "%s", lk->peer);
 	c->traffic_class = (int)braid_param_int(BRAID_P_IB_TC);
 	c->split_bytes = (size_t)braid_param_int(BRAID_P_IB_SPLIT_BYTES);
 	ib_comm_register(c);
 	return c;
+}
+
+/* Flushes are due where NCCL's IB transport enables them: GPUDirect on the HCA (or
+ * BRAID_IB_FLUSH=always, which flushes host memory too). */
+static int flush_wanted(const struct ib_comm *c)
+{
+	int mode = (int)braid_param_int(BRAID_P_IB_FLUSH); /* auto, always, never */
+
+	return mode == 1 || (mode == 0 && (c->hca->gdr_peermem || c->hca->gdr_dmabuf));
 }
 
 /* CQ, QPs (to INIT), request pool; the sender's FIFO. */
@@ -99,10 +115,11 @@ static int comm_open(struct ib_comm *c, int nqps)
 {
 	struct ib_hca *h = c->hca;
 	int per_qp = c->is_send ? IB_SQ_DEPTH + 1 : IB_RQ_DEPTH + IB_RING + 8;
+	int flush = !c->is_send && flush_wanted(c) ? IB_FLUSH_DEPTH : 0;
 	int rc;
 
 	c->nqps = nqps;
-	c->cq = ibv.create_cq(h->ctx, nqps * per_qp + 16, NULL, NULL, 0);
+	c->cq = ibv.create_cq(h->ctx, nqps * per_qp + flush + 16, NULL, NULL, 0);
 	if (!c->cq) {
 		rc = errno ? errno : EIO;
 		BRAID_WARN("ib: ibv_create_cq on %s failed: %s", h->name, strerror(rc));
@@ -132,7 +149,7 @@ static int comm_open(struct ib_comm *c, int nqps)
 				return rc;
 			}
 		}
-		return 0;
+		return flush ? ib_flush_open(c) : 0;
 	}
 	c->fifo = braid_numa_alloc(IB_RING * sizeof(*c->fifo), c->dev->numa_node);
 	if (!c->fifo)
@@ -156,7 +173,6 @@ static void fill_wire(struct ib_comm *c, struct ib_wire *w, const uint32_t *psn)
 	w->magic = IB_WIRE_MAGIC;
 	w->version = IB_WIRE_VERSION;
 	w->len = sizeof(*w);
-	w->nonce = c->nonce;
 	w->link_layer = (uint8_t)d->link_layer;
 	w->mtu = (uint8_t)d->mtu;
 	w->nqps = (uint8_t)c->nqps;
@@ -181,7 +197,7 @@ static int check_wire(struct ib_comm *c, const void *payload, uint32_t len, int 
 {
 	const struct ib_wire *w = payload;
 
-	if (len < offsetof(struct ib_wire, nonce) || w->magic != IB_WIRE_MAGIC) {
+	if (len < offsetof(struct ib_wire, link_layer) || w->magic != IB_WIRE_MAGIC) {
 		BRAID_WARN("ib: %s %s: the peer's %s is not braid's verbs handshake (%u bytes%s); is "
 			   "it running braid with BRAID_BACKEND=ib?",
 			   side, c->peer, want_nqps ? "reply" : "hello", len,
@@ -259,24 +275,6 @@ static void log_ready(struct ib_comm *c)
 		   c->dev->name, c->dev->port, c->peer_gid, c->nqps, labels);
 }
 
-ncclResult_t ib_listen(int dev, void *handle, void **listen_comm)
-{
-	struct ib_listen *l = calloc(1, sizeof(*l));
-	ncclResult_t rc;
-
-	if (!l)
-		return ncclSystemError;
-	rc = braid_setup_listen(BRAID_BACKEND_IB, "ib", dev, handle, &l->lsn);
-	if (rc != ncclSuccess) {
-		free(l);
-		return rc;
-	}
-	l->devidx = dev;
-	l->magic = BRAID_MAGIC_LISTEN;
-	*listen_comm = l;
-	return ncclSuccess;
-}
-
 static void make_psns(uint32_t *psn, int n)
 {
 	for (int i = 0; i < n; i++)
@@ -293,257 +291,171 @@ static int32_t ctr_index(const struct braid_ctr_comm *rec)
 	return (int32_t)(rec - r->comms);
 }
 
-static int connect_step(struct ib_comm *c)
+
+static int link_hello(void *comm, void *blob, uint32_t *len)
 {
-	const void *payload;
-	uint32_t len;
-	char why[160];
+	struct ib_comm *c = to_ib_comm(comm);
+
+	fill_wire(c, blob, c->psn);
+	*len = sizeof(struct ib_wire);
+	return 0;
+}
+
+static int link_finish(void *comm, const void *blob, uint32_t len)
+{
+	struct ib_comm *c = to_ib_comm(comm);
+	int rc = check_wire(c, blob, len, c->nqps, "connect to");
+
+	return rc ? rc : connect_qps(c, blob, c->psn);
+}
+
+static int link_answer(void *listen_comm, struct braid_link *lk, const void *blob, uint32_t len,
+		       void *reply, uint32_t *rlen, void **comm)
+{
+	struct ib_listen *l = to_ib_listen(listen_comm);
+	struct ib_comm *c = comm_new(l->devidx, lk, 0);
+	const struct ib_wire *hello = blob;
+	uint32_t psn[IB_MAX_QPS];
 	int rc;
 
-	switch (c->stage) {
-	case IB_STAGE_CONNECTING: {
-		struct ib_wire hello;
+	if (!c)
+		return -ENOMEM;
+	rc = check_wire(c, blob, len, 0, "accept from");
+	if (!rc) {
+		c->rem_fifo_addr = hello->fifo_addr;
+		c->rem_fifo_rkey = hello->fifo_rkey;
+		rc = comm_open(c, hello->nqps);
+	}
+	if (!rc) {
+		make_psns(psn, c->nqps);
+		rc = connect_qps(c, hello, psn);
+	}
+	if (rc) {
+		c->link = NULL; /* still the listener's, which drops it */
+		comm_free(c);
+		return rc;
+	}
+	fill_wire(c, reply, psn);
+	*rlen = sizeof(struct ib_wire);
+	*comm = c;
+	return 0;
+}
 
-		rc = braid_oob_connect_done(c->chan.fd);
-		if (rc == -EINPROGRESS)
-			return -EAGAIN;
-		if (rc) {
-			BRAID_WARN("ib: connect to %s: %s (is the peer process alive?)", c->peer,
-				   strerror(-rc));
-			return rc;
-		}
-		fill_wire(c, &hello, c->psn);
-		braid_oob_chan_post(&c->chan, OOB_IB_HELLO, &hello, sizeof(hello));
-		c->stage = IB_STAGE_HELLO;
-	}
-		/* fall through */
-	case IB_STAGE_HELLO:
-		rc = braid_oob_chan_flush(&c->chan);
-		if (rc)
-			return rc;
-		c->stage = IB_STAGE_REPLY;
-		/* fall through */
-	case IB_STAGE_REPLY: {
-		uint32_t lpsn[IB_MAX_QPS];
+static void link_discard(void *comm)
+{
+	comm_free(to_ib_comm(comm));
+}
 
-		rc = braid_oob_chan_recv(&c->chan, OOB_IB_REPLY, &payload, &len, why, sizeof(why));
-		if (rc == -EAGAIN)
-			return rc;
-		if (rc == -EPROTO) {
-			BRAID_WARN("ib: connect to %s: bad reply: %s", c->peer, why);
-			return -EPROTO;
-		}
-		if (rc) {
-			BRAID_WARN("ib: connect to %s: the listener closed the connection (%s); it "
-				   "refused our hello or died",
-				   c->peer, strerror(-rc));
-			return rc;
-		}
-		rc = check_wire(c, payload, len, c->nqps, "connect to");
-		if (rc)
-			return rc;
-		memcpy(lpsn, c->psn, sizeof(lpsn));
-		rc = connect_qps(c, payload, lpsn);
-		if (rc)
-			return rc;
-		braid_oob_chan_post(&c->chan, OOB_IB_READY, "R", 1);
-		c->stage = IB_STAGE_READY_MSG;
+static const struct braid_link_ops ib_link_ops = {
+	.who = "ib",
+	.kind = BRAID_BACKEND_IB,
+	.hello = link_hello,
+	.finish = link_finish,
+	.answer = link_answer,
+	.discard = link_discard,
+};
+
+ncclResult_t ib_listen(int dev, void *handle, void **listen_comm)
+{
+	struct ib_listen *l = calloc(1, sizeof(*l));
+	ncclResult_t rc;
+
+	if (!l)
+		return ncclSystemError;
+	rc = braid_listener_open(&l->lsn, &ib_link_ops, dev, handle, ib.devs[dev].ctr);
+	if (rc != ncclSuccess) {
+		free(l);
+		return rc;
 	}
-		/* fall through */
-	case IB_STAGE_READY_MSG:
-		rc = braid_oob_chan_flush(&c->chan);
-		if (rc)
-			return rc;
-		c->stage = IB_STAGE_READY;
-		return 0;
-	case IB_STAGE_READY:
-		return 0;
-	}
-	return -EINVAL;
+	l->devidx = dev;
+	l->magic = BRAID_MAGIC_LISTEN;
+	*listen_comm = l;
+	return ncclSuccess;
+}
+
+/* A comm is ready: its counters, and the QPs' records name it. */
+static void comm_ready(struct ib_comm *c, int is_send)
+{
+	c->ctr = braid_counters_comm_get(c->devidx, is_send ? BRAID_CTR_COMM_SEND
+							     : BRAID_CTR_COMM_RECV, c->peer);
+	for (int i = 0; i < c->nqps; i++)
+		if (c->qps[i].ctr)
+			c->qps[i].ctr->comm = ctr_index(c->ctr);
+	c->magic = is_send ? BRAID_MAGIC_SEND : BRAID_MAGIC_RECV;
+	log_ready(c);
 }
 
 ncclResult_t ib_connect(int dev, const struct braid_conn_opts *opts, const void *handle,
 			void **send_comm)
 {
 	struct ib_comm *c = braid_handle_stage_get(handle);
-	char peer[64];
-	uint64_t nonce;
+	struct braid_link *lk;
 	ncclResult_t res;
-	int rc, fd;
+	int rc;
 
 	if (!c) {
-		res = braid_setup_dial(BRAID_BACKEND_IB, "ib", dev, handle, &fd, &nonce, peer,
-				       sizeof(peer));
+		res = braid_link_dial(&ib_link_ops, dev, handle, &lk);
 		if (res != ncclSuccess)
 			return res;
-		c = comm_new(dev, fd, 1);
+		c = comm_new(dev, lk, 1);
 		if (!c) {
-			close(fd);
+			braid_link_close(lk, NULL);
 			return ncclSystemError;
 		}
-		c->nonce = nonce;
 		if (opts->traffic_class != NCCL_NET_TRAFFIC_CLASS_UNDEF)
 			c->traffic_class = opts->traffic_class & 0xff;
-		snprintf(c->peer, sizeof(c->peer), "%s", peer);
 		rc = comm_open(c, c->dev->nqps);
 		if (rc) {
 			comm_free(c);
-			return ncclSystemError;
+			return braid_link_error(rc);
 		}
 		make_psns(c->psn, c->nqps);
-		c->stage = IB_STAGE_CONNECTING;
 		braid_handle_stage_set((void *)handle, c);
 	}
-	rc = braid_setup_check_deadline(connect_step(c), c->deadline_ns, "ib", "connect to",
-					c->peer);
+	rc = braid_link_connect_step(c->link, &ib_link_ops, c);
 	if (rc == -EAGAIN)
 		return ncclSuccess;
 	braid_handle_stage_set((void *)handle, NULL);
 	if (rc) {
 		comm_free(c);
-		return braid_setup_error(rc);
+		return braid_link_error(rc);
 	}
-	c->ctr = braid_counters_comm_get(dev, BRAID_CTR_COMM_SEND, c->peer);
-	for (int i = 0; i < c->nqps; i++)
-		if (c->qps[i].ctr)
-			c->qps[i].ctr->comm = ctr_index(c->ctr);
-	c->magic = BRAID_MAGIC_SEND;
+	comm_ready(c, 1);
 	*send_comm = c;
-	log_ready(c);
 	return ncclSuccess;
-}
-
-static int accept_step(struct ib_listen *l, struct ib_comm *c)
-{
-	const void *payload;
-	uint32_t len;
-	char why[160];
-	int rc;
-
-	if (c->stage == IB_STAGE_HELLO) {
-		const struct ib_wire *hello;
-		struct ib_wire reply;
-		uint32_t psn[IB_MAX_QPS];
-
-		rc = braid_oob_chan_recv(&c->chan, OOB_IB_HELLO, &payload, &len, why, sizeof(why));
-		if (rc == -EAGAIN)
-			return rc;
-		if (rc == -EPROTO) {
-			BRAID_WARN("ib: accept on %s from %s: bad hello: %s", l->lsn.addr, c->peer, why);
-			return -EPROTO;
-		}
-		if (rc) {
-			BRAID_WARN("ib: accept on %s: the connecting peer %s went away (%s)", l->lsn.addr,
-				   c->peer, strerror(-rc));
-			return rc;
-		}
-		rc = check_wire(c, payload, len, 0, "accept from");
-		if (rc)
-			return rc;
-		hello = payload;
-		if (hello->nonce != l->lsn.nonce) {
-			BRAID_WARN("ib: accept on %s: peer %s holds a handle for another listener",
-				   l->lsn.addr, c->peer);
-			return -EPROTO;
-		}
-		c->nonce = l->lsn.nonce;
-		c->rem_fifo_addr = hello->fifo_addr;
-		c->rem_fifo_rkey = hello->fifo_rkey;
-		rc = comm_open(c, hello->nqps);
-		if (rc)
-			return rc;
-		make_psns(psn, c->nqps);
-		rc = connect_qps(c, hello, psn);
-		if (rc)
-			return rc;
-		fill_wire(c, &reply, psn);
-		braid_oob_chan_post(&c->chan, OOB_IB_REPLY, &reply, sizeof(reply));
-		c->stage = IB_STAGE_REPLY;
-	}
-	if (c->stage == IB_STAGE_REPLY) {
-		rc = braid_oob_chan_flush(&c->chan);
-		if (rc)
-			return rc;
-		c->stage = IB_STAGE_READY_MSG;
-	}
-	if (c->stage == IB_STAGE_READY_MSG) {
-		rc = braid_oob_chan_recv(&c->chan, OOB_IB_READY, &payload, &len, why, sizeof(why));
-		if (rc == -EAGAIN)
-			return rc;
-		if (rc) {
-			BRAID_WARN("ib: accept on %s: peer %s failed to bring its QPs up (%s)", l->lsn.addr,
-				   c->peer, rc == -EPROTO ? why : strerror(-rc));
-			return rc;
-		}
-		c->stage = IB_STAGE_READY;
-	}
-	return 0;
 }
 
 ncclResult_t ib_accept(void *listen_comm, void **recv_comm)
 {
-	struct ib_listen *l = listen_comm;
-	struct ib_comm *c = l->pending;
-	int rc;
+	struct ib_listen *l = to_ib_listen(listen_comm);
+	void *comm = NULL;
+	ncclResult_t res;
 
-	if (!c) {
-		char peer[64];
-		int fd;
-
-		rc = braid_setup_answer(&l->lsn, "ib", &fd, peer, sizeof(peer));
-		if (rc == -EAGAIN)
-			return ncclSuccess;
-		if (rc)
-			return ncclSystemError;
-		c = comm_new(l->devidx, fd, 0);
-		if (!c) {
-			close(fd);
-			return ncclSystemError;
-		}
-		snprintf(c->peer, sizeof(c->peer), "%s", peer);
-		c->stage = IB_STAGE_HELLO;
-		l->pending = c;
-	}
-	rc = braid_setup_check_deadline(accept_step(l, c), c->deadline_ns, "ib", "accept from",
-					c->peer);
-	if (rc == -EAGAIN)
-		return ncclSuccess;
-	l->pending = NULL;
-	if (rc) {
-		comm_free(c);
-		return braid_setup_error(rc);
-	}
-	c->ctr = braid_counters_comm_get(l->devidx, BRAID_CTR_COMM_RECV, c->peer);
-	for (int i = 0; i < c->nqps; i++)
-		if (c->qps[i].ctr)
-			c->qps[i].ctr->comm = ctr_index(c->ctr);
-	if (braid_param_int(BRAID_P_IB_FLUSH) == 1 && ib_flush_setup(c->hca, c->dev))
-		BRAID_INFO(NCCL_NET, "ib: BRAID_IB_FLUSH=always but the flush QP on %s failed",
-			   c->hca->name);
-	c->magic = BRAID_MAGIC_RECV;
-	*recv_comm = c;
-	log_ready(c);
+	res = braid_listener_accept(&l->lsn, &ib_link_ops, l, &comm);
+	if (res != ncclSuccess || !comm)
+		return res;
+	comm_ready(to_ib_comm(comm), 0);
+	*recv_comm = comm;
 	return ncclSuccess;
 }
 
 ncclResult_t ib_close_send(void *send_comm)
 {
-	comm_free(send_comm);
+	comm_free(to_ib_comm(send_comm));
 	return ncclSuccess;
 }
 
 ncclResult_t ib_close_recv(void *recv_comm)
 {
-	comm_free(recv_comm);
+	comm_free(to_ib_comm(recv_comm));
 	return ncclSuccess;
 }
 
 ncclResult_t ib_close_listen(void *listen_comm)
 {
-	struct ib_listen *l = listen_comm;
+	struct ib_listen *l = to_ib_listen(listen_comm);
 
-	comm_free(l->pending);
-	close(l->lsn.fd);
+	braid_listener_close(&l->lsn, &ib_link_ops);
 	l->magic = BRAID_MAGIC_DEAD;
 	free(l);
 	return ncclSuccess;

@@ -66,7 +66,7 @@ static void handle_wc_error(struct ib_comm *c, const struct ibv_wc *wc)
 	int qi = qp_index(c, wc->qp_num);
 	unsigned kind = (unsigned)(wc->wr_id & 3);
 
-	if (kind == IB_WR_SEND || kind == IB_WR_FIFO) {
+	if (kind == IB_WR_SEND || kind == IB_WR_FIFO || kind == IB_WR_FLUSH) {
 		struct ib_req *r = (struct ib_req *)(uintptr_t)(wc->wr_id & ~3ULL);
 
 		/* a flushed request fails with what failed the comm */
@@ -99,9 +99,10 @@ static void handle_wc_error(struct ib_comm *c, const struct ibv_wc *wc)
 		   "error: %s (status %d, vendor error %#x)",
 		   side(c), c->dev->name, c->dev->port, wc->qp_num,
 		   qi >= 0 ? c->qps[qi].remote_qpn : 0, c->peer, c->peer_gid,
-		   kind == IB_WR_SEND   ? "data write"
-		   : kind == IB_WR_FIFO ? "FIFO write"
-					: "receive",
+		   kind == IB_WR_SEND    ? "data write"
+		   : kind == IB_WR_FIFO  ? "FIFO write"
+		   : kind == IB_WR_FLUSH ? "flush READ"
+					 : "receive",
 		   ibv.wc_status_str(wc->status), (int)wc->status, wc->vendor_err);
 	comm_fail(c, wc_result(wc->status));
 }
@@ -111,7 +112,7 @@ static void data_arrived(struct ib_comm *c, const struct ibv_wc *wc)
 {
 	uint32_t imm = ntohl(wc->imm_data);
 	uint32_t seq8 = (imm >> 3) & 0xff;
-	int idx = (int)(imm & 7), nch = (int)((imm >> 11) & 7) + 1, err = (imm >> 16) & 1;
+	int idx = (int)(imm & 7), nch = (int)((imm >> 11) & 7) + 1;
 	struct ib_req *r = c->slot[seq8 % IB_RING];
 	int qi = qp_index(c, wc->qp_num);
 
@@ -135,19 +136,10 @@ static void data_arrived(struct ib_comm *c, const struct ibv_wc *wc)
 		braid_ctr_add(&c->qps[qi].ctr->rx_bytes, wc->byte_len);
 		braid_ctr_add(&c->qps[qi].ctr->rx_msgs, 1);
 	}
-	if (err) {
-		BRAID_WARN("ib: receive comm %s:%d peer %s: the sender's message is larger than "
-			   "receive buffer %d (%zu bytes) of group %u; nothing was written",
-			   c->dev->name, c->dev->port, c->peer, idx, r->cap[idx], r->seq);
-		req_fail(r, ncclInvalidUsage);
-		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(errors), 1);
-	}
 	if (r->chunks_got[idx] == nch) {
 		r->pending--;
-		if (!err) {
-			braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_bytes), r->size[idx]);
-			braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_msgs), 1);
-		}
+		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_bytes), r->size[idx]);
+		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_msgs), 1);
 	}
 }
 
@@ -167,6 +159,7 @@ static void handle_wc(struct ib_comm *c, const struct ibv_wc *wc)
 		}
 		break;
 	case IB_WR_FIFO:
+	case IB_WR_FLUSH:
 		r->pending--;
 		break;
 	case IB_WR_RECV:
@@ -237,26 +230,32 @@ static void check_health(struct ib_comm *c)
 			   c->qps[0].remote_qpn, c->peer, c->peer_gid, c->dev->port, c->inflight);
 		comm_fail(c, ncclSystemError);
 	} else {
-		char why[200];
-		int code;
+		enum braid_link_state was = c->link->state;
 
-		switch (braid_oob_peer_state(&c->chan, &code, why, sizeof(why))) {
-		case BRAID_PEER_ALIVE:
-			break;
-		case BRAID_PEER_ERROR:
+		switch (braid_link_check(c->link, 1)) {
+		case BRAID_LINK_FAILED:
 			BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): the "
 				   "peer reports: %s",
 				   side(c), c->dev->name, c->dev->port, c->qps[0].qp->qp_num,
-				   c->qps[0].remote_qpn, c->peer, c->peer_gid, why);
-			comm_fail(c, code == ncclInvalidUsage ? ncclInvalidUsage : ncclRemoteError);
+				   c->qps[0].remote_qpn, c->peer, c->peer_gid, c->link->peer_why);
+			comm_fail(c, c->link->peer_code == ncclInvalidUsage ? ncclInvalidUsage
+									    : ncclRemoteError);
 			break;
-		case BRAID_PEER_GONE:
+		case BRAID_LINK_DEAD:
 			BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): the "
-				   "peer closed its connection (process exited or killed?) with %d "
-				   "request(s) in flight",
+				   "peer hung up without closing its comm (process exited or "
+				   "killed?) with %d request(s) in flight",
 				   side(c), c->dev->name, c->dev->port, c->qps[0].qp->qp_num,
 				   c->qps[0].remote_qpn, c->peer, c->peer_gid, c->inflight);
 			comm_fail(c, ncclRemoteError);
+			break;
+		case BRAID_LINK_BYE:
+			if (was != BRAID_LINK_BYE)
+				BRAID_INFO(NCCL_NET, "ib: %s comm %s:%d: peer %s closed its comm, %d "
+					   "request(s) in flight here",
+					   side(c), c->dev->name, c->dev->port, c->peer, c->inflight);
+			break;
+		default:
 			break;
 		}
 	}
@@ -331,18 +330,32 @@ static ncclResult_t comm_error(struct ib_comm *c)
 	return c->error;
 }
 
+/* After the peer's goodbye no new request of this comm can ever complete. */
+static ncclResult_t refuse_after_bye(struct ib_comm *c)
+{
+	braid_link_check(c->link, 0);
+	if (c->link->state != BRAID_LINK_BYE)
+		return ncclSuccess;
+	BRAID_WARN("ib: %s comm %s:%d: peer %s closed its comm; no %s can complete any more",
+		   side(c), c->dev->name, c->dev->port, c->peer, c->is_send ? "send" : "receive");
+	c->warned = 1;
+	comm_fail(c, ncclRemoteError);
+	return c->error;
+}
+
 ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 		      void **request)
 {
-	struct ib_comm *c = send_comm;
+	struct ib_comm *c = to_ib_comm(send_comm);
 	struct ib_mr *m = mhandle;
 	const struct ib_fifo_elem *g;
 	struct ib_fifo_elem e;
 	struct ib_req *r;
 	int idx = -1, nch = 1, posted = 0, rc = 0;
+	size_t chunk;
 	uint32_t gn;
 
-	if (comm_error(c))
+	if (comm_error(c) || refuse_after_bye(c))
 		return c->error;
 	if (!in_mr(m, data, size)) {
 		BRAID_WARN("ib: isend of %zu bytes at %p is outside its registration [%#lx, +%zu)",
@@ -364,57 +377,42 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 	for (uint32_t i = 0; i < gn && idx < 0; i++)
 		if (g[i].tag == tag && !(c->used & (1u << i)))
 			idx = (int)i;
-	if (idx < 0) {
-		BRAID_WARN("ib: isend tag %d on %s:%d peer %s matches no free buffer of receive group "
-			   "%u (%u buffers)",
-			   tag, c->dev->name, c->dev->port, c->peer, c->seq, gn);
-		return ncclInternalError;
-	}
+	if (idx < 0)
+		return ncclSuccess; /* no free buffer with this tag yet: NCCL calls again */
 	e = g[idx];
 	g = NULL;
 	r = braid_pool_get(&c->reqs);
 	if (!r)
 		return ncclSuccess; /* more than maxRecvs x 32 in flight: NCCL retries */
+	/* As NCCL's IB transport: a message larger than its buffer arrives truncated. */
+	if (size > e.size)
+		size = e.size;
 	r->comm = c;
 	r->kind = IB_REQ_SEND;
 	r->n = 1;
 	r->size[0] = size;
 	r->seq = c->seq;
-
-	if (size > e.size) {
-		/* Tell the receiver instead of writing past its buffer: a 0-byte write, flagged. */
-		BRAID_WARN("ib: isend of %zu bytes on %s:%d to %s: receive buffer %d of group %u has "
-			   "only %llu bytes",
-			   size, c->dev->name, c->dev->port, c->peer, idx, c->seq,
-			   (unsigned long long)e.size);
-		rc = post_write(c, (int)(c->next_qp++ % (uint32_t)c->nqps), r, NULL, 0, 0, e.addr,
-				e.rkey, ib_imm(c->seq, idx, 1, 1));
-		r->status = ncclInvalidUsage;
-		posted = rc ? 0 : 1;
-	} else {
-		size_t chunk = size;
-
-		if (size > c->split_bytes && c->nqps > 1)
-			nch = c->nqps;
-		while ((size + (size_t)nch - 1) / (size_t)nch > c->dev->max_msg_sz &&
-		       nch < IB_MAX_QPS)
-			nch++;
-		if (nch > 1) {
-			chunk = ((size + (size_t)nch - 1) / (size_t)nch + 127) & ~(size_t)127;
-			nch = (int)((size + chunk - 1) / chunk);
-		}
-		for (int k = 0; k < nch && !rc; k++) {
-			size_t off = (size_t)k * chunk;
-			size_t len = size - off < chunk ? size - off : chunk;
-
-			rc = post_write(c, (int)((c->next_qp + (uint32_t)k) % (uint32_t)c->nqps), r,
-					(char *)data + off, (uint32_t)len, m->mr->lkey, e.addr + off,
-					e.rkey, ib_imm(c->seq, idx, nch, 0));
-			if (!rc)
-				posted++;
-		}
-		c->next_qp++;
+	r->first = c->sent_upto + (uint64_t)idx;
+	if (size > c->split_bytes && c->nqps > 1)
+		nch = c->nqps;
+	while ((size + (size_t)nch - 1) / (size_t)nch > c->dev->max_msg_sz && nch < IB_MAX_QPS)
+		nch++;
+	chunk = size;
+	if (nch > 1) {
+		chunk = ((size + (size_t)nch - 1) / (size_t)nch + 127) & ~(size_t)127;
+		nch = (int)((size + chunk - 1) / chunk);
 	}
+	for (int k = 0; k < nch && !rc; k++) {
+		size_t off = (size_t)k * chunk;
+		size_t len = size - off < chunk ? size - off : chunk;
+
+		rc = post_write(c, (int)((c->next_qp + (uint32_t)k) % (uint32_t)c->nqps), r,
+				(char *)data + off, (uint32_t)len, m->mr->lkey, e.addr + off, e.rkey,
+				ib_imm(c->seq, idx, nch));
+		if (!rc)
+			posted++;
+	}
+	c->next_qp++;
 	if (rc) {
 		comm_fail(c, ncclSystemError);
 		c->warned = 1;
@@ -431,6 +429,7 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 	if (c->used == (1u << gn) - 1) {
 		c->used = 0;
 		c->seq++;
+		c->sent_upto += gn;
 	}
 	*request = r;
 	return c->error;
@@ -439,14 +438,14 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
 		      void **mhandles, void **request)
 {
-	struct ib_comm *c = recv_comm;
+	struct ib_comm *c = to_ib_comm(recv_comm);
 	struct ibv_sge sge;
 	struct ibv_send_wr wr, *bad;
 	struct ib_req *r;
 	uint32_t slot = c->seq % IB_RING;
 	int rc;
 
-	if (comm_error(c))
+	if (comm_error(c) || refuse_after_bye(c))
 		return c->error;
 	for (int i = 0; i < n; i++)
 		if (!in_mr(mhandles[i], data[i], sizes[i])) {
@@ -463,6 +462,7 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 	r->kind = IB_REQ_RECV;
 	r->n = n;
 	r->seq = c->seq;
+	r->first = c->nbufs;
 	for (int i = 0; i < n; i++) {
 		const struct ib_mr *m = mhandles[i];
 
@@ -505,43 +505,103 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 	c->slot[slot] = r;
 	c->inflight++;
 	c->seq++;
+	c->nbufs += (uint64_t)n;
 	*request = r;
 	return ncclSuccess;
 }
 
+/* A buffer of a receive request is complete once all its chunks landed. */
+static int buffer_done(const struct ib_req *r, int i)
+{
+	return r->chunks_want[i] && r->chunks_got[i] == r->chunks_want[i];
+}
+
+/* A request still waiting: can it still complete? The comm's error, or the request's. */
+static ncclResult_t check_request(struct ib_comm *c, struct ib_req *r)
+{
+	uint64_t bufs[BRAID_MAX_RECVS], waited;
+	int n = 0;
+
+	check_health(c);
+	comm_error(c);
+	if (c->error != ncclSuccess)
+		return c->error;
+	if (r->status != ncclSuccess || c->link->state != BRAID_LINK_BYE || r->kind == IB_REQ_FLUSH)
+		return r->status;
+	if (r->kind == IB_REQ_SEND)
+		bufs[n++] = r->first;
+	for (int i = 0; r->kind == IB_REQ_RECV && i < r->n; i++)
+		if (!buffer_done(r, i))
+			bufs[n++] = r->first + (uint64_t)i;
+	waited = braid_now_ns() - c->link->bye_ns;
+	if (braid_link_bye_covers(c->link, bufs, n) == 0 && waited <= braid_link_grace_ns())
+		return ncclSuccess; /* its data was on its way: it completes */
+	if (braid_link_bye_covers(c->link, bufs, n))
+		BRAID_WARN("ib: %s comm %s:%d: peer %s closed its comm before %s buffer %llu; this "
+			   "request can never complete",
+			   side(c), c->dev->name, c->dev->port, c->peer,
+			   r->kind == IB_REQ_SEND ? "it received into" : "it sent to",
+			   (unsigned long long)bufs[0]);
+	else
+		BRAID_WARN("ib: %s comm %s:%d: a request on buffer %llu is not complete %.1f s "
+			   "after peer %s closed its comm",
+			   side(c), c->dev->name, c->dev->port, (unsigned long long)bufs[0],
+			   (double)waited / 1e9, c->peer);
+	req_fail(r, ncclRemoteError);
+	return r->status;
+}
+
+void ib_comm_bye(struct ib_comm *c, struct braid_link_bye *bye)
+{
+	if (!c->error)
+		progress(c);
+	if (c->is_send) {
+		/* a group with buffers used is the current one: its slot stays ours */
+		uint32_t gn = c->used ? c->fifo[c->seq % IB_RING][0].n : 0;
+
+		braid_bye_init(bye, c->sent_upto, c->sent_upto + gn);
+		for (uint32_t i = 0; i < gn; i++)
+			if (c->used & (1u << i))
+				braid_bye_add(bye, c->sent_upto + i);
+		return;
+	}
+	/* receiver: every buffer is filled but those of requests still waiting */
+	uint64_t base = c->nbufs;
+
+	for (int s = 0; s < IB_RING; s++)
+		for (int i = 0; c->slot[s] && i < c->slot[s]->n; i++)
+			if (!buffer_done(c->slot[s], i) && c->slot[s]->first + (uint64_t)i < base)
+				base = c->slot[s]->first + (uint64_t)i;
+	braid_bye_init(bye, base, c->nbufs);
+	for (uint64_t b = base; b < c->nbufs; b++)
+		braid_bye_add(bye, b);
+	for (int s = 0; s < IB_RING; s++)
+		for (int i = 0; c->slot[s] && i < c->slot[s]->n; i++)
+			if (!buffer_done(c->slot[s], i))
+				braid_bye_del(bye, c->slot[s]->first + (uint64_t)i);
+}
+
 ncclResult_t ib_test(void *request, int *done, size_t *sizes, int *nsizes)
 {
-	struct ib_req *r = request;
+	struct ib_req *r = to_ib_req(request);
 	struct ib_comm *c = r->comm;
 	ncclResult_t status;
 
 	*done = 0;
-	if (r->kind == IB_REQ_FLUSH) {
-		if (!ib_flush_poll(r))
-			return ncclSuccess;
-		status = r->status;
-		*done = 1;
-		*nsizes = 0;
-		r->magic = BRAID_MAGIC_DEAD;
-		braid_pool_put(&c->reqs, r);
-		return status;
-	}
 	if (r->pending > 0) {
 		progress(c);
-		if (r->pending > 0) {
-			check_health(c);
-			comm_error(c);
-			/* A failed comm will never complete this request: report, don't wait. */
-			return c->error;
-		}
+		if (r->pending > 0)
+			return check_request(c, r); /* it waits, or it never completes */
 	}
 	status = r->status;
 	*done = 1;
-	for (int i = 0; i < r->n; i++)
+	for (int i = 0; r->kind != IB_REQ_FLUSH && i < r->n; i++)
 		sizes[i] = r->size[i];
-	*nsizes = r->n;
-	braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(completions), 1);
-	c->inflight--;
+	*nsizes = r->kind == IB_REQ_FLUSH ? 0 : r->n;
+	if (r->kind != IB_REQ_FLUSH) {
+		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(completions), 1);
+		c->inflight--;
+	}
 	if (r->kind == IB_REQ_RECV)
 		c->slot[r->seq % IB_RING] = NULL;
 	r->magic = BRAID_MAGIC_DEAD;

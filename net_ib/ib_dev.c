@@ -255,7 +255,6 @@ static void detect_gdr(struct ib_hca *h)
 
 static void hca_close(struct ib_hca *h)
 {
-	ib_flush_teardown(h);
 	ib_mr_cache_purge(h);
 	if (h->pd)
 		ibv.dealloc_pd(h->pd);

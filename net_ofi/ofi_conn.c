@@ -1,15 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * listen / connect / accept / close. Set-up runs over the out-of-band TCP socket:
- *
- *   connector                                  listener
- *   TCP connect  --------------------------->  accept()
- *   HELLO {nonce, provider, ep name, comm id} ->  check nonce and provider, take an id
- *             <----------------------------  REPLY {ep name, comm id}
- *
- * Each step is non-blocking; NCCL polls connect/accept until the comm is ready. The ep
- * name is the device's shared endpoint; the comm ids go into the tags (see ofi.h): each
- * side sends to the other's id and receives on its own.
+ * listen / connect / accept / close. Set-up runs over plugin/link.c; what net_ofi adds is
+ * its address blob: the provider's name, the device's shared endpoint name, the comm's id
+ * and token. Each side sends to the other's id and receives on its own (ofi.h).
  */
 #include <errno.h>
 #include <sched.h>
@@ -23,41 +16,94 @@
 #include "plugin/log.h"
 #include "plugin/params.h"
 
-enum { OOB_HELLO = 1, OOB_REPLY = 2 };
-
-struct msg_hello {
-	uint64_t nonce;
-	uint32_t name_len;
-	uint8_t name[64];
+struct ofi_blob {
 	char provider[64];
-	uint32_t comm_id; /* the send comm's: announcements go to it */
-	uint32_t pad;
-};
-
-struct msg_reply {
 	uint32_t name_len;
 	uint8_t name[64];
-	uint32_t comm_id; /* the receive comm's: data goes to it */
+	uint16_t comm_id;
+	uint16_t pad;
+	uint32_t token;
 };
 
 /* Late completions of a parked comm count here, not in a slot someone else may hold. */
 static struct braid_ctr_comm parked_ctr;
 
-/* Everything but the id, the list and the socket; nothing of c may be posted any more. */
+static const struct braid_link_ops ofi_link_ops;
+
+/* ---- the address vector: one entry per peer endpoint, shared by its comms ---- */
+
+static unsigned av_bucket(const uint8_t *name, uint32_t len)
+{
+	return braid_hash32(name, len) % OFI_AV_BUCKETS;
+}
+
+/* A reference to the peer's entry, inserting it on first use; d->lock held. */
+static int av_get(struct ofi_comm *c, const uint8_t *name, uint32_t len)
+{
+	struct ofi_dev *d = c->dev;
+	struct ofi_av_entry **head = &d->av_tab[av_bucket(name, len)], *e;
+	int n;
+
+	for (e = *head; e; e = e->next)
+		if (e->len == len && !memcmp(e->name, name, len))
+			break;
+	if (!e) {
+		e = calloc(1, sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		e->len = len;
+		memcpy(e->name, name, len);
+		pthread_mutex_lock(&d->ep_lock);
+		n = fi_av_insert(d->av, name, 1, &e->addr, 0, NULL);
+		pthread_mutex_unlock(&d->ep_lock);
+		if (n != 1) {
+			free(e);
+			BRAID_WARN("ofi: comm %u on %s: fi_av_insert of peer %s failed: %s", c->id,
+				   d->name, c->peer, ofi_strerror(n < 0 ? n : -FI_EINVAL));
+			return n < 0 ? n : -EINVAL;
+		}
+		braid_ctr_add(&d->ctr->av_entries, 1);
+		e->next = *head;
+		*head = e;
+	}
+	e->refs++;
+	c->av = e;
+	c->peer_addr = e->addr;
+	return 0;
+}
+
+/* Drop the comm's reference; the last one removes the entry; d->lock held. */
+static void av_put(struct ofi_dev *d, struct ofi_av_entry *e)
+{
+	struct ofi_av_entry **pp;
+
+	if (!e || --e->refs)
+		return;
+	for (pp = &d->av_tab[av_bucket(e->name, e->len)]; *pp != e; pp = &(*pp)->next)
+		;
+	*pp = e->next;
+	if (d->av) {
+		pthread_mutex_lock(&d->ep_lock);
+		fi_av_remove(d->av, &e->addr, 1, 0);
+		pthread_mutex_unlock(&d->ep_lock);
+		braid_ctr_add(&d->ctr->av_entries, (uint64_t)-1);
+	}
+	free(e);
+}
+
+/* ---- comm life ---- */
+
+/* Everything but the id, the list and the AV entry; nothing of c may be posted any more. */
 static void comm_release(struct ofi_comm *c)
 {
 	if (c->pool_mr)
-		fi_close(&c->pool_mr->fid);
-	if (c->ann_mr)
-		fi_close(&c->ann_mr->fid);
-	free(c->ann_rx);
+		ofi_mr_close_raw(c->dev, c->pool_mr);
 	braid_pool_fini(&c->reqs);
-	if (c->chan.fd >= 0)
-		close(c->chan.fd);
+	braid_link_close(c->link, NULL);
 	free(c);
 }
 
-/* Give up the id and leave the device's list; d->lock held. */
+/* Give up the id, the AV entry and the device's list; d->lock held. */
 static void comm_unlink(struct ofi_dev *d, struct ofi_comm *c)
 {
 	pthread_mutex_lock(&d->ep_lock);
@@ -70,6 +116,8 @@ static void comm_unlink(struct ofi_dev *d, struct ofi_comm *c)
 	pthread_mutex_unlock(&d->ep_lock);
 	d->id_map[c->id / 64] &= ~(1ULL << (c->id % 64));
 	c->id = 0;
+	av_put(d, c->av);
+	c->av = NULL;
 }
 
 /*
@@ -86,9 +134,11 @@ static int comm_quiesce(struct ofi_comm *c)
 
 	pthread_mutex_lock(&d->ep_lock);
 	c->closing = 1;
+	if (d->by_id && d->by_id[c->id] == c)
+		d->by_id[c->id] = NULL;
 	ofi_comm_cancel(c);
 	for (;;) {
-		rc = ofi_dev_poll(d);
+		rc = ofi_dev_progress(d);
 		left = c->outstanding;
 		if (!left || rc || braid_now_ns() >= until)
 			break;
@@ -105,6 +155,22 @@ static int comm_quiesce(struct ofi_comm *c)
 	return left;
 }
 
+/* Tell the peer what this comm did, so that it fails only what can never complete. */
+static void comm_say_bye(struct ofi_comm *c)
+{
+	struct braid_link_bye bye;
+	struct ofi_dev *d = c->dev;
+
+	pthread_mutex_lock(&d->ep_lock);
+	if (ofi_dev_progress(d) == 0)
+		ofi_comm_bye(c, &bye);
+	else
+		braid_bye_init(&bye, 0, 0);
+	pthread_mutex_unlock(&d->ep_lock);
+	braid_link_close(c->link, &bye);
+	c->link = NULL;
+}
+
 static void comm_free(struct ofi_comm *c)
 {
 	struct braid_ctr_comm *ctr;
@@ -114,6 +180,8 @@ static void comm_free(struct ofi_comm *c)
 	if (!c)
 		return;
 	d = c->dev;
+	if (c->magic == BRAID_MAGIC_SEND || c->magic == BRAID_MAGIC_RECV)
+		comm_say_bye(c);
 	c->magic = BRAID_MAGIC_DEAD;
 	ctr = c->ctr;
 	if (c->id)
@@ -122,12 +190,9 @@ static void comm_free(struct ofi_comm *c)
 	if (left) {
 		/* Operations the provider may still complete into c: keep it until the
 		 * endpoint closes. */
-		BRAID_INFO(NCCL_NET, "ofi: comm %u on %s (peer %s): %d operation(s) still "
-			   "outstanding after %d ms; parked until the endpoint closes",
-			   c->id, d->name, c->peer, left, OFI_CLOSE_REAP_MS);
-		if (c->chan.fd >= 0)
-			close(c->chan.fd);
-		c->chan.fd = -1;
+		BRAID_INFO(NCCL_NET, "ofi: comm %u on %s: %d operation(s) still outstanding "
+			   "after %d ms; parked until the endpoint closes",
+			   c->id, d->name, left, OFI_CLOSE_REAP_MS);
 	}
 	if (c->id) {
 		pthread_mutex_lock(&d->lock);
@@ -148,19 +213,6 @@ static void comm_free(struct ofi_comm *c)
 void ofi_comm_free_parked(struct ofi_comm *c)
 {
 	comm_release(c);
-}
-
-static struct ofi_comm *comm_new(int devidx, int fd)
-{
-	struct ofi_comm *c = calloc(1, sizeof(*c));
-
-	if (!c)
-		return NULL;
-	c->devidx = devidx;
-	c->dev = &ofi.devs[devidx];
-	braid_oob_chan_init(&c->chan, fd);
-	c->deadline_ns = braid_setup_deadline();
-	return c;
 }
 
 /* An id and a place on the device's list; d->lock held. Ids go round robin, so that a
@@ -190,12 +242,27 @@ static int comm_take_id(struct ofi_dev *d, struct ofi_comm *c)
 	return -ENOSPC;
 }
 
+static struct ofi_comm *comm_new(int devidx, int is_send, struct braid_link *lk)
+{
+	struct ofi_comm *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->devidx = devidx;
+	c->dev = &ofi.devs[devidx];
+	c->is_send = is_send;
+	c->link = lk;
+	snprintf(c->peer, sizeof(c->peer), "%s", lk->peer);
+	c->token = (uint32_t)braid_random_u64();
+	return c;
+}
+
 /* The device's shared endpoint, our comm id and request pool. */
-static int comm_open_ep(struct ofi_comm *c, int is_send)
+static int comm_open(struct ofi_comm *c)
 {
 	struct ofi_dev *d = c->dev;
 	/* A sender may have maxRecvs x 32 sends in flight. */
-	uint32_t nreqs = is_send ? BRAID_MAX_RECVS * OFI_MAX_INFLIGHT : OFI_MAX_INFLIGHT;
+	uint32_t nreqs = c->is_send ? BRAID_MAX_RECVS * OFI_MAX_INFLIGHT : OFI_MAX_INFLIGHT;
 	const char *step;
 	int rc;
 
@@ -211,30 +278,12 @@ static int comm_open_ep(struct ofi_comm *c, int is_send)
 	pthread_mutex_unlock(&d->lock);
 	if (rc)
 		return rc;
-	c->announce = d->announce;
-	if (!c->announce)
+	if (c->is_send)
 		return 0;
+	/* announcements go out of the receive requests */
 	step = "registering the request pool";
 	rc = ofi_mr_reg_raw(d, c->reqs.mem, c->reqs.elem_size * c->reqs.nelem, FI_SEND,
 			    &c->pool_mr, &c->pool_desc);
-	if (rc || !is_send)
-		goto out;
-	step = "announcement buffers";
-	c->ann_rx = calloc(OFI_MAX_INFLIGHT, sizeof(*c->ann_rx));
-	rc = c->ann_rx ? 0 : -ENOMEM;
-	if (!rc)
-		rc = ofi_mr_reg_raw(d, c->ann_rx, OFI_MAX_INFLIGHT * sizeof(*c->ann_rx), FI_RECV,
-				    &c->ann_mr, &c->ann_desc);
-	for (int i = 0; !rc && i < OFI_MAX_INFLIGHT; i++)
-		c->ann_rx[i].op = (struct ofi_op){ .type = OFI_OP_ANNOUNCE_RECV, .comm = c };
-	c->ann_unposted = ~0u;
-	step = "posting announcement buffers";
-	if (!rc) {
-		pthread_mutex_lock(&d->ep_lock);
-		rc = ofi_post_announce_bufs(c);
-		pthread_mutex_unlock(&d->ep_lock);
-	}
-out:
 	if (!rc)
 		return 0;
 fail:
@@ -243,27 +292,101 @@ fail:
 	return rc ? rc : -EIO;
 }
 
-static int insert_peer(struct ofi_comm *c, const uint8_t *name, uint32_t len, uint32_t peer_id)
+/* Our blob: the provider, the shared endpoint's name, our comm's id and token. */
+static void fill_blob(const struct ofi_comm *c, void *blob, uint32_t *len)
 {
-	struct ofi_dev *d = c->dev;
-	int n;
+	struct ofi_blob b = { .name_len = (uint32_t)c->dev->ep_name_len, .comm_id = c->id,
+			      .token = c->token };
 
-	if (len == 0 || len > sizeof(d->ep_name) || peer_id == 0 || peer_id >= OFI_MAX_COMM_IDS) {
-		BRAID_WARN("ofi: comm %u on %s: peer %s sent a bad address (%u bytes) or comm id %u",
-			   c->id, d->name, c->peer, len, peer_id);
+	snprintf(b.provider, sizeof(b.provider), "%s", ofi.provider);
+	memcpy(b.name, c->dev->ep_name, c->dev->ep_name_len);
+	memcpy(blob, &b, sizeof(b));
+	*len = sizeof(b);
+}
+
+/* The peer's blob: check it, reach its endpoint; d->lock held. */
+static int take_peer_blob(struct ofi_comm *c, const void *blob, uint32_t len)
+{
+	struct ofi_blob b;
+
+	if (len != sizeof(b)) {
+		BRAID_WARN("ofi: comm %u on %s: peer %s sent a %u-byte address, expected %zu",
+			   c->id, c->dev->name, c->peer, len, sizeof(b));
 		return -EPROTO;
 	}
-	c->peer_id = (uint16_t)peer_id;
-	pthread_mutex_lock(&d->ep_lock);
-	n = fi_av_insert(d->av, name, 1, &c->peer_addr, 0, NULL);
-	pthread_mutex_unlock(&d->ep_lock);
-	if (n != 1) {
-		BRAID_WARN("ofi: comm %u on %s: fi_av_insert of peer %s failed: %s", c->id, d->name,
-			   c->peer, ofi_strerror(n < 0 ? n : -FI_EINVAL));
-		return n < 0 ? n : -EINVAL;
+	memcpy(&b, blob, sizeof(b));
+	if (strncmp(b.provider, ofi.provider, sizeof(b.provider))) {
+		BRAID_WARN("ofi: comm %u on %s: peer %s uses provider \"%.64s\", we use \"%s\"; set "
+			   "the same BRAID_OFI_PROVIDER on every rank",
+			   c->id, c->dev->name, c->peer, b.provider, ofi.provider);
+		return -EPROTO;
 	}
+	if (b.name_len == 0 || b.name_len > sizeof(b.name) || b.comm_id == 0) {
+		BRAID_WARN("ofi: comm %u on %s: peer %s sent a bad address (%u bytes) or comm id %u",
+			   c->id, c->dev->name, c->peer, b.name_len, b.comm_id);
+		return -EPROTO;
+	}
+	c->peer_id = b.comm_id;
+	c->peer_token = b.token;
+	return av_get(c, b.name, b.name_len);
+}
+
+static int link_hello(void *comm, void *blob, uint32_t *len)
+{
+	fill_blob(to_ofi_comm(comm), blob, len);
 	return 0;
 }
+
+static int link_finish(void *comm, const void *blob, uint32_t len)
+{
+	struct ofi_comm *c = to_ofi_comm(comm);
+	int rc;
+
+	pthread_mutex_lock(&c->dev->lock);
+	rc = take_peer_blob(c, blob, len);
+	pthread_mutex_unlock(&c->dev->lock);
+	return rc;
+}
+
+static int link_answer(void *listen_comm, struct braid_link *lk, const void *blob,
+		       uint32_t len, void *reply, uint32_t *rlen, void **comm)
+{
+	struct ofi_listen *l = to_ofi_listen(listen_comm);
+	struct ofi_comm *c = comm_new(l->devidx, 0, lk);
+	int rc;
+
+	if (!c)
+		return -ENOMEM;
+	*comm = c;
+	rc = comm_open(c);
+	if (!rc) {
+		pthread_mutex_lock(&c->dev->lock);
+		rc = take_peer_blob(c, blob, len);
+		pthread_mutex_unlock(&c->dev->lock);
+	}
+	if (rc) {
+		c->link = NULL; /* still the listener's, which drops it */
+		comm_free(c);
+		*comm = NULL;
+		return rc;
+	}
+	fill_blob(c, reply, rlen);
+	return 0;
+}
+
+static void link_discard(void *comm)
+{
+	comm_free(to_ofi_comm(comm));
+}
+
+static const struct braid_link_ops ofi_link_ops = {
+	.who = "ofi",
+	.kind = BRAID_BACKEND_OFI,
+	.hello = link_hello,
+	.finish = link_finish,
+	.answer = link_answer,
+	.discard = link_discard,
+};
 
 ncclResult_t ofi_listen(int dev, void *handle, void **listen_comm)
 {
@@ -272,7 +395,7 @@ ncclResult_t ofi_listen(int dev, void *handle, void **listen_comm)
 
 	if (!l)
 		return ncclSystemError;
-	rc = braid_setup_listen(BRAID_BACKEND_OFI, "ofi", dev, handle, &l->lsn);
+	rc = braid_listener_open(&l->lsn, &ofi_link_ops, dev, handle, ofi.devs[dev].ctr);
 	if (rc != ncclSuccess) {
 		free(l);
 		return rc;
@@ -283,241 +406,92 @@ ncclResult_t ofi_listen(int dev, void *handle, void **listen_comm)
 	return ncclSuccess;
 }
 
-/* One step of the connector's set-up: 0 ready, -EAGAIN not yet, other -errno failed. */
-static int connect_step(struct ofi_comm *c)
+/* A comm is ready: its counters, and announcements may find it. */
+static void comm_ready(struct ofi_comm *c, int is_send)
 {
-	const void *payload;
-	uint32_t len;
-	char why[160];
-	int rc;
+	struct braid_ctr_comm *ctr = braid_counters_comm_get(
+		c->devidx, is_send ? BRAID_CTR_COMM_SEND : BRAID_CTR_COMM_RECV, c->peer);
 
-	switch (c->stage) {
-	case OFI_STAGE_CONNECTING: {
-		struct msg_hello hello = { .nonce = c->nonce,
-					   .name_len = (uint32_t)c->dev->ep_name_len,
-					   .comm_id = c->id };
-
-		rc = braid_oob_connect_done(c->chan.fd);
-		if (rc == -EINPROGRESS)
-			return -EAGAIN;
-		if (rc) {
-			BRAID_WARN("ofi: connect to %s: %s (is the peer process alive?)", c->peer,
-				   strerror(-rc));
-			return rc;
-		}
-		memcpy(hello.name, c->dev->ep_name, c->dev->ep_name_len);
-		snprintf(hello.provider, sizeof(hello.provider), "%s", ofi.provider);
-		braid_oob_chan_post(&c->chan, OOB_HELLO, &hello, sizeof(hello));
-		c->stage = OFI_STAGE_HELLO;
-	}
-		/* fall through */
-	case OFI_STAGE_HELLO:
-		rc = braid_oob_chan_flush(&c->chan);
-		if (rc)
-			return rc;
-		c->stage = OFI_STAGE_REPLY;
-		/* fall through */
-	case OFI_STAGE_REPLY: {
-		const struct msg_reply *reply;
-
-		rc = braid_oob_chan_recv(&c->chan, OOB_REPLY, &payload, &len, why, sizeof(why));
-		if (rc == -EAGAIN)
-			return rc;
-		if (rc == -EPROTO || (!rc && len != sizeof(*reply))) {
-			BRAID_WARN("ofi: connect to %s: bad reply: %s", c->peer,
-				   rc ? why : "wrong length");
-			return -EPROTO;
-		}
-		if (rc) {
-			BRAID_WARN("ofi: connect to %s: the listener closed the connection (%s); "
-				   "it refused our hello or died",
-				   c->peer, strerror(-rc));
-			return rc;
-		}
-		reply = payload;
-		rc = insert_peer(c, reply->name, reply->name_len, reply->comm_id);
-		if (rc)
-			return rc;
-		c->stage = OFI_STAGE_READY;
-		return 0;
-	}
-	case OFI_STAGE_READY:
-		return 0;
-	}
-	return -EINVAL;
+	pthread_mutex_lock(&c->dev->ep_lock); /* other comms' CQ reads may count for c */
+	c->ctr = ctr;
+	if (is_send)
+		c->dev->by_id[c->id] = c;
+	pthread_mutex_unlock(&c->dev->ep_lock);
+	c->magic = is_send ? BRAID_MAGIC_SEND : BRAID_MAGIC_RECV;
+	BRAID_INFO(NCCL_NET, "ofi: %s comm %u %s %s (its comm %u) ready on %s",
+		   is_send ? "send" : "receive", c->id, is_send ? "to" : "from", c->peer,
+		   c->peer_id, c->dev->name);
 }
 
 ncclResult_t ofi_connect(int dev, const struct braid_conn_opts *opts, const void *handle,
 			 void **send_comm)
 {
 	struct ofi_comm *c = braid_handle_stage_get(handle);
-	struct braid_ctr_comm *ctr;
-	char peer[64];
-	uint64_t nonce;
+	struct braid_link *lk;
 	ncclResult_t res;
-	int rc, fd;
+	int rc;
 
 	(void)opts; /* traffic classes: libfabric has fi_tx_attr.tclass; not mapped yet */
 	if (!c) {
-		res = braid_setup_dial(BRAID_BACKEND_OFI, "ofi", dev, handle, &fd, &nonce, peer,
-				       sizeof(peer));
+		res = braid_link_dial(&ofi_link_ops, dev, handle, &lk);
 		if (res != ncclSuccess)
 			return res;
-		c = comm_new(dev, fd);
+		c = comm_new(dev, 1, lk);
 		if (!c) {
-			close(fd);
+			braid_link_close(lk, NULL);
 			return ncclSystemError;
 		}
-		c->nonce = nonce;
-		snprintf(c->peer, sizeof(c->peer), "%s", peer);
-		rc = comm_open_ep(c, 1);
+		rc = comm_open(c);
 		if (rc) {
 			comm_free(c);
-			return ncclSystemError;
+			return braid_link_error(rc);
 		}
-		c->stage = OFI_STAGE_CONNECTING;
 		braid_handle_stage_set((void *)handle, c);
 	}
-	rc = braid_setup_check_deadline(connect_step(c), c->deadline_ns, "ofi", "connect to",
-					c->peer);
+	rc = braid_link_connect_step(c->link, &ofi_link_ops, c);
 	if (rc == -EAGAIN)
 		return ncclSuccess;
 	braid_handle_stage_set((void *)handle, NULL);
 	if (rc) {
 		comm_free(c);
-		return braid_setup_error(rc);
+		return braid_link_error(rc);
 	}
-	ctr = braid_counters_comm_get(dev, BRAID_CTR_COMM_SEND, c->peer);
-	pthread_mutex_lock(&c->dev->ep_lock); /* other comms' CQ reads may count for c */
-	c->ctr = ctr;
-	pthread_mutex_unlock(&c->dev->ep_lock);
-	c->magic = BRAID_MAGIC_SEND;
+	comm_ready(c, 1);
 	*send_comm = c;
-	BRAID_INFO(NCCL_NET, "ofi: send comm %u to %s (its comm %u) ready on %s", c->id, c->peer,
-		   c->peer_id, c->dev->name);
 	return ncclSuccess;
-}
-
-/* One step of the acceptor's set-up. */
-static int accept_step(struct ofi_listen *l, struct ofi_comm *c)
-{
-	const void *payload;
-	uint32_t len;
-	char why[160];
-	int rc;
-
-	if (c->stage == OFI_STAGE_HELLO) {
-		const struct msg_hello *hello;
-
-		rc = braid_oob_chan_recv(&c->chan, OOB_HELLO, &payload, &len, why, sizeof(why));
-		if (rc == -EAGAIN)
-			return rc;
-		if (rc == -EPROTO || (!rc && len != sizeof(*hello))) {
-			BRAID_WARN("ofi: accept on %s from %s: bad hello: %s", l->lsn.addr, c->peer,
-				   rc ? why : "wrong length");
-			return -EPROTO;
-		}
-		if (rc) {
-			BRAID_WARN("ofi: accept on %s: the connecting peer %s went away (%s)", l->lsn.addr,
-				   c->peer, strerror(-rc));
-			return rc;
-		}
-		hello = payload;
-		if (hello->nonce != l->lsn.nonce) {
-			BRAID_WARN("ofi: accept on %s: peer %s holds a handle for another listener",
-				   l->lsn.addr, c->peer);
-			return -EPROTO;
-		}
-		if (strncmp(hello->provider, ofi.provider, sizeof(hello->provider))) {
-			BRAID_WARN("ofi: accept on %s: peer %s uses provider \"%.64s\", we use \"%s\"; "
-				   "set the same BRAID_OFI_PROVIDER on every rank",
-				   l->lsn.addr, c->peer, hello->provider, ofi.provider);
-			return -EPROTO;
-		}
-		rc = comm_open_ep(c, 0);
-		if (!rc)
-			rc = insert_peer(c, hello->name, hello->name_len, hello->comm_id);
-		if (rc)
-			return rc;
-		struct msg_reply reply = { .name_len = (uint32_t)c->dev->ep_name_len,
-					   .comm_id = c->id };
-
-		memcpy(reply.name, c->dev->ep_name, c->dev->ep_name_len);
-		braid_oob_chan_post(&c->chan, OOB_REPLY, &reply, sizeof(reply));
-		c->stage = OFI_STAGE_REPLY;
-	}
-	if (c->stage == OFI_STAGE_REPLY) {
-		rc = braid_oob_chan_flush(&c->chan);
-		if (rc)
-			return rc;
-		c->stage = OFI_STAGE_READY;
-	}
-	return 0;
 }
 
 ncclResult_t ofi_accept(void *listen_comm, void **recv_comm)
 {
-	struct ofi_listen *l = listen_comm;
-	struct ofi_comm *c = l->pending;
-	struct braid_ctr_comm *ctr;
-	int rc;
+	struct ofi_listen *l = to_ofi_listen(listen_comm);
+	void *comm = NULL;
+	ncclResult_t res;
 
-	if (!c) {
-		char peer[64];
-		int fd;
-
-		rc = braid_setup_answer(&l->lsn, "ofi", &fd, peer, sizeof(peer));
-		if (rc == -EAGAIN)
-			return ncclSuccess;
-		if (rc)
-			return ncclSystemError;
-		c = comm_new(l->devidx, fd);
-		if (!c) {
-			close(fd);
-			return ncclSystemError;
-		}
-		snprintf(c->peer, sizeof(c->peer), "%s", peer);
-		c->stage = OFI_STAGE_HELLO;
-		l->pending = c;
-	}
-	rc = braid_setup_check_deadline(accept_step(l, c), c->deadline_ns, "ofi", "accept from",
-					c->peer);
-	if (rc == -EAGAIN)
-		return ncclSuccess;
-	l->pending = NULL;
-	if (rc) {
-		comm_free(c);
-		return braid_setup_error(rc);
-	}
-	ctr = braid_counters_comm_get(l->devidx, BRAID_CTR_COMM_RECV, c->peer);
-	pthread_mutex_lock(&c->dev->ep_lock); /* other comms' CQ reads may count for c */
-	c->ctr = ctr;
-	pthread_mutex_unlock(&c->dev->ep_lock);
-	c->magic = BRAID_MAGIC_RECV;
-	*recv_comm = c;
-	BRAID_INFO(NCCL_NET, "ofi: receive comm %u from %s (its comm %u) ready on %s", c->id,
-		   c->peer, c->peer_id, c->dev->name);
+	res = braid_listener_accept(&l->lsn, &ofi_link_ops, l, &comm);
+	if (res != ncclSuccess || !comm)
+		return res;
+	comm_ready(to_ofi_comm(comm), 0);
+	*recv_comm = comm;
 	return ncclSuccess;
 }
 
 ncclResult_t ofi_close_send(void *send_comm)
 {
-	comm_free(send_comm);
+	comm_free(to_ofi_comm(send_comm));
 	return ncclSuccess;
 }
 
 ncclResult_t ofi_close_recv(void *recv_comm)
 {
-	comm_free(recv_comm);
+	comm_free(to_ofi_comm(recv_comm));
 	return ncclSuccess;
 }
 
 ncclResult_t ofi_close_listen(void *listen_comm)
 {
-	struct ofi_listen *l = listen_comm;
+	struct ofi_listen *l = to_ofi_listen(listen_comm);
 
-	comm_free(l->pending);
-	close(l->lsn.fd);
+	braid_listener_close(&l->lsn, &ofi_link_ops);
 	l->magic = BRAID_MAGIC_DEAD;
 	free(l);
 	return ncclSuccess;

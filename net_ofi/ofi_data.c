@@ -4,7 +4,7 @@
  * locking in ofi.h). Each entry holds the device's ep_lock throughout, since reading the
  * shared CQ completes other comms' requests too. No allocation and no system call under
  * it beyond libfabric's own: requests come from the comm's pool, and the peer check (one
- * poll() on the handshake socket) runs at most every BRAID_LIVENESS_MS.
+ * poll() on the link) runs at most every BRAID_LIVENESS_MS.
  */
 #include <stdio.h>
 #include <string.h>
@@ -19,7 +19,7 @@ static char zero_byte; /* buffer for zero-length messages (some providers want n
 
 static const char *comm_kind(const struct ofi_comm *c)
 {
-	return c->magic == BRAID_MAGIC_SEND ? "send" : "receive";
+	return c->is_send ? "send" : "receive";
 }
 
 /* The first failure of a comm is sticky: every later call reports it. */
@@ -27,8 +27,7 @@ static void comm_fail(struct ofi_comm *c, ncclResult_t why)
 {
 	if (c->error == ncclSuccess)
 		c->error = why;
-	/* A comm still in set-up has no counters yet, but another comm's CQ read may fail
-	 * one of its announcement buffers. */
+	/* A comm still in set-up has no counters yet. */
 	if (c->ctr)
 		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(errors), 1);
 }
@@ -39,25 +38,149 @@ static void req_fail(struct ofi_req *r, ncclResult_t why)
 		r->status = why;
 }
 
-/* The k of the next message with this NCCL tag; NULL when the comm has seen too many tags. */
-static uint32_t *tag_counter(struct ofi_comm *c, int tag)
+/* ---- operations the provider refused for now ---- */
+
+static void defer(struct ofi_comm *c)
 {
-	uint32_t h = (uint32_t)tag * 2654435761u;
+	if (c->on_deferred)
+		return;
+	c->on_deferred = 1;
+	c->deferred_next = c->dev->deferred;
+	c->dev->deferred = c;
+}
 
-	for (uint32_t i = 0; i < OFI_TAG_SLOTS; i++) {
-		struct ofi_tag_count *e = &c->tags[(h + i) % OFI_TAG_SLOTS];
+static void undefer(struct ofi_comm *c)
+{
+	struct ofi_comm **pp;
 
-		if (!e->used) {
-			e->used = 1;
-			e->tag = tag;
-			return &e->next;
+	if (!c->on_deferred)
+		return;
+	for (pp = &c->dev->deferred; *pp != c; pp = &(*pp)->deferred_next)
+		;
+	*pp = c->deferred_next;
+	c->on_deferred = 0;
+}
+
+/* A receive's parts: its buffers, then the announcement. */
+static int recv_parts(const struct ofi_req *r)
+{
+	return r->n + 1;
+}
+
+/* Post a receive's remaining parts; stops quietly at -FI_EAGAIN. The announcement goes
+ * last, so a sender never sends into a buffer that is not posted yet. */
+static int post_recv_parts(struct ofi_comm *c, struct ofi_req *r)
+{
+	struct ofi_dev *d = c->dev;
+
+	while (r->next_part < recv_parts(r)) {
+		int i = r->next_part;
+		ssize_t rc;
+
+		if (i < r->n) {
+			rc = fi_trecv(d->ep, r->size[i] ? r->buf[i] : &zero_byte, r->size[i],
+				      r->desc[i], FI_ADDR_UNSPEC, ofi_msg_tag(c->id, r->first + i), 0,
+				      &r->op[i].fictx);
+		} else {
+			size_t len = ofi_announce_len(r->ann.n);
+
+			if (len <= d->inject_size) {
+				rc = fi_tinject(d->ep, &r->ann, len, c->peer_addr,
+						ofi_announce_tag(c->peer_id));
+				if (!rc) {
+					r->next_part++; /* no completion will come */
+					continue;
+				}
+			} else {
+				rc = fi_tsend(d->ep, &r->ann, len, c->pool_desc, c->peer_addr,
+					      ofi_announce_tag(c->peer_id), &r->op[i].fictx);
+			}
 		}
-		if (e->tag == tag)
-			return &e->next;
+		if (rc)
+			return (int)rc;
+		r->pending++;
+		r->next_part++;
+		c->outstanding++;
 	}
-	BRAID_WARN("ofi: %s comm %u on %s peer %s: more than %d distinct tags on one connection",
-		   comm_kind(c), c->id, c->dev->name, c->peer, OFI_TAG_SLOTS);
-	return NULL;
+	return 0;
+}
+
+/* Post c's deferred receives in order; 0 when none is left. */
+static int post_backlog(struct ofi_comm *c)
+{
+	while (c->backlog_head != c->backlog_tail) {
+		int rc = post_recv_parts(c, c->backlog[c->backlog_head % OFI_MAX_INFLIGHT]);
+
+		if (rc == -FI_EAGAIN)
+			return rc;
+		if (rc) {
+			BRAID_WARN("ofi: receive comm %u on %s from %s: posting a receive failed: %s",
+				   c->id, c->dev->name, c->peer, ofi_strerror(rc));
+			comm_fail(c, ncclSystemError);
+			c->backlog_head = c->backlog_tail;
+			return 0;
+		}
+		c->backlog_head++;
+	}
+	return 0;
+}
+
+int ofi_post_announce_bufs(struct ofi_dev *d)
+{
+	if (d->ann_closing)
+		return 0;
+	for (uint32_t w = 0; w < (d->nann + 63) / 64; w++) {
+		while (d->ann_unposted[w]) {
+			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(d->ann_unposted[w]);
+			struct ofi_announce_slot *slot = &d->ann[i];
+			ssize_t rc = fi_trecv(d->ep, &slot->msg, sizeof(slot->msg), d->ann_desc,
+					      FI_ADDR_UNSPEC, OFI_TAG_ANNOUNCE,
+					      (uint64_t)0xffff << OFI_TAG_ID_SHIFT, &slot->op.fictx);
+
+			if (rc == -FI_EAGAIN)
+				return 0; /* again from the next progress */
+			if (rc)
+				return (int)rc;
+			d->ann_unposted[w] &= d->ann_unposted[w] - 1;
+		}
+	}
+	return 0;
+}
+
+/* ---- completions ---- */
+
+/* Sender: an announcement arrived in a shared buffer; file it with its comm. */
+static void announce_arrived(struct ofi_dev *d, const struct ofi_announce *m, size_t len)
+{
+	struct ofi_comm *c = len >= ofi_announce_len(0) ? d->by_id[m->dst] : NULL;
+	struct ofi_group *g;
+
+	if (!c || c->token != m->token || c->closing) {
+		/* for a comm that closed (its id may even be someone else's by now) */
+		BRAID_TRACE("ofi: device %s: dropped an announcement for comm %u", d->name,
+			    len >= ofi_announce_len(0) ? m->dst : 0);
+		return;
+	}
+	g = &c->ring[m->seq % OFI_MAX_INFLIGHT];
+	if (g->arrived || m->n < 1 || m->n > BRAID_MAX_RECVS || len != ofi_announce_len(m->n) ||
+	    m->seq - c->seq >= OFI_MAX_INFLIGHT) {
+		if (c->error == ncclSuccess)
+			BRAID_WARN("ofi: send comm %u on %s peer %s: protocol error: announcement "
+				   "of group %u (%u buffers, %zu bytes) while at group %u",
+				   c->id, d->name, c->peer, m->seq, m->n, len, c->seq);
+		comm_fail(c, ncclRemoteError);
+		return;
+	}
+	g->ann = *m;
+	g->used = 0;
+	g->arrived = 1;
+}
+
+static void slot_unposted(struct ofi_dev *d, const struct ofi_op *op)
+{
+	uint32_t i = (uint32_t)((const struct ofi_announce_slot *)op - d->ann);
+
+	d->ann_unposted[i / 64] |= 1ULL << (i % 64);
 }
 
 /* One error completion from the shared CQ: it fails the comm of its operation only.
@@ -78,36 +201,26 @@ static int handle_cq_error(struct ofi_dev *d)
 			   d->name, ofi_strerror(e.err));
 		return 0;
 	}
+	if (op->type == OFI_OP_ANNOUNCE_RECV) {
+		/* cancelled as the endpoint closes; anything else: post it again */
+		if (e.err != FI_ECANCELED)
+			BRAID_WARN("ofi: device %s: an announcement buffer failed: %s", d->name,
+				   ofi_strerror(e.err));
+		slot_unposted(d, op);
+		return 0;
+	}
 	c = op->comm;
 	r = op->req;
 	c->outstanding--;
-	if (r)
-		r->pending--;
+	r->pending--;
 	if (c->closing) {
 		/* Cancelled by the close, or failing with it: expected. */
-		if (r)
-			req_fail(r, ncclSystemError);
+		req_fail(r, ncclSystemError);
 		BRAID_TRACE("ofi: comm %u on %s closing: completion error %s", c->id, d->name,
 			    ofi_strerror(e.err));
 		return 0;
 	}
-	if (e.err == FI_ETRUNC && r && !r->is_send) {
-		char why[200];
-
-		/* The message did not fit: a usage error, on both ends. (Providers disagree on
-		 * what len and olen say here, so no size is claimed.) */
-		snprintf(why, sizeof(why),
-			 "a message larger than receive buffer %d (%zu bytes) arrived; nothing "
-			 "beyond the buffer was written", op->idx, r->size[op->idx]);
-		BRAID_WARN("ofi: receive comm %u on %s from %s: %s; telling the sender", c->id,
-			   d->name, c->peer, why);
-		req_fail(r, ncclInvalidUsage);
-		comm_fail(c, ncclInvalidUsage);
-		braid_oob_send_peer_error(&c->chan, ncclInvalidUsage, why);
-		return 0;
-	}
-	if (r)
-		req_fail(r, e.err == FI_ECANCELED ? ncclSystemError : ncclRemoteError);
+	req_fail(r, e.err == FI_ECANCELED ? ncclSystemError : ncclRemoteError);
 	if (c->error != ncclSuccess) {
 		/* The first error was reported; the rest are its echo (flushed operations). */
 		BRAID_TRACE("ofi: further completion error on %s comm %u: %s", d->name, c->id,
@@ -115,136 +228,44 @@ static int handle_cq_error(struct ofi_dev *d)
 		return 0;
 	}
 	BRAID_WARN("ofi: %s comm %u on %s peer %s: %s failed: %s (provider: %s)", comm_kind(c),
-		   c->id, d->name, c->peer, op->type == OFI_OP_SEND ? "a send" : "a receive",
-		   ofi_strerror(e.err), fi_cq_strerror(d->cq, e.prov_errno, e.err_data, buf, sizeof(buf)));
+		   c->id, d->name, c->peer,
+		   op->type == OFI_OP_SEND ? "a send" : op->type == OFI_OP_RECV ? "a receive"
+										: "an announcement",
+		   ofi_strerror(e.err),
+		   fi_cq_strerror(d->cq, e.prov_errno, e.err_data, buf, sizeof(buf)));
 	comm_fail(c, ncclRemoteError);
-	return 0;
-}
-
-/* Sender: an announcement arrived; file it under its group's ring slot. */
-static void announce_arrived(struct ofi_comm *c, struct ofi_announce_slot *slot, size_t len)
-{
-	const struct ofi_announce *m = &slot->msg;
-	struct ofi_group *g = &c->ring[m->seq % OFI_MAX_INFLIGHT];
-
-	if (g->arrived || m->n < 1 || m->n > BRAID_MAX_RECVS || len != ofi_announce_len(m->n) ||
-	    m->seq - c->seq >= OFI_MAX_INFLIGHT) {
-		BRAID_WARN("ofi: send comm %u on %s peer %s: protocol error: announcement of "
-			   "group %u (%u buffers, %zu bytes) while at group %u",
-			   c->id, c->dev->name, c->peer, m->seq, m->n, len, c->seq);
-		comm_fail(c, ncclRemoteError);
-	} else {
-		g->ann = *m;
-		g->used = 0;
-		g->arrived = 1;
-	}
-	c->ann_unposted |= 1u << (slot - c->ann_rx);
-}
-
-int ofi_post_announce_bufs(struct ofi_comm *c)
-{
-	while (c->ann_unposted) {
-		int i = __builtin_ctz(c->ann_unposted);
-		struct ofi_announce_slot *slot = &c->ann_rx[i];
-		ssize_t rc = fi_trecv(c->dev->ep, &slot->msg, sizeof(slot->msg), c->ann_desc,
-				      FI_ADDR_UNSPEC, ofi_announce_tag(c->id), 0, &slot->op.fictx);
-
-		if (rc == -FI_EAGAIN)
-			return 0; /* again from the next progress() */
-		if (rc)
-			return (int)rc;
-		c->ann_unposted &= ~(1u << i);
-		c->outstanding++;
-	}
+	if (e.err == FI_ETRUNC) /* the peer sent past an announced size: it must know */
+		braid_link_report_error(c->link, ncclRemoteError,
+					"a message larger than the receive buffer it was sent to");
 	return 0;
 }
 
 /* A completion from the shared CQ, for whichever comm posted the operation. */
-static void handle_completion(const struct fi_cq_tagged_entry *e)
+static void handle_completion(struct ofi_dev *d, const struct fi_cq_tagged_entry *e)
 {
 	struct ofi_op *op = e->op_context;
 	struct ofi_comm *c = op->comm;
 	struct ofi_req *r = op->req;
 
-	c->outstanding--;
 	if (op->type == OFI_OP_ANNOUNCE_RECV) {
-		announce_arrived(c, (struct ofi_announce_slot *)op, e->len);
+		announce_arrived(d, &((struct ofi_announce_slot *)op)->msg, e->len);
+		slot_unposted(d, op);
 		return;
 	}
-	if (op->type == OFI_OP_ANNOUNCE_SEND) {
-		r->pending--;
-		return;
-	}
+	c->outstanding--;
+	r->pending--;
 	if (op->type == OFI_OP_RECV) {
 		r->size[op->idx] = e->len;
-		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_bytes), e->len);
-		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_msgs), 1);
-	} else {
-		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_bytes), r->size[0]);
-		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_msgs), 1);
-	}
-	r->pending--;
-}
-
-/* A receive's parts: its buffers, then (with size announcements) the announcement. */
-static int recv_parts(const struct ofi_comm *c, const struct ofi_req *r)
-{
-	return r->n + (c->announce ? 1 : 0);
-}
-
-/* Post a receive's remaining parts; stops quietly at -FI_EAGAIN. The announcement goes
- * last, so a sender never sends into a buffer that is not posted yet. */
-static int post_recv_parts(struct ofi_comm *c, struct ofi_req *r)
-{
-	while (r->next_part < recv_parts(c, r)) {
-		int i = r->next_part;
-		ssize_t rc;
-
-		if (i < r->n) {
-			rc = fi_trecv(c->dev->ep, r->size[i] ? r->buf[i] : &zero_byte, r->size[i],
-				      r->desc[i], FI_ADDR_UNSPEC, r->tag[i], 0, &r->op[i].fictx);
-		} else {
-			size_t len = ofi_announce_len(r->ann.n);
-
-			if (len <= c->dev->inject_size) {
-				rc = fi_tinject(c->dev->ep, &r->ann, len, c->peer_addr,
-						ofi_announce_tag(c->peer_id));
-				if (!rc) {
-					r->next_part++; /* no completion will come */
-					continue;
-				}
-			} else {
-				rc = fi_tsend(c->dev->ep, &r->ann, len, c->pool_desc, c->peer_addr,
-					      ofi_announce_tag(c->peer_id), &r->op[i].fictx);
-			}
-		}
-		if (rc)
-			return (int)rc;
-		r->pending++;
-		r->next_part++;
-		c->outstanding++;
-	}
-	return 0;
-}
-
-static void post_backlog(struct ofi_comm *c)
-{
-	while (c->backlog_head != c->backlog_tail) {
-		int rc = post_recv_parts(c, c->backlog[c->backlog_head % OFI_MAX_INFLIGHT]);
-
-		if (rc == -FI_EAGAIN)
-			return;
-		if (rc) {
-			BRAID_WARN("ofi: receive comm %u on %s from %s: posting a receive failed: %s",
-				   c->id, c->dev->name, c->peer, ofi_strerror(rc));
-			comm_fail(c, ncclSystemError);
-			return;
-		}
-		c->backlog_head++;
+		r->done_mask |= (uint8_t)(1u << op->idx);
+		braid_ctr_count(c->ctr, d->ctr, BRAID_CTR(rx_bytes), e->len);
+		braid_ctr_count(c->ctr, d->ctr, BRAID_CTR(rx_msgs), 1);
+	} else if (op->type == OFI_OP_SEND) {
+		braid_ctr_count(c->ctr, d->ctr, BRAID_CTR(tx_bytes), r->size[0]);
+		braid_ctr_count(c->ctr, d->ctr, BRAID_CTR(tx_msgs), 1);
 	}
 }
 
-int ofi_dev_poll(struct ofi_dev *d)
+static int poll_cq(struct ofi_dev *d)
 {
 	struct fi_cq_tagged_entry e[CQ_BATCH];
 	ssize_t n;
@@ -259,28 +280,41 @@ int ofi_dev_poll(struct ofi_dev *d)
 		if (n <= 0)
 			break;
 		for (ssize_t i = 0; i < n; i++)
-			handle_completion(&e[i]);
+			handle_completion(d, &e[i]);
 		if (n < CQ_BATCH)
 			break;
 	}
 	return n < 0 && n != -FI_EAGAIN ? (int)n : 0;
 }
 
-/* Read the shared CQ, then post what c deferred. */
+int ofi_dev_progress(struct ofi_dev *d)
+{
+	int rc = poll_cq(d);
+
+	/* Every comm's deferred receives, whichever comm is being called. */
+	for (struct ofi_comm **pp = &d->deferred; *pp;) {
+		struct ofi_comm *c = *pp;
+
+		if (post_backlog(c) == -FI_EAGAIN) {
+			pp = &c->deferred_next;
+			continue;
+		}
+		*pp = c->deferred_next;
+		c->on_deferred = 0;
+	}
+	if (ofi_post_announce_bufs(d))
+		BRAID_WARN("ofi: device %s: posting an announcement buffer failed", d->name);
+	return rc;
+}
+
+/* Read the CQ for c: a failure of the CQ fails c. */
 static void progress(struct ofi_comm *c)
 {
-	int rc = ofi_dev_poll(c->dev);
+	int rc = ofi_dev_progress(c->dev);
 
 	if (rc) {
 		BRAID_WARN("ofi: fi_cq_read on %s (%s comm %u, peer %s): %s", c->dev->name,
 			   comm_kind(c), c->id, c->peer, ofi_strerror(rc));
-		comm_fail(c, ncclSystemError);
-	}
-	if (c->backlog_head != c->backlog_tail)
-		post_backlog(c);
-	if (c->ann_unposted && ofi_post_announce_bufs(c)) {
-		BRAID_WARN("ofi: send comm %u on %s peer %s: reposting an announcement buffer failed",
-			   c->id, c->dev->name, c->peer);
 		comm_fail(c, ncclSystemError);
 	}
 }
@@ -289,6 +323,7 @@ void ofi_comm_cancel(struct ofi_comm *c)
 {
 	struct fid_ep *ep = c->dev->ep;
 
+	undefer(c);
 	/* Completed operations are simply not found (-FI_ENOENT); the others complete once,
 	 * with FI_ECANCELED, and the caller reaps them. */
 	for (uint32_t i = 0; i < c->reqs.nelem; i++) {
@@ -301,117 +336,181 @@ void ofi_comm_cancel(struct ofi_comm *c)
 		for (int p = 0; p < posted; p++)
 			fi_cancel(&ep->fid, &r->op[p].fictx);
 	}
-	for (int i = 0; c->ann_rx && i < OFI_MAX_INFLIGHT; i++)
-		if (!(c->ann_unposted & (1u << i)))
-			fi_cancel(&ep->fid, &c->ann_rx[i].op.fictx);
 }
 
-/*
- * Every call looks, now and then, at the handshake socket: a peer that died closed it, and
- * a peer whose receive failed on our message said so there.
- */
-static void check_peer(struct ofi_comm *c)
+void ofi_comm_bye(struct ofi_comm *c, struct braid_link_bye *bye)
 {
-	uint64_t now = braid_now_ns();
-	char why[200];
-	int code;
+	if (c->is_send) {
+		const struct ofi_group *g = &c->ring[c->seq % OFI_MAX_INFLIGHT];
 
-	if (now < c->next_liveness_ns || c->error != ncclSuccess)
-		return;
-	c->next_liveness_ns = now + (uint64_t)braid_param_int(BRAID_P_LIVENESS_MS) * 1000000ULL;
-	switch (braid_oob_peer_state(&c->chan, &code, why, sizeof(why))) {
-	case BRAID_PEER_ALIVE:
-		return;
-	case BRAID_PEER_ERROR:
-		BRAID_WARN("ofi: %s comm %u on %s: peer %s reports: %s", comm_kind(c), c->id,
-			   c->dev->name, c->peer, why);
-		comm_fail(c, code == ncclInvalidUsage ? ncclInvalidUsage : ncclRemoteError);
-		return;
-	case BRAID_PEER_GONE:
-		BRAID_WARN("ofi: %s comm %u on %s: peer %s closed its connection (process exited "
-			   "or killed?) with %d request(s) in flight",
-			   comm_kind(c), c->id, c->dev->name, c->peer, c->inflight);
-		comm_fail(c, ncclRemoteError);
+		/* every buffer below sent_upto was sent to, and those of the current group
+		 * that are marked used */
+		braid_bye_init(bye, c->sent_upto, g->arrived ? g->ann.first + g->ann.n
+							     : c->sent_upto);
+		for (uint32_t i = 0; g->arrived && i < g->ann.n; i++)
+			if (g->used & (1u << i))
+				braid_bye_add(bye, g->ann.first + i);
 		return;
 	}
+	/* receiver: every buffer is filled but those of requests still waiting */
+	uint64_t base = c->nbufs;
+
+	for (uint32_t i = 0; i < c->reqs.nelem; i++) {
+		const struct ofi_req *r = braid_pool_at(&c->reqs, i);
+
+		for (int k = 0; braid_pool_is_used(&c->reqs, i) && k < r->n; k++)
+			if (!(r->done_mask & (1u << k)) && r->first + (uint64_t)k < base)
+				base = r->first + (uint64_t)k;
+	}
+	braid_bye_init(bye, base, c->nbufs);
+	for (uint64_t b = base; b < c->nbufs; b++)
+		braid_bye_add(bye, b);
+	for (uint32_t i = 0; i < c->reqs.nelem; i++) {
+		const struct ofi_req *r = braid_pool_at(&c->reqs, i);
+
+		for (int k = 0; braid_pool_is_used(&c->reqs, i) && k < r->n; k++)
+			if (!(r->done_mask & (1u << k)))
+				braid_bye_del(bye, r->first + (uint64_t)k);
+	}
 }
+
+/* ---- the peer ---- */
+
+/*
+ * Look at the link, now and then: a peer that died hung up without a goodbye; a peer
+ * whose comm failed in a way we cannot see said so; a peer that closed its comm said
+ * goodbye, and that fails nothing by itself (requests decide, in check_request()).
+ */
+static void check_peer(struct ofi_comm *c, int now)
+{
+	enum braid_link_state was = c->link->state, st;
+
+	if (c->error != ncclSuccess)
+		return;
+	st = braid_link_check(c->link, now);
+	if (st == was)
+		return;
+	switch (st) {
+	case BRAID_LINK_DEAD:
+		BRAID_WARN("ofi: %s comm %u on %s: peer %s hung up without closing its comm "
+			   "(process exited or killed?) with %d request(s) in flight",
+			   comm_kind(c), c->id, c->dev->name, c->peer, c->inflight);
+		comm_fail(c, ncclRemoteError);
+		break;
+	case BRAID_LINK_FAILED:
+		BRAID_WARN("ofi: %s comm %u on %s: peer %s reports: %s", comm_kind(c), c->id,
+			   c->dev->name, c->peer, c->link->peer_why);
+		comm_fail(c, c->link->peer_code == ncclInvalidUsage ? ncclInvalidUsage
+								     : ncclRemoteError);
+		break;
+	case BRAID_LINK_BYE:
+		BRAID_INFO(NCCL_NET, "ofi: %s comm %u on %s: peer %s closed its comm, %d "
+			   "request(s) in flight here", comm_kind(c), c->id, c->dev->name,
+			   c->peer, c->inflight);
+		break;
+	default:
+		break;
+	}
+}
+
+/* After the peer's goodbye no new request of this comm can ever complete. */
+static ncclResult_t refuse_after_bye(struct ofi_comm *c)
+{
+	if (c->link->state != BRAID_LINK_BYE)
+		return ncclSuccess;
+	BRAID_WARN("ofi: %s comm %u on %s: peer %s closed its comm; no %s can complete any "
+		   "more", comm_kind(c), c->id, c->dev->name, c->peer,
+		   c->is_send ? "send" : "receive");
+	comm_fail(c, ncclRemoteError);
+	return c->error;
+}
+
+/* A request still waiting: can it still complete? The comm's error, or the request's. */
+static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r)
+{
+	uint64_t bufs[BRAID_MAX_RECVS], waited;
+	int n = 0;
+
+	check_peer(c, 0);
+	if (c->error != ncclSuccess)
+		return c->error;
+	if (r->status != ncclSuccess || c->link->state != BRAID_LINK_BYE)
+		return r->status;
+	if (r->is_send)
+		bufs[n++] = r->first;
+	for (int i = 0; !r->is_send && i < r->n; i++)
+		if (!(r->done_mask & (1u << i)))
+			bufs[n++] = r->first + (uint64_t)i;
+	waited = braid_now_ns() - c->link->bye_ns;
+	if (braid_link_bye_covers(c->link, bufs, n) == 0 && waited <= braid_link_grace_ns())
+		return ncclSuccess; /* its data was on its way: it completes */
+	if (braid_link_bye_covers(c->link, bufs, n))
+		BRAID_WARN("ofi: %s comm %u on %s: peer %s closed its comm before %s buffer %llu; "
+			   "this request can never complete",
+			   comm_kind(c), c->id, c->dev->name, c->peer,
+			   c->is_send ? "it received into" : "it sent to",
+			   (unsigned long long)bufs[0]);
+	else
+		BRAID_WARN("ofi: %s comm %u on %s: a request on buffer %llu is not complete %.1f s "
+			   "after peer %s closed its comm",
+			   comm_kind(c), c->id, c->dev->name, (unsigned long long)bufs[0],
+			   (double)waited / 1e9, c->peer);
+	req_fail(r, ncclRemoteError);
+	return r->status;
+}
+
+/* ---- isend / irecv / test ---- */
 
 static struct ofi_mr *mr_of(void *mhandle)
 {
 	return mhandle;
 }
 
-/*
- * Size announcements: the buffer this send will land in, once its group is announced
- * (*g NULL: not yet). A message larger than its buffer is not sent: both ends fail.
- */
-static ncclResult_t check_announced(struct ofi_comm *c, size_t size, int tag,
-				    struct ofi_group **gp, int *idx)
+/* Sender: the current group's announcement, once it came (NULL: not yet). */
+static struct ofi_group *current_group(struct ofi_comm *c)
 {
 	struct ofi_group *g = &c->ring[c->seq % OFI_MAX_INFLIGHT];
-	char why[200];
 
-	*gp = NULL;
-	if (!g->arrived) {
+	if (!g->arrived)
 		progress(c);
-		if (!g->arrived)
-			return c->error;
-	}
-	*idx = -1;
-	for (uint32_t i = 0; i < g->ann.n && *idx < 0; i++)
-		if (g->ann.e[i].tag == tag && !(g->used & (1u << i)))
-			*idx = (int)i;
-	if (*idx < 0) {
-		BRAID_WARN("ofi: isend tag %d on %s comm %u peer %s matches no free buffer of "
-			   "receive group %u (%u buffers)",
-			   tag, c->dev->name, c->id, c->peer, g->ann.seq, g->ann.n);
-		return ncclInternalError;
-	}
-	if (size > g->ann.e[*idx].size) {
-		snprintf(why, sizeof(why),
-			 "a message of %zu bytes for receive buffer %d of group %u, which has %llu "
-			 "bytes; nothing was sent",
-			 size, *idx, g->ann.seq, (unsigned long long)g->ann.e[*idx].size);
-		BRAID_WARN("ofi: send comm %u on %s to %s: %s", c->id, c->dev->name, c->peer, why);
-		comm_fail(c, ncclInvalidUsage);
-		braid_oob_send_peer_error(&c->chan, ncclInvalidUsage, why);
-		return c->error;
-	}
-	*gp = g;
-	return ncclSuccess;
+	return g->arrived ? g : NULL;
 }
 
 static ncclResult_t isend_locked(struct ofi_comm *c, void *data, size_t size, int tag,
 				struct ofi_mr *m, void **request)
 {
-	struct ofi_group *g = NULL;
+	struct ofi_group *g;
 	struct ofi_req *r;
-	uint32_t *k;
+	uint64_t buf;
 	ssize_t rc;
 	int idx = -1;
 
-	check_peer(c);
-	if (c->error)
+	check_peer(c, 0);
+	if (c->error != ncclSuccess || refuse_after_bye(c))
 		return c->error;
-	k = tag_counter(c, tag);
-	if (!k)
-		return ncclInternalError;
-	if (c->announce) {
-		ncclResult_t res = check_announced(c, size, tag, &g, &idx);
-
-		if (res != ncclSuccess || !g)
-			return res; /* an error, or not announced yet: NCCL calls again */
-	}
+	g = current_group(c);
+	if (!g)
+		return c->error; /* the receiver has not posted yet: NCCL calls again */
+	for (uint32_t i = 0; i < g->ann.n && idx < 0; i++)
+		if (g->ann.e[i].tag == tag && !(g->used & (1u << i)))
+			idx = (int)i;
+	if (idx < 0)
+		return ncclSuccess; /* no free buffer with this tag yet: NCCL calls again */
+	/* As NCCL's IB transport: a message larger than its buffer arrives truncated. */
+	if (size > g->ann.e[idx].size)
+		size = g->ann.e[idx].size;
 	r = braid_pool_get(&c->reqs);
 	if (!r)
 		return ncclSuccess; /* more than maxRecvs x 32 in flight: NCCL retries */
+	buf = g->ann.first + (uint64_t)idx;
 	r->comm = c;
 	r->is_send = 1;
 	r->n = 1;
+	r->first = buf;
 	r->size[0] = size;
 	r->op[0] = (struct ofi_op){ .type = OFI_OP_SEND, .req = r, .comm = c };
 	rc = fi_tsend(c->dev->ep, size ? data : &zero_byte, size, m->desc, c->peer_addr,
-		      ofi_msg_tag(c->peer_id, *k, tag), &r->op[0].fictx);
+		      ofi_msg_tag(c->peer_id, buf), &r->op[0].fictx);
 	if (rc == -FI_EAGAIN) {
 		braid_pool_put(&c->reqs, r);
 		progress(c);
@@ -424,13 +523,11 @@ static ncclResult_t isend_locked(struct ofi_comm *c, void *data, size_t size, in
 		comm_fail(c, ncclSystemError);
 		return c->error;
 	}
-	(*k)++;
-	if (g) {
-		g->used |= 1u << idx;
-		if (g->used == (1u << g->ann.n) - 1) {
-			g->arrived = 0;
-			c->seq++;
-		}
+	g->used |= 1u << idx;
+	if (g->used == (1u << g->ann.n) - 1) {
+		g->arrived = 0;
+		c->sent_upto = g->ann.first + g->ann.n;
+		c->seq++;
 	}
 	r->pending = 1;
 	r->magic = BRAID_MAGIC_REQ;
@@ -443,7 +540,7 @@ static ncclResult_t isend_locked(struct ofi_comm *c, void *data, size_t size, in
 ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 		       void **request)
 {
-	struct ofi_comm *c = send_comm;
+	struct ofi_comm *c = to_ofi_comm(send_comm);
 	struct ofi_mr *m = mr_of(mhandle);
 	ncclResult_t res;
 
@@ -462,18 +559,12 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 static ncclResult_t irecv_locked(struct ofi_comm *c, int n, void **data, const size_t *sizes,
 				 const int *tags, void **mhandles, void **request)
 {
-	uint32_t *k[BRAID_MAX_RECVS];
 	struct ofi_req *r;
 	int rc;
 
-	check_peer(c);
-	if (c->error)
+	check_peer(c, 0);
+	if (c->error != ncclSuccess || refuse_after_bye(c))
 		return c->error;
-	for (int i = 0; i < n; i++) {
-		k[i] = tag_counter(c, tags[i]);
-		if (!k[i])
-			return ncclInternalError;
-	}
 	if (c->inflight >= OFI_MAX_INFLIGHT)
 		return ncclSuccess;
 	r = braid_pool_get(&c->reqs);
@@ -481,14 +572,13 @@ static ncclResult_t irecv_locked(struct ofi_comm *c, int n, void **data, const s
 		return ncclSuccess;
 	r->comm = c;
 	r->n = n;
-	r->ann.seq = c->seq;
-	r->ann.n = (uint32_t)n;
-	/* k is assigned now, in NCCL's posting order, whenever the buffers reach the provider. */
+	r->first = c->nbufs;
+	r->ann = (struct ofi_announce){ .dst = c->peer_id, .n = (uint16_t)n,
+					.token = c->peer_token, .seq = c->seq, .first = c->nbufs };
 	for (int i = 0; i < n; i++) {
 		r->size[i] = sizes[i];
 		r->buf[i] = data[i];
 		r->desc[i] = mr_of(mhandles[i])->desc;
-		r->tag[i] = ofi_msg_tag(c->id, (*k[i])++, tags[i]);
 		r->op[i] = (struct ofi_op){ .type = OFI_OP_RECV, .idx = (uint8_t)i, .req = r,
 					    .comm = c };
 		r->ann.e[i].size = sizes[i];
@@ -497,9 +587,7 @@ static ncclResult_t irecv_locked(struct ofi_comm *c, int n, void **data, const s
 	r->op[n] = (struct ofi_op){ .type = OFI_OP_ANNOUNCE_SEND, .req = r, .comm = c };
 	rc = c->backlog_head == c->backlog_tail ? post_recv_parts(c, r) : -FI_EAGAIN;
 	if (rc == -FI_EAGAIN && r->next_part == 0 && c->backlog_head == c->backlog_tail) {
-		/* Nothing taken: undo the numbering and let NCCL call again. */
-		for (int i = 0; i < n; i++)
-			(*k[i])--;
+		/* Nothing taken: let NCCL call again. */
 		braid_pool_put(&c->reqs, r);
 		progress(c);
 		return c->error;
@@ -511,11 +599,14 @@ static ncclResult_t irecv_locked(struct ofi_comm *c, int n, void **data, const s
 		comm_fail(c, ncclSystemError);
 		return c->error;
 	}
-	if (rc == -FI_EAGAIN)
+	if (rc == -FI_EAGAIN) {
 		c->backlog[c->backlog_tail++ % OFI_MAX_INFLIGHT] = r;
+		defer(c);
+	}
 	r->magic = BRAID_MAGIC_REQ;
 	c->inflight++;
 	c->seq++;
+	c->nbufs += (uint64_t)n;
 	*request = r;
 	return ncclSuccess;
 }
@@ -523,7 +614,7 @@ static ncclResult_t irecv_locked(struct ofi_comm *c, int n, void **data, const s
 ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
 		       void **mhandles, void **request)
 {
-	struct ofi_comm *c = recv_comm;
+	struct ofi_comm *c = to_ofi_comm(recv_comm);
 	ncclResult_t res;
 
 	for (int i = 0; i < n; i++) {
@@ -553,7 +644,7 @@ ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, v
 /* Every part posted (a deferred receive's may not be yet) and every completion in. */
 static int req_complete(const struct ofi_req *r)
 {
-	return r->pending == 0 && (r->is_send || r->next_part == recv_parts(r->comm, r));
+	return r->pending == 0 && (r->is_send || r->next_part == recv_parts(r));
 }
 
 static ncclResult_t test_locked(struct ofi_req *r, int *done, size_t *sizes, int *nsizes)
@@ -564,11 +655,8 @@ static ncclResult_t test_locked(struct ofi_req *r, int *done, size_t *sizes, int
 	*done = 0;
 	if (!req_complete(r)) {
 		progress(c);
-		if (!req_complete(r)) {
-			check_peer(c);
-			/* A failed comm will never complete this request: report, don't wait. */
-			return c->error;
-		}
+		if (!req_complete(r))
+			return check_request(c, r); /* it waits, or it never completes */
 	}
 	status = r->status;
 	*done = 1;
@@ -579,14 +667,12 @@ static ncclResult_t test_locked(struct ofi_req *r, int *done, size_t *sizes, int
 	c->inflight--;
 	r->magic = BRAID_MAGIC_DEAD;
 	braid_pool_put(&c->reqs, r);
-	if (status == ncclSuccess)
-		check_peer(c);
-	return status != ncclSuccess ? status : c->error;
+	return status;
 }
 
 ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
 {
-	struct ofi_req *r = request;
+	struct ofi_req *r = to_ofi_req(request);
 	struct ofi_dev *d = r->comm->dev;
 	ncclResult_t res;
 

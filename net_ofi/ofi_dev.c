@@ -59,8 +59,10 @@ static struct fi_info *make_hints(const char *prov)
 	/* Everything braid can honour; the provider keeps the bits it needs. */
 	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
 				  FI_MR_ENDPOINT;
-	/* Comms run on different NCCL threads and share the domain. */
-	h->domain_attr->threading = FI_THREAD_SAFE;
+	/* Comms run on different NCCL threads and share the domain, but braid serialises
+	 * every call on it under the device's ep_lock (it must guard its own state there
+	 * anyway): the provider need not lock a second time. */
+	h->domain_attr->threading = FI_THREAD_DOMAIN;
 	if (prov && prov[0])
 		h->fabric_attr->prov_name = strdup(prov);
 	return h;
@@ -108,24 +110,18 @@ static void place_nic(struct ofi_dev *d)
 	}
 }
 
-/* Providers that never complete a receive whose buffer is too small (both ends hang). */
-static const char *const no_truncation_report[] = { "shm", NULL };
-
-static int announce_sizes(const char *prov)
+int ofi_tag_format_ok(uint64_t mem_tag_format, char *why, size_t whylen)
 {
-	char core[32];
+	/* The provider may use the tag bits above its format's highest bit; 0 means all 64
+	 * (FI_TAG_GENERIC is 0xaaaa...: all 64 bits usable). */
+	int bits = mem_tag_format ? 64 - __builtin_clzll(mem_tag_format) : 64;
 
-	switch (braid_param_int(BRAID_P_OFI_SIZE_CHECK)) {
-	case 1:
-		return 1;
-	case 2:
+	if (bits >= OFI_TAG_BITS)
 		return 0;
-	}
-	core_provider(prov, core, sizeof(core));
-	for (int i = 0; no_truncation_report[i]; i++)
-		if (!strcmp(core, no_truncation_report[i]))
-			return 1;
-	return 0;
+	snprintf(why, whylen, "its tags have %d bits (mem_tag_format %#llx); braid needs %d "
+		 "(comm id, buffer number, announcement flag)",
+		 bits, (unsigned long long)mem_tag_format, OFI_TAG_BITS);
+	return -1;
 }
 
 static int is_loopback_domain(const struct fi_info *i)
@@ -149,7 +145,6 @@ static int add_device(struct fi_info *info)
 	d->mr_virt_addr = !!(mr_mode & FI_MR_VIRT_ADDR);
 	d->mr_prov_key = !!(mr_mode & FI_MR_PROV_KEY);
 	d->next_key = 1;
-	d->announce = announce_sizes(info->fabric_attr->prov_name);
 	place_nic(d);
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_mutex_init(&d->ep_lock, NULL);
@@ -177,8 +172,15 @@ static int collect_devices(struct fi_info *list, const char *prov)
 	for (struct fi_info *i = list; i; i = i->next) {
 		int dup = 0;
 
+		char why[160];
+
 		if (strcmp(i->fabric_attr->prov_name, prov) || (have_real && is_loopback_domain(i)))
 			continue;
+		if (ofi_tag_format_ok(i->ep_attr->mem_tag_format, why, sizeof(why))) {
+			BRAID_INFO(NCCL_INIT | NCCL_NET, "ofi: domain %s of %s not used: %s",
+				   i->domain_attr->name, prov, why);
+			continue;
+		}
 		for (int d = 0; d < ofi.ndevs && !dup; d++)
 			dup = !strcmp(ofi.devs[d].name, i->domain_attr->name);
 		if (!dup && add_device(i))
@@ -219,7 +221,7 @@ static void dev_quiesce(struct ofi_dev *d)
 		ofi_comm_cancel(c);
 	}
 	do {
-		if (ofi_dev_poll(d))
+		if (ofi_dev_progress(d))
 			break;
 		left = 0;
 		for (struct ofi_comm *c = d->comms; c; c = c->next)
@@ -231,11 +233,87 @@ static void dev_quiesce(struct ofi_dev *d)
 			   "closing the endpoint anyway", d->name, left);
 }
 
+/* The announcement buffers, registered and posted; ep_lock held. */
+static int open_announce_bufs(struct ofi_dev *d)
+{
+	size_t rx = d->info->rx_attr ? d->info->rx_attr->size : 0;
+	int rc;
+
+	/* A share of the provider's receive queue, never all of it: receives need it too. */
+	d->nann = rx ? (uint32_t)(rx / 8) : 64;
+	if (d->nann < 16)
+		d->nann = 16;
+	if (d->nann > 256)
+		d->nann = 256;
+	d->ann = calloc(d->nann, sizeof(*d->ann));
+	d->ann_unposted = calloc((d->nann + 63) / 64, sizeof(uint64_t));
+	d->by_id = calloc(OFI_MAX_COMM_IDS, sizeof(*d->by_id));
+	if (!d->ann || !d->ann_unposted || !d->by_id)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < d->nann; i++) {
+		d->ann[i].op.type = OFI_OP_ANNOUNCE_RECV;
+		d->ann_unposted[i / 64] |= 1ULL << (i % 64);
+	}
+	if (d->mr_local) {
+		uint64_t key = d->mr_prov_key ? 0 : __atomic_fetch_add(&d->next_key, 1,
+								      __ATOMIC_RELAXED);
+
+		rc = fi_mr_reg(d->domain, d->ann, d->nann * sizeof(*d->ann), FI_RECV, 0, key, 0,
+			       &d->ann_mr, NULL);
+		if (!rc && d->mr_endpoint) {
+			rc = fi_mr_bind(d->ann_mr, &d->ep->fid, 0);
+			if (!rc)
+				rc = fi_mr_enable(d->ann_mr);
+		}
+		if (rc)
+			return rc;
+		d->ann_desc = fi_mr_desc(d->ann_mr);
+	}
+	return ofi_post_announce_bufs(d);
+}
+
+static void close_announce_bufs(struct ofi_dev *d)
+{
+	if (d->ann_mr)
+		fi_close(&d->ann_mr->fid);
+	d->ann_mr = NULL;
+	d->ann_desc = NULL;
+	free(d->ann);
+	free(d->ann_unposted);
+	free(d->by_id);
+	d->ann = NULL;
+	d->ann_unposted = NULL;
+	d->by_id = NULL;
+	d->nann = 0;
+	d->ann_closing = 0;
+}
+
+/* Take the announcement buffers back before the endpoint closes (rxm in libfabric 1.17
+ * crashes closing an endpoint that holds receives after a peer's connection broke);
+ * bounded like a comm's close. ep_lock held. */
+static void cancel_announce_bufs(struct ofi_dev *d)
+{
+	uint64_t until = braid_now_ns() + OFI_CLOSE_REAP_MS * 1000000ULL;
+	uint32_t posted;
+
+	d->ann_closing = 1;
+	for (uint32_t i = 0; i < d->nann; i++)
+		if (!(d->ann_unposted[i / 64] & (1ULL << (i % 64))))
+			fi_cancel(&d->ep->fid, &d->ann[i].op.fictx);
+	do {
+		posted = d->nann;
+		for (uint32_t w = 0; w < (d->nann + 63) / 64; w++)
+			posted -= (uint32_t)__builtin_popcountll(d->ann_unposted[w]);
+	} while (posted && ofi_dev_progress(d) == 0 && braid_now_ns() < until);
+}
+
 void ofi_dev_close_ep(struct ofi_dev *d)
 {
 	if (!d->ep)
 		return;
 	pthread_mutex_lock(&d->ep_lock);
+	if (d->ann)
+		cancel_announce_bufs(d);
 	/* The endpoint first: it stops the provider from touching our buffers. */
 	fi_close(&d->ep->fid);
 	d->ep = NULL;
@@ -248,14 +326,25 @@ void ofi_dev_close_ep(struct ofi_dev *d)
 		if (c->parked)
 			ofi_comm_free_parked(c);
 	}
+	d->deferred = NULL;
 	memset(d->id_map, 0, sizeof(d->id_map));
 	d->nlive = 0;
+	close_announce_bufs(d);
 	if (d->cq)
 		fi_close(&d->cq->fid);
 	if (d->av)
 		fi_close(&d->av->fid);
 	d->cq = NULL;
 	d->av = NULL;
+	/* the AV is gone, and every entry with it */
+	for (int b = 0; b < OFI_AV_BUCKETS; b++)
+		while (d->av_tab[b]) {
+			struct ofi_av_entry *e = d->av_tab[b];
+
+			d->av_tab[b] = e->next;
+			free(e);
+		}
+	__atomic_store_n(&d->ctr->av_entries, 0, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&d->ep_lock);
 	BRAID_INFO(NCCL_NET, "ofi: device %s: endpoint closed", d->name);
 }
@@ -328,15 +417,14 @@ static int ofi_init(char *why, size_t whylen)
 	rc = collect_devices(list, ofi.provider);
 	ofi_dl.freeinfo(list);
 	if (rc || ofi.ndevs == 0) {
-		snprintf(why, whylen, "provider %s has no usable domain", ofi.provider);
+		snprintf(why, whylen, "provider %s has no usable domain (BRAID_DEBUG=INFO says why)",
+			 ofi.provider);
 		ofi_fini();
 		return -1;
 	}
 	record_fallback(seen, named[0] != '\0');
-	BRAID_INFO(NCCL_INIT | NCCL_NET,
-		   "ofi: provider %s, %d device(s), libfabric API %u.%u, size announcements %s",
-		   ofi.provider, ofi.ndevs, FI_MAJOR(ofi.api_version), FI_MINOR(ofi.api_version),
-		   ofi.devs[0].announce ? "on" : "off");
+	BRAID_INFO(NCCL_INIT | NCCL_NET, "ofi: provider %s, %d device(s), libfabric API %u.%u",
+		   ofi.provider, ofi.ndevs, FI_MAJOR(ofi.api_version), FI_MINOR(ofi.api_version));
 	if (ofi.slow)
 		BRAID_WARN("SLOW PATH: running over libfabric provider %s (BRAID_OFI_PROVIDER): "
 			   "kernel sockets or shared memory, not NIC RDMA; expect a fraction of "
@@ -350,11 +438,12 @@ static int ofi_ndevs(void)
 	return ofi.ndevs;
 }
 
-/* The shared endpoint, its CQ and AV; d->lock held. may_retry: -FI_EBUSY is no news. */
+/* The shared endpoint, its CQ and AV; d->lock and ep_lock held. may_retry: -FI_EBUSY is
+ * no news. */
 static int open_ep(struct ofi_dev *d, int may_retry)
 {
 	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE };
-	/* A hint: every comm inserts its peer, and providers find duplicates themselves. */
+	/* A hint: one entry per peer endpoint, shared by the comms to it. */
 	struct fi_av_attr av_attr = { .type = FI_AV_TABLE, .count = 256 };
 	const char *step;
 	int rc;
@@ -391,7 +480,12 @@ static int open_ep(struct ofi_dev *d, int may_retry)
 	if (rc)
 		goto fail;
 	d->inject_size = d->info->tx_attr->inject_size;
-	BRAID_INFO(NCCL_NET, "ofi: device %s: endpoint open, shared by its comms", d->name);
+	step = "announcement buffers";
+	rc = open_announce_bufs(d);
+	if (rc)
+		goto fail;
+	BRAID_INFO(NCCL_NET, "ofi: device %s: endpoint open, shared by its comms; %u "
+		   "announcement buffers", d->name, d->nann);
 	return 0;
 fail:
 	if (rc == -FI_EBUSY && may_retry)
@@ -402,6 +496,7 @@ fail:
 			   ofi.provider, ofi_strerror(rc));
 	if (d->ep)
 		fi_close(&d->ep->fid);
+	close_announce_bufs(d);
 	if (d->cq)
 		fi_close(&d->cq->fid);
 	if (d->av)
@@ -416,6 +511,7 @@ int ofi_dev_open_ep(struct ofi_dev *d)
 {
 	int rc = 0;
 
+	/* d->lock keeps other openers out; nothing else uses a domain before it exists */
 	if (!d->fabric) {
 		rc = ofi_dl.fabric(d->info->fabric_attr, &d->fabric, NULL);
 		if (rc)
@@ -429,11 +525,13 @@ int ofi_dev_open_ep(struct ofi_dev *d)
 	}
 	/* shm refuses (-FI_EBUSY) a region name left by a killed process whose pid is in use
 	 * again, and unlinks the stale file as it does: the next try gets through. */
+	pthread_mutex_lock(&d->ep_lock);
 	for (int tries = 1; !rc && !d->ep; tries++) {
 		rc = open_ep(d, tries < 3);
 		if (rc == -FI_EBUSY && tries < 3)
 			rc = 0;
 	}
+	pthread_mutex_unlock(&d->ep_lock);
 	return rc;
 }
 

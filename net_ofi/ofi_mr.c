@@ -10,17 +10,16 @@
 #include "plugin/log.h"
 #include "plugin/params.h"
 
+/* ep_lock held. */
 static int bind_to_ep(struct ofi_dev *d, struct fid_mr *mr)
 {
 	int rc;
 
 	if (!mr || !d->mr_endpoint)
 		return 0;
-	pthread_mutex_lock(&d->ep_lock);
 	rc = fi_mr_bind(mr, &d->ep->fid, 0);
 	if (!rc)
 		rc = fi_mr_enable(mr);
-	pthread_mutex_unlock(&d->ep_lock);
 	if (rc)
 		BRAID_WARN("ofi: binding a registration to the endpoint of %s failed: %s", d->name,
 			   ofi_strerror(rc));
@@ -40,14 +39,16 @@ int ofi_mr_reg_raw(struct ofi_dev *d, void *buf, size_t len, uint64_t access, st
 		return 0; /* the provider takes plain pointers for local buffers */
 	if (!d->mr_prov_key)
 		key = __atomic_fetch_add(&d->next_key, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&d->ep_lock); /* FI_THREAD_DOMAIN: one libfabric call at a time */
 	rc = fi_mr_reg(d->domain, buf, len, access, 0, key, 0, mr, NULL);
 	if (!rc)
 		rc = bind_to_ep(d, *mr);
+	if (rc && *mr)
+		fi_close(&(*mr)->fid);
+	pthread_mutex_unlock(&d->ep_lock);
 	if (rc) {
 		BRAID_WARN("ofi: registering %p (%zu bytes) on %s failed: %s", buf, len, d->name,
 			   ofi_strerror(rc));
-		if (*mr)
-			fi_close(&(*mr)->fid);
 		*mr = NULL;
 		return rc;
 	}
@@ -55,10 +56,18 @@ int ofi_mr_reg_raw(struct ofi_dev *d, void *buf, size_t len, uint64_t access, st
 	return 0;
 }
 
+void ofi_mr_close_raw(struct ofi_dev *d, struct fid_mr *mr)
+{
+	if (!mr)
+		return;
+	pthread_mutex_lock(&d->ep_lock);
+	fi_close(&mr->fid);
+	pthread_mutex_unlock(&d->ep_lock);
+}
+
 static void mr_free(struct ofi_mr *m)
 {
-	if (m->mr)
-		fi_close(&m->mr->fid);
+	ofi_mr_close_raw(m->dev, m->mr);
 	m->magic = BRAID_MAGIC_DEAD;
 	free(m);
 }

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #define BRAID_CTR_MAGIC 0x5254434449415242ULL /* "BRAIDCTR" little-endian */
-#define BRAID_CTR_VERSION 2
+#define BRAID_CTR_VERSION 3
 #define BRAID_CTR_MAX_DEVS 32
 #define BRAID_CTR_MAX_COMMS 1024
 #define BRAID_CTR_MAX_QPS 1024
@@ -33,6 +33,9 @@ struct braid_ctr_dev {
 	uint32_t in_use;
 	uint32_t pad;
 	struct braid_ctr_traffic t;
+	/* version 3 */
+	uint64_t av_entries; /* libfabric address vector entries in use (ofi; 0 for verbs) */
+	uint64_t strangers;  /* connections to a listen port dropped: not a braid peer of it */
 };
 
 enum braid_ctr_comm_kind { BRAID_CTR_COMM_FREE = 0, BRAID_CTR_COMM_SEND = 1, BRAID_CTR_COMM_RECV = 2 };

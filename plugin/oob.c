@@ -253,8 +253,8 @@ static int chan_fill(struct braid_oob_chan *ch, uint32_t want)
 	return 0;
 }
 
-int braid_oob_chan_recv(struct braid_oob_chan *ch, uint16_t type, const void **payload,
-			uint32_t *len, char *why, size_t whylen)
+int braid_oob_chan_recv_any(struct braid_oob_chan *ch, uint16_t *type, const void **payload,
+			    uint32_t *len, char *why, size_t whylen)
 {
 	struct oob_hdr h;
 	uint32_t plen;
@@ -266,17 +266,17 @@ int braid_oob_chan_recv(struct braid_oob_chan *ch, uint16_t type, const void **p
 	memcpy(&h, ch->rx, sizeof(h));
 	plen = ntohl(h.len);
 	if (ntohl(h.magic) != OOB_MAGIC) {
-		snprintf(why, whylen, "peer is not braid (bad magic 0x%08x)", ntohl(h.magic));
+		snprintf(why, whylen, "not braid (bad magic 0x%08x)", ntohl(h.magic));
 		return -EPROTO;
 	}
 	if (ntohs(h.version) != BRAID_WIRE_VERSION) {
-		snprintf(why, whylen, "peer speaks braid wire version %u, we speak %u",
-			 ntohs(h.version), BRAID_WIRE_VERSION);
+		snprintf(why, whylen, "braid wire version %u, we speak %u", ntohs(h.version),
+			 BRAID_WIRE_VERSION);
 		return -EPROTO;
 	}
-	if (ntohs(h.type) != type || plen > BRAID_OOB_MAX_PAYLOAD) {
-		snprintf(why, whylen, "unexpected message type %u length %u (wanted type %u, at most %u bytes)",
-			 ntohs(h.type), plen, type, BRAID_OOB_MAX_PAYLOAD);
+	if (plen > BRAID_OOB_MAX_PAYLOAD) {
+		snprintf(why, whylen, "message type %u of %u bytes (at most %u)", ntohs(h.type),
+			 plen, BRAID_OOB_MAX_PAYLOAD);
 		return -EPROTO;
 	}
 	rc = chan_fill(ch, (uint32_t)sizeof(h) + plen);
@@ -286,51 +286,22 @@ int braid_oob_chan_recv(struct braid_oob_chan *ch, uint16_t type, const void **p
 		snprintf(why, whylen, "message checksum mismatch");
 		return -EPROTO;
 	}
+	*type = ntohs(h.type);
 	*payload = ch->rx + sizeof(h);
 	*len = plen;
 	ch->rx_off = 0;
 	return 0;
 }
 
-struct peer_error_msg {
-	int32_t code;
-	char why[200];
-};
-
-void braid_oob_send_peer_error(struct braid_oob_chan *ch, int code, const char *why)
+int braid_oob_chan_recv(struct braid_oob_chan *ch, uint16_t type, const void **payload,
+			uint32_t *len, char *why, size_t whylen)
 {
-	struct peer_error_msg m = { .code = (int32_t)htonl((uint32_t)code) };
+	uint16_t got;
+	int rc = braid_oob_chan_recv_any(ch, &got, payload, len, why, whylen);
 
-	snprintf(m.why, sizeof(m.why), "%s", why);
-	/* A fresh, idle socket takes 200 bytes at once; if not, the peer learns from EOF. */
-	if (braid_oob_chan_post(ch, BRAID_OOB_PEER_ERROR, &m, sizeof(m)) == 0)
-		(void)braid_oob_chan_flush(ch);
-}
-
-enum braid_peer_state braid_oob_peer_state(struct braid_oob_chan *ch, int *code, char *why,
-					   size_t whylen)
-{
-	struct pollfd p = { .fd = ch->fd, .events = POLLIN | POLLRDHUP };
-	const struct peer_error_msg *m;
-	const void *payload;
-	uint32_t len;
-	int rc;
-
-	if (poll(&p, 1, 0) <= 0)
-		return BRAID_PEER_ALIVE;
-	/* Read what it sent before looking at the hang-up: an error report comes first. */
-	if (p.revents & POLLIN) {
-		rc = braid_oob_chan_recv(ch, BRAID_OOB_PEER_ERROR, &payload, &len, why, whylen);
-		if (rc == -EAGAIN)
-			return (p.revents & (POLLERR | POLLHUP)) ? BRAID_PEER_GONE : BRAID_PEER_ALIVE;
-		if (rc == 0 && len == sizeof(*m)) {
-			m = payload;
-			*code = (int)ntohl((uint32_t)m->code);
-			snprintf(why, whylen, "%.*s", (int)sizeof(m->why), m->why);
-			return BRAID_PEER_ERROR;
-		}
-		return BRAID_PEER_GONE;
+	if (rc == 0 && got != type) {
+		snprintf(why, whylen, "message type %u where type %u was due", got, type);
+		return -EPROTO;
 	}
-	return (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) ? BRAID_PEER_GONE
-									  : BRAID_PEER_ALIVE;
+	return rc;
 }

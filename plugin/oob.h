@@ -43,28 +43,15 @@ int braid_oob_chan_post(struct braid_oob_chan *ch, uint16_t type, const void *pa
 /* Push staged bytes: 0 all sent, -EAGAIN not yet, other -errno failed. */
 int braid_oob_chan_flush(struct braid_oob_chan *ch);
 /*
- * Receive one message of the expected type: 0 and (*payload, *len) pointing into the
+ * Receive one message of any type: 0 and (*type, *payload, *len) pointing into the
  * channel's buffer (valid until the next call), -EAGAIN not complete yet, -EPROTO for a bad
- * header (why says what was wrong), -ECONNRESET when the peer closed, other -errno.
+ * header or checksum (why says what was wrong), -ECONNRESET when the peer closed, other
+ * -errno.
  */
+int braid_oob_chan_recv_any(struct braid_oob_chan *ch, uint16_t *type, const void **payload,
+			    uint32_t *len, char *why, size_t whylen);
+/* The same, for a message of the expected type only (another type: -EPROTO). */
 int braid_oob_chan_recv(struct braid_oob_chan *ch, uint16_t type, const void **payload,
 			uint32_t *len, char *why, size_t whylen);
-/*
- * After set-up the socket tells whether the peer is still there (closed: it died) and
- * carries at most one more message: a comm that failed in a way
- * its peer cannot see by itself (a receive buffer too small for the message) says so, so
- * that both ends report it. Best effort, never blocks.
- */
-#define BRAID_OOB_PEER_ERROR 0x7e01
-void braid_oob_send_peer_error(struct braid_oob_chan *ch, int code, const char *why);
-
-enum braid_peer_state {
-	BRAID_PEER_ALIVE = 0,
-	BRAID_PEER_GONE = 1,  /* closed or reset: the process exited or was killed */
-	BRAID_PEER_ERROR = 2, /* it reported an error: *code and why */
-};
-/* One poll(), no wait. */
-enum braid_peer_state braid_oob_peer_state(struct braid_oob_chan *ch, int *code, char *why,
-					   size_t whylen);
 
 #endif

@@ -30,12 +30,6 @@ enum braid_param_type {
 	X(OFI_PROVIDER, "BRAID_OFI_PROVIDER", BRAID_PARAM_STR, "", 0, 0, NULL, NULL,             \
 	  "libfabric provider to use (e.g. efa, \"tcp;ofi_rxm\", shm). Unset: efa first, then "  \
 	  "other RDMA-capable providers; tcp, shm, sockets and udp are used only when named.")  \
-	X(OFI_SIZE_CHECK, "BRAID_OFI_SIZE_CHECK", BRAID_PARAM_ENUM, "auto", 0, 0, "auto|on|off",    \
-	  NULL,                                                                                  \
-	  "Receivers announce their buffer sizes and senders check them before sending (one "   \
-	  "small message per receive). auto: on for providers that never complete a truncated " \
-	  "receive (shm in libfabric 1.17), where a too-small buffer would otherwise hang both " \
-	  "ends.")                                                                               \
 	X(SOCKET_IFNAME, "BRAID_SOCKET_IFNAME", BRAID_PARAM_STR, "", 0, 0, NULL,                 \
 	  "NCCL_SOCKET_IFNAME",                                                                  \
 	  "Interface(s) for the out-of-band TCP handshake: comma list of name prefixes, ^ to "   \

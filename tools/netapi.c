@@ -421,6 +421,11 @@ static ncclResult_t no_finalize(const struct net_api *api, void *ctx)
 	{                                                                                 \
 		return T(api)->deregMr(comm, mh);                                         \
 	}                                                                                 \
+	static ncclResult_t V##_iflush(const struct net_api *api, void *rc, int n,        \
+				       void **data, int *sizes, void **mh, void **req)    \
+	{                                                                                 \
+		return T(api)->iflush(rc, n, data, sizes, mh, req);                       \
+	}                                                                                 \
 	static ncclResult_t V##_test(const struct net_api *api, void *req, int *done,     \
 				     int *sizes)                                          \
 	{                                                                                 \
@@ -457,6 +462,7 @@ COMMON_OPS(v11, T11)
 		api->dereg_mr = V##_dereg_mr;                                             \
 		api->isend = V##_isend;                                                   \
 		api->irecv = V##_irecv;                                                   \
+		api->iflush = V##_iflush;                                                 \
 		api->test = V##_test;                                                     \
 		api->close_send = V##_close_send;                                         \
 		api->close_recv = V##_close_recv;                                         \

@@ -58,6 +58,8 @@ struct net_api {
 	ncclResult_t (*irecv)(const struct net_api *api, void *recv_comm, int n, void **data,
 			      const size_t *sizes, const int *tags, void **mhandles,
 			      void **request);
+	ncclResult_t (*iflush)(const struct net_api *api, void *recv_comm, int n, void **data,
+			       int *sizes, void **mhandles, void **request);
 	ncclResult_t (*test)(const struct net_api *api, void *request, int *done, int *sizes);
 	ncclResult_t (*close_send)(const struct net_api *api, void *send_comm);
 	ncclResult_t (*close_recv)(const struct net_api *api, void *recv_comm);

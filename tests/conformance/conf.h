@@ -48,6 +48,9 @@ void conf_step(struct side *s, const char *fmt, ...) __attribute__((format(print
 int rdv_put(const struct side *s, const char *name, const void *data, size_t len);
 /* Waits for the peer's `name` (bounded), fails fast if the peer announced an abort. */
 int rdv_get(const struct side *s, const char *name, void *data, size_t len, double timeout_s);
+/* The same, for a file published by the given role (several processes per side). */
+int rdv_get_from(const struct side *s, char role, const char *name, void *data, size_t len,
+		 double timeout_s);
 /* Both sides reach `name` before either goes on. */
 int rdv_sync(const struct side *s, const char *name);
 /* Tell the peer this side failed, so it stops waiting for us. */
@@ -133,6 +136,9 @@ void plan_groups(struct xfer_plan *p, uint64_t seed, int ngroups, int max_recvs,
 void plan_fixed(struct xfer_plan *p, int nmsgs, size_t size, size_t cap, uint64_t id0);
 void plan_free(struct xfer_plan *p);
 
+/* sc_data.c: a receives the plan over a fresh connection, b sends it */
+int one_way_plan(struct side *s, void *ctx, const char *name, const struct xfer_plan *p);
+
 /* ---- scenarios ---- */
 struct scenario {
 	const char *name;
@@ -156,7 +162,14 @@ int sc_init_twice(struct side *s);
 int sc_bad_handle(struct side *s);
 int sc_kill_sender(struct side *s);
 int sc_kill_receiver(struct side *s);
-int sc_recv_small(struct side *s);
 int sc_zero_and_tiny(struct side *s);
+int sc_tag_order(struct side *s);
+int sc_truncate(struct side *s);
+int sc_isolation(struct side *s);
+int sc_reuse_close(struct side *s);
+int sc_strangers(struct side *s);
+int sc_flush(struct side *s);
+int sc_ring(struct side *s);
+int sc_many_comms(struct side *s);
 
 #endif /* BRAID_CONF_H */

@@ -45,8 +45,22 @@ const struct scenario scenarios[] = {
 	{ SC("kill-receiver", sc_kill_receiver, 8, "the receiver SIGKILLs itself "
 	     "mid-transfer: the sender gets an error in bounded time and closes"),
 	  .victim = 'a' },
-	{ SC("recv-small", sc_recv_small, 8, "a receive smaller than the message: an error "
-	     "on both sides, nothing written past the buffer") },
+	{ SC("tag-order", sc_tag_order, 8, "grouped receives whose sends come in another "
+	     "order, and isends with no free buffer yet: NULL request, called again") },
+	{ SC("truncate", sc_truncate, 8, "messages larger than their receive buffers arrive "
+	     "truncated, the send succeeds, test() reports what arrived") },
+	{ SC("isolation", sc_isolation, 8, "one comm truncates and fails while another on "
+	     "the same device streams 1 GiB, verified") },
+	{ SC("reuse-close", sc_reuse_close, 8, "200 connections through one listen comm, "
+	     "closed in either order as soon as done: no error"), .own_init = true },
+	{ SC("strangers", sc_strangers, 8, "scans, garbage, a replayed handle and idle "
+	     "connections on the listen port: accept drops them, the peer gets through") },
+	{ SC("flush", sc_flush, 8, "iflush of 32 receives on each of 64 comms, all in "
+	     "flight at once: never an error"), .own_init = true },
+	{ SC("ring", sc_ring, 8, "rings of 2, 3 and 4 processes: irecv, then isend until "
+	     "taken, 1,000 times: no deadlock"), .own_init = true },
+	{ SC("many-comms", sc_many_comms, 11, "1,024 comms opened and closed 10 times: "
+	     "descriptors, AV entries and memory come back") },
 };
 const int nscenarios = sizeof(scenarios) / sizeof(scenarios[0]);
 

@@ -59,22 +59,28 @@ void rdv_abort(const struct side *s)
 
 int rdv_get(const struct side *s, const char *name, void *data, size_t len, double timeout_s)
 {
+	return rdv_get_from(s, peer_of(s), name, data, len, timeout_s);
+}
+
+int rdv_get_from(const struct side *s, char role, const char *name, void *data, size_t len,
+		 double timeout_s)
+{
 	double deadline = now_s() + timeout_s;
 	char path[512];
 	ssize_t got;
 	int fd;
 
-	path_of(s, peer_of(s), name, path, sizeof(path));
+	path_of(s, role, name, path, sizeof(path));
 	for (;;) {
 		fd = open(path, O_RDONLY);
 		if (fd >= 0)
 			break;
 		if (rdv_peer_aborted(s))
 			return conf_fail(s, "rdv: peer %c gave up before publishing '%s'",
-					 peer_of(s), name);
+					 role, name);
 		if (now_s() > deadline)
 			return conf_fail(s, "rdv: peer %c did not publish '%s' within %.0f s (%s)",
-					 peer_of(s), name, timeout_s, path);
+					 role, name, timeout_s, path);
 		struct timespec ts = { 0, 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}

@@ -103,7 +103,7 @@ static int one_way_dir(struct side *s, void *ctx, const char *name,
 }
 
 /* a receives, b sends */
-static int one_way(struct side *s, void *ctx, const char *name, const struct xfer_plan *p)
+int one_way_plan(struct side *s, void *ctx, const char *name, const struct xfer_plan *p)
 {
 	return one_way_dir(s, ctx, name, p, s->role == 'a');
 }
@@ -114,7 +114,7 @@ int sc_stream(struct side *s)
 	int rc;
 
 	plan_stream(&p, s->seed, 120, 4 << 20, true);
-	rc = one_way(s, s->ctx, "stream", &p);
+	rc = one_way_plan(s, s->ctx, "stream", &p);
 	plan_free(&p);
 	return rc;
 }
@@ -131,7 +131,7 @@ int sc_zero_and_tiny(struct side *s)
 		p.msgs[i].size = prng_range(&st, 0, 3) == 0 ? 0 : prng_range(&st, 1, 16);
 		p.msgs[i].cap = p.msgs[i].size + prng_range(&st, 0, 1) * 32;
 	}
-	rc = one_way(s, s->ctx, "tiny", &p);
+	rc = one_way_plan(s, s->ctx, "tiny", &p);
 	plan_free(&p);
 	return rc;
 }
@@ -143,7 +143,7 @@ int sc_groups(struct side *s)
 
 	conf_log(s, "grouped receives of up to %d buffers (maxRecvs)", s->props.max_recvs);
 	plan_groups(&p, s->seed, 300, s->props.max_recvs, 256 << 10);
-	rc = one_way(s, s->ctx, "groups", &p);
+	rc = one_way_plan(s, s->ctx, "groups", &p);
 	plan_free(&p);
 	return rc;
 }
@@ -231,7 +231,7 @@ int sc_init_twice(struct side *s)
 		goto fin1;
 	}
 	plan_stream(&p, s->seed, 20, 256 << 10, false);
-	if (one_way(s, ctx2, "ctx2", &p))
+	if (one_way_plan(s, ctx2, "ctx2", &p))
 		goto fin2;
 	conf_step(s, "finalize #2");
 	r = s->api->finalize(s->api, ctx2);
@@ -241,7 +241,7 @@ int sc_init_twice(struct side *s)
 		goto fin1;
 	}
 	conf_log(s, "one finalize done, one context left: it must still work");
-	if (one_way(s, ctx1, "ctx1", &p))
+	if (one_way_plan(s, ctx1, "ctx1", &p))
 		goto fin1;
 	conf_step(s, "finalize #1 (the last)");
 	r = s->api->finalize(s->api, ctx1);
@@ -255,7 +255,7 @@ int sc_init_twice(struct side *s)
 		conf_fail(s, "returned %s (%d)", netapi_result_str(r), r);
 		goto out;
 	}
-	if (one_way(s, ctx3, "ctx3", &p) == 0)
+	if (one_way_plan(s, ctx3, "ctx3", &p) == 0)
 		rc = 0;
 	conf_step(s, "finalize #3");
 	if ((r = s->api->finalize(s->api, ctx3)) != ncclSuccess)

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The out-of-band link between a comm and its peer comm, over plugin/oob.c's framed TCP:
+ * connection set-up, then liveness and a clean goodbye. One state machine for both
+ * backends; a backend only supplies its address blob and what to do with the peer's
+ * (struct braid_link_ops).
+ *
+ *   connector                                        listener
+ *   TCP connect  -------------------------------->   accept(2), one pending slot
+ *   HELLO {nonce, backend, blob}  --------------->   nonce checked: else a stranger,
+ *                                                    dropped (INFO + counter); ops->answer
+ *          <-----------------------------------   REPLY {blob}
+ *   ops->finish; READY  ------------------------>   the comm is ready
+ *   ...                                              ...
+ *   BYE {which buffers it wrote/filled}  -------->   (either side, at close)
+ *
+ * A listener keeps up to BRAID_LISTEN_PENDING connections in set-up and moves each one
+ * on every accept() call, so a silent or slow stranger delays nobody, and anything that
+ * is not a braid peer holding this listener's nonce is dropped without failing accept(),
+ * as NCCL's own socket layer does (socketFinalizeAccept). After set-up the socket stays
+ * open: a peer that closes its comm says goodbye first, so its hang-up is news only when
+ * it did not (its process died).
+ */
+#ifndef BRAID_LINK_H
+#define BRAID_LINK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plugin/backend.h"
+#include "plugin/oob.h"
+
+struct braid_ctr_dev;
+
+uint64_t braid_now_ns(void); /* CLOCK_MONOTONIC */
+uint64_t braid_random_u64(void);
+
+/* Largest address blob a backend may exchange. */
+#define BRAID_LINK_BLOB 2048
+
+/*
+ * What a closing comm tells its peer, in terms of the connection's receive buffers,
+ * numbered from 0 in the receiver's posting order: which ones a send comm wrote (sent a
+ * message into), or which ones a receive comm found filled. Below `base` all, from
+ * `upto` on none, in between bit (i - base) of `bits`.
+ */
+#define BRAID_BYE_WINDOW 256
+struct braid_link_bye {
+	uint64_t base;
+	uint64_t upto;
+	uint64_t bits[BRAID_BYE_WINDOW / 64];
+};
+
+void braid_bye_init(struct braid_link_bye *b, uint64_t base, uint64_t upto);
+void braid_bye_add(struct braid_link_bye *b, uint64_t buf);
+void braid_bye_del(struct braid_link_bye *b, uint64_t buf);
+int braid_bye_has(const struct braid_link_bye *b, uint64_t buf);
+
+enum braid_link_state {
+	BRAID_LINK_UP = 0,
+	BRAID_LINK_BYE,    /* the peer closed its comm cleanly; peer_bye says what it did */
+	BRAID_LINK_DEAD,   /* the peer hung up without a goodbye: its process died */
+	BRAID_LINK_FAILED, /* the peer reported an error of its comm (peer_code, peer_why) */
+};
+
+struct braid_link {
+	struct braid_oob_chan chan;
+	char peer[64];        /* the peer's handshake address, for messages */
+	int stage;            /* set-up progress (link.c) */
+	uint64_t deadline_ns; /* set-up must be done by then */
+	uint64_t nonce;
+	uint64_t opened_ns;
+	/* after set-up */
+	enum braid_link_state state;
+	uint64_t next_check_ns;
+	uint64_t bye_ns;      /* when the goodbye came */
+	struct braid_link_bye peer_bye;
+	int peer_code;        /* BRAID_LINK_FAILED: the peer's ncclResult_t */
+	char peer_why[200];
+};
+
+/* A backend's part of set-up. Each returns 0, or a -errno after a WARN saying why. */
+struct braid_link_ops {
+	const char *who; /* "ofi", "ib": the first word of every message */
+	enum braid_backend_kind kind;
+	/* connector: our blob for the HELLO */
+	int (*hello)(void *comm, void *blob, uint32_t *len);
+	/* connector: the listener's blob from the REPLY */
+	int (*finish)(void *comm, const void *blob, uint32_t len);
+	/* listener: make a comm for the peer of this HELLO blob, owning lk from now on, and
+	 * write the REPLY blob */
+	int (*answer)(void *listen_comm, struct braid_link *lk, const void *blob, uint32_t len,
+		      void *reply, uint32_t *rlen, void **comm);
+	/* listener: drop a comm that answer() made (its peer vanished before READY) */
+	void (*discard)(void *comm);
+};
+
+/* ---- the connector ---- */
+
+/* connect()'s first call: decode and check the handle, start the TCP connect. */
+ncclResult_t braid_link_dial(const struct braid_link_ops *ops, int dev, const void *handle,
+			     struct braid_link **lk);
+/* Every call: 0 ready, -EAGAIN not yet, another -errno when set-up failed (WARNed). */
+int braid_link_connect_step(struct braid_link *lk, const struct braid_link_ops *ops, void *comm);
+
+/* ---- the listener ---- */
+
+#define BRAID_LISTEN_PENDING 32
+
+struct braid_pending {
+	struct braid_link *lk; /* the listener's until answer(), then the comm's */
+	void *comm;            /* answer()'s comm, waiting for READY */
+};
+
+struct braid_listener {
+	int fd;
+	int dev;
+	uint64_t nonce; /* the connector presents it: it holds this listener's handle */
+	char addr[64];  /* for messages */
+	struct braid_ctr_dev *ctr; /* strangers are counted here; may be NULL */
+	int npending;
+	struct braid_pending pending[BRAID_LISTEN_PENDING];
+};
+
+ncclResult_t braid_listener_open(struct braid_listener *l, const struct braid_link_ops *ops,
+				 int dev, void *handle, struct braid_ctr_dev *ctr);
+/* accept(): move every connection in set-up; *comm when one is ready. An error only for
+ * a peer that proved to hold this listener's handle, or for our own resources. */
+ncclResult_t braid_listener_accept(struct braid_listener *l, const struct braid_link_ops *ops,
+				   void *listen_comm, void **comm);
+void braid_listener_close(struct braid_listener *l, const struct braid_link_ops *ops);
+
+/* ---- after set-up ---- */
+
+/*
+ * Look at the peer, at most every BRAID_LIVENESS_MS unless `now` is set: a goodbye, an
+ * error report, or a hang-up. Returns the state; the change to BYE, DEAD or FAILED is
+ * seen once (the caller WARNs as fits).
+ */
+enum braid_link_state braid_link_check(struct braid_link *lk, int now);
+/* Tell the peer that our comm failed in a way it cannot see by itself. Best effort. */
+void braid_link_report_error(struct braid_link *lk, int code, const char *why);
+/* Close the link; with a goodbye when bye is not NULL (a comm that was set up). Frees lk. */
+void braid_link_close(struct braid_link *lk, const struct braid_link_bye *bye);
+
+/*
+ * After the peer's goodbye: may a request still pending on these buffers complete? 0 when
+ * every one of them was written (we receive) or filled (we send) by the peer, so the
+ * completion is on its way; -1 when one never was: the request can never complete.
+ * A request that may complete gets braid_link_grace_ns() from the goodbye.
+ */
+int braid_link_bye_covers(const struct braid_link *lk, const uint64_t *bufs, int n);
+uint64_t braid_link_grace_ns(void);
+
+/* A failed set-up step as NCCL's result: the peer or the fabric, unless memory. */
+static inline ncclResult_t braid_link_error(int rc)
+{
+	return rc == -12 /* -ENOMEM */ ? ncclSystemError : ncclRemoteError;
+}
+
+#endif

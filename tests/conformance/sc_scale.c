@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Many comms in one process, as NCCL opens them (a comm per peer per channel: hundreds
+ * per process). 1,024 comms are opened, each moves one verified message, all are closed,
+ * ten times over. File descriptors must come back exactly, the provider's address vector
+ * entries (from the counter region, plugin/counters.h) must return to zero, and resident
+ * memory must not grow from round to round. Each round's figures are printed.
+ * CONF_MANY_COMMS and CONF_MANY_ROUNDS change the counts (e.g. for slow transports).
+ */
+#include "tests/conformance/conf.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "plugin/counters.h"
+#include "tools/pattern.h"
+
+#define MC_COMMS 1024
+#define MC_ROUNDS 10
+#define MC_CONNECTING 32     /* connects in progress at once */
+#define MC_SIZE 4096
+#define MC_RSS_GROWTH (8 << 20) /* allowed from the second round to the last */
+
+static int env_int(const char *name, int def)
+{
+	const char *v = getenv(name);
+
+	return v && atoi(v) > 0 ? atoi(v) : def;
+}
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory's own descriptor */
+}
+
+static long rss_kib(void)
+{
+	long pages = 0, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+		resident = -1;
+	fclose(f);
+	return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* Address vector entries of device `dev`, as the plugin publishes them; -1 unknown. */
+static long av_entries(int dev)
+{
+	char path[64];
+	const struct braid_ctr_region *r;
+	long n = -1;
+	int fd;
+
+	snprintf(path, sizeof(path), BRAID_CTR_PATH_FMT, (int)getpid());
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	r = mmap(NULL, sizeof(*r), PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (r == MAP_FAILED)
+		return -1;
+	if (r->magic == BRAID_CTR_MAGIC && r->version >= 3 && r->dev_rec_size ==
+	    sizeof(struct braid_ctr_dev) && dev < (int)r->max_devs)
+		n = (long)r->devs[dev].av_entries;
+	munmap((void *)r, sizeof(*r));
+	return n;
+}
+
+static void raise_fd_limit(struct side *s, int want)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= (rlim_t)want)
+		return;
+	rl.rlim_cur = rl.rlim_max < (rlim_t)want ? rl.rlim_max : (rlim_t)want;
+	if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+		conf_log(s, "descriptor limit raised to %lu", (unsigned long)rl.rlim_cur);
+}
+
+/* All n comms connected (b) or accepted (a). */
+static int mc_open(struct side *s, int n, void *lc, const char *handle, void **comm)
+{
+	static char h[MC_CONNECTING][NCCL_NET_HANDLE_MAXSIZE];
+	int slot_of[MC_CONNECTING], next = 0, ready = 0;
+	bool receiver = s->role == 'a';
+	double t0 = now_s(), last = t0;
+
+	for (int k = 0; k < MC_CONNECTING; k++)
+		slot_of[k] = -1;
+	while (ready < n) {
+		bool progress = false;
+		ncclResult_t r;
+
+		if (receiver) {
+			r = s->api->accept(s->api, lc, &comm[ready]);
+			if (r != ncclSuccess)
+				return conf_fail(s, "accept #%d returned %s (%d)", ready,
+						 netapi_result_str(r), r);
+			if (comm[ready]) {
+				ready++;
+				progress = true;
+			}
+		} else {
+			for (int k = 0; k < MC_CONNECTING; k++) {
+				int i = slot_of[k];
+
+				if (i < 0 && next < n) {
+					i = slot_of[k] = next++;
+					/* each connection its own copy of the handle */
+					memcpy(h[k], handle, NCCL_NET_HANDLE_MAXSIZE);
+				}
+				if (i < 0)
+					continue;
+				r = s->api->connect(s->api, s->ctx, s->dev, h[k], &comm[i]);
+				if (r != ncclSuccess)
+					return conf_fail(s, "connect #%d returned %s (%d) (%d open)", i,
+							 netapi_result_str(r), r, ready);
+				if (comm[i]) {
+					slot_of[k] = -1;
+					ready++;
+					progress = true;
+				}
+			}
+		}
+		if (progress)
+			last = now_s();
+		else if (now_s() - last > CONF_CONNECT_TIMEOUT_S)
+			return conf_fail(s, "%d of %d comms open, none more for %.0f s", ready, n,
+					 CONF_CONNECT_TIMEOUT_S);
+		else
+			idle_wait();
+	}
+	return 0;
+}
+
+/*
+ * One verified message on every comm. Comms are accepted in the order their set-ups
+ * finish, not the order of the connects, so message i says who it is by its size, 1 + i.
+ */
+static int mc_traffic(struct side *s, int n, void **comm, int round)
+{
+	bool receiver = s->role == 'a';
+	char *buf = malloc((size_t)n * MC_SIZE);
+	void **mh = calloc(n, sizeof(void *)), **req = calloc(n, sizeof(void *));
+	bool *fin = calloc(n, sizeof(bool)), *seen = calloc(n, sizeof(bool));
+	int left = n, ret = -1;
+	double last = now_s();
+
+	if (!buf || !mh || !req || !fin || !seen || n > MC_SIZE) {
+		conf_fail(s, "malloc");
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		ncclResult_t r = s->api->reg_mr(s->api, comm[i], buf + (size_t)i * MC_SIZE, MC_SIZE,
+						&mh[i]);
+
+		if (r != ncclSuccess) {
+			conf_fail(s, "regMr on comm %d returned %s (%d)", i, netapi_result_str(r), r);
+			goto out;
+		}
+		if (!receiver)
+			pattern_fill(buf + (size_t)i * MC_SIZE, 1 + i % MC_SIZE, s->seed,
+				     (uint64_t)round * MC_COMMS * 4 + i);
+	}
+	while (left) {
+		bool progress = false;
+
+		for (int i = 0; i < n; i++) {
+			void *data = buf + (size_t)i * MC_SIZE;
+			size_t size = receiver ? MC_SIZE : 1 + i % MC_SIZE;
+			int tag = 1, done = 0, got = -1;
+			ncclResult_t r;
+
+			if (fin[i])
+				continue;
+			if (!req[i]) {
+				r = receiver ? s->api->irecv(s->api, comm[i], 1, &data, &size, &tag,
+							     &mh[i], &req[i])
+					     : s->api->isend(s->api, comm[i], data, size, tag, mh[i],
+							     &req[i]);
+				if (r != ncclSuccess) {
+					conf_fail(s, "comm %d: %s returned %s (%d)", i,
+						  receiver ? "irecv" : "isend", netapi_result_str(r), r);
+					goto out;
+				}
+				if (!req[i])
+					continue;
+				progress = true;
+			}
+			r = s->api->test(s->api, req[i], &done, &got);
+			if (r != ncclSuccess) {
+				conf_fail(s, "comm %d: test returned %s (%d)", i, netapi_result_str(r), r);
+				goto out;
+			}
+			if (!done)
+				continue;
+			if (receiver && (got < 1 || got > n || seen[got - 1] ||
+					 pattern_check(data, (size_t)got, s->seed,
+						       (uint64_t)round * MC_COMMS * 4 + got - 1) !=
+						 (size_t)-1)) {
+				conf_fail(s, "comm %d: a message of %d bytes, twice or with wrong data",
+					  i, got);
+				goto out;
+			}
+			if (receiver)
+				seen[got - 1] = true;
+			fin[i] = true;
+			left--;
+			progress = true;
+		}
+		if (progress)
+			last = now_s();
+		else if (now_s() - last > CONF_XFER_TIMEOUT_S) {
+			conf_fail(s, "%d messages not done", left);
+			goto out;
+		} else {
+			idle_wait();
+		}
+	}
+	ret = 0;
+out:
+	for (int i = 0; mh && i < n; i++)
+		if (mh[i])
+			s->api->dereg_mr(s->api, comm[i], mh[i]);
+	free(buf);
+	free(mh);
+	free(req);
+	free(fin);
+	free(seen);
+	return ret;
+}
+
+int sc_many_comms(struct side *s)
+{
+	int ncomms = env_int("CONF_MANY_COMMS", MC_COMMS), rounds = env_int("CONF_MANY_ROUNDS",
+									   MC_ROUNDS);
+	bool receiver = s->role == 'a';
+	char handle[NCCL_NET_HANDLE_MAXSIZE], name[32];
+	void **comm = calloc(ncomms, sizeof(void *)), *lc = NULL;
+	long rss2 = -1, rss;
+	int fd0 = -1, fds, ret = -1;
+
+	if (!comm)
+		return conf_fail(s, "calloc");
+	raise_fd_limit(s, 4 * ncomms + 256);
+	if (receiver) {
+		ncclResult_t r;
+
+		memset(handle, 0, sizeof(handle));
+		r = s->api->listen(s->api, s->ctx, s->dev, handle, &lc);
+		if (r != ncclSuccess || !lc) {
+			conf_fail(s, "listen returned %s (%d)", netapi_result_str(r), r);
+			goto out;
+		}
+		if (rdv_put(s, "mc", handle, sizeof(handle)))
+			goto out;
+	} else if (rdv_get(s, "mc", handle, sizeof(handle), CONF_RDV_TIMEOUT_S)) {
+		goto out;
+	}
+	fd0 = count_fds();
+	conf_log(s, "before: %d descriptors, %ld KiB resident, %ld AV entries", fd0, rss_kib(),
+		 av_entries(s->dev));
+	for (int round = 1; round <= rounds; round++) {
+		double t0 = now_s();
+		int peak;
+
+		conf_step(s, "round %d: opening %d comms", round, ncomms);
+		memset(comm, 0, ncomms * sizeof(void *));
+		if (mc_open(s, ncomms, lc, handle, comm))
+			goto close;
+		peak = count_fds();
+		conf_step(s, "round %d: one message on each of %d comms", round, ncomms);
+		if (mc_traffic(s, ncomms, comm, round))
+			goto close;
+		snprintf(name, sizeof(name), "mc%d", round);
+		if (rdv_sync(s, name))
+			goto close;
+		conf_step(s, "round %d: closing %d comms", round, ncomms);
+		for (int i = 0; i < ncomms; i++) {
+			ncclResult_t r = receiver ? s->api->close_recv(s->api, comm[i])
+						  : s->api->close_send(s->api, comm[i]);
+
+			comm[i] = NULL;
+			if (r != ncclSuccess) {
+				conf_fail(s, "close #%d returned %s (%d)", i, netapi_result_str(r), r);
+				goto close;
+			}
+		}
+		fds = count_fds();
+		rss = rss_kib();
+		conf_log(s, "round %2d: %d comms in %.2f s; open: %d descriptors; closed: %d "
+			 "descriptors, %ld KiB resident, %ld AV entries", round, ncomms,
+			 now_s() - t0, peak, fds, rss, av_entries(s->dev));
+		if (fds != fd0) {
+			conf_fail(s, "round %d: %d descriptors after closing every comm, %d before",
+				  round, fds, fd0);
+			goto close;
+		}
+		if (av_entries(s->dev) > 0) {
+			conf_fail(s, "round %d: %ld address vector entries left with every comm "
+				  "closed", round, av_entries(s->dev));
+			goto close;
+		}
+		if (round == 2)
+			rss2 = rss;
+		if (rss2 > 0 && rss > rss2 + MC_RSS_GROWTH / 1024) {
+			conf_fail(s, "round %d: resident memory %ld KiB, %ld KiB more than after "
+				  "round 2", round, rss, rss - rss2);
+			goto close;
+		}
+		snprintf(name, sizeof(name), "mc%d-closed", round);
+		if (rdv_sync(s, name))
+			goto close;
+	}
+	ret = 0;
+close:
+	for (int i = 0; i < ncomms; i++)
+		if (comm[i])
+			close_comms(s, receiver ? NULL : comm[i], receiver ? comm[i] : NULL, NULL);
+out:
+	if (lc && close_comms(s, NULL, NULL, lc))
+		ret = -1;
+	free(comm);
+	return ret;
+}

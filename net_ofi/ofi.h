@@ -81,9 +81,10 @@ extern struct ofi_dl ofi_dl;
 int ofi_dl_open(char *why, size_t whylen);
 
 /*
- * Tag: a receive buffer's number in bits 0..43, the destination comm's id in bits 44..59,
- * bit 60 set for announcements (which carry the destination id too). Bits 61..63 are
- * left to the provider: it must offer at least 61 tag bits (mem_tag_format).
+ * Tag: a receive buffer's number in bits 0..43, the destination comm's id in bits 44..59.
+ * Announcements have bit 60 and nothing else: their destination comm is in the message.
+ * Bits 61..63 are left to the provider: it must offer at least 61 tag bits
+ * (mem_tag_format).
  */
 #define OFI_TAG_BUF_MASK ((1ULL << 44) - 1)
 #define OFI_TAG_ID_SHIFT 44
@@ -93,11 +94,6 @@ int ofi_dl_open(char *why, size_t whylen);
 static inline uint64_t ofi_msg_tag(uint16_t id, uint64_t buf)
 {
 	return ((uint64_t)id << OFI_TAG_ID_SHIFT) | (buf & OFI_TAG_BUF_MASK);
-}
-
-static inline uint64_t ofi_announce_tag(uint16_t id)
-{
-	return OFI_TAG_ANNOUNCE | ((uint64_t)id << OFI_TAG_ID_SHIFT);
 }
 
 /* 0 when the provider's tag format leaves braid OFI_TAG_BITS bits; -1 with why. */
@@ -163,6 +159,11 @@ struct ofi_dev {
 	char ep_name[64];
 	size_t ep_name_len;
 	size_t inject_size;
+	/* Receives the provider holds for us (buffers and announcement slots), never more
+	 * than its queue takes (rx_attr->size; shm answers -FI_ENOMEM past it): past that a
+	 * receive waits on the deferred list. 0: no limit known. */
+	uint32_t rx_cap;
+	uint32_t rx_posted;
 	uint64_t id_map[OFI_MAX_COMM_IDS / 64]; /* comm ids in use (parked comms keep theirs) */
 	uint32_t id_next;    /* ids are handed out round robin: a freed one is reused last */
 	struct ofi_comm **by_id; /* ep_lock: live send comms by id, for announcements */

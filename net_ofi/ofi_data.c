@@ -78,22 +78,26 @@ static int post_recv_parts(struct ofi_comm *c, struct ofi_req *r)
 		ssize_t rc;
 
 		if (i < r->n) {
+			if (d->rx_cap && d->rx_posted >= d->rx_cap)
+				return -FI_EAGAIN; /* the provider's queue is full */
 			rc = fi_trecv(d->ep, r->size[i] ? r->buf[i] : &zero_byte, r->size[i],
 				      r->desc[i], FI_ADDR_UNSPEC, ofi_msg_tag(c->id, r->first + i), 0,
 				      &r->op[i].fictx);
+			if (!rc)
+				d->rx_posted++;
 		} else {
 			size_t len = ofi_announce_len(r->ann.n);
 
 			if (len <= d->inject_size) {
 				rc = fi_tinject(d->ep, &r->ann, len, c->peer_addr,
-						ofi_announce_tag(c->peer_id));
+						OFI_TAG_ANNOUNCE);
 				if (!rc) {
 					r->next_part++; /* no completion will come */
 					continue;
 				}
 			} else {
 				rc = fi_tsend(d->ep, &r->ann, len, c->pool_desc, c->peer_addr,
-					      ofi_announce_tag(c->peer_id), &r->op[i].fictx);
+					      OFI_TAG_ANNOUNCE, &r->op[i].fictx);
 			}
 		}
 		if (rc)
@@ -133,14 +137,20 @@ int ofi_post_announce_bufs(struct ofi_dev *d)
 		while (d->ann_unposted[w]) {
 			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(d->ann_unposted[w]);
 			struct ofi_announce_slot *slot = &d->ann[i];
-			ssize_t rc = fi_trecv(d->ep, &slot->msg, sizeof(slot->msg), d->ann_desc,
-					      FI_ADDR_UNSPEC, OFI_TAG_ANNOUNCE,
-					      (uint64_t)0xffff << OFI_TAG_ID_SHIFT, &slot->op.fictx);
+			ssize_t rc;
 
+			if (d->rx_cap && d->rx_posted >= d->rx_cap)
+				return 0;
+			/* One exact tag for every comm's announcements (the comm is in the
+			 * message): libfabric 1.17's shm strands an unexpected message that
+			 * only a receive with ignore bits would match. */
+			rc = fi_trecv(d->ep, &slot->msg, sizeof(slot->msg), d->ann_desc,
+				      FI_ADDR_UNSPEC, OFI_TAG_ANNOUNCE, 0, &slot->op.fictx);
 			if (rc == -FI_EAGAIN)
 				return 0; /* again from the next progress */
 			if (rc)
 				return (int)rc;
+			d->rx_posted++;
 			d->ann_unposted[w] &= d->ann_unposted[w] - 1;
 		}
 	}
@@ -181,6 +191,7 @@ static void slot_unposted(struct ofi_dev *d, const struct ofi_op *op)
 	uint32_t i = (uint32_t)((const struct ofi_announce_slot *)op - d->ann);
 
 	d->ann_unposted[i / 64] |= 1ULL << (i % 64);
+	d->rx_posted--;
 }
 
 /* One error completion from the shared CQ: it fails the comm of its operation only.
@@ -213,6 +224,8 @@ static int handle_cq_error(struct ofi_dev *d)
 	r = op->req;
 	c->outstanding--;
 	r->pending--;
+	if (op->type == OFI_OP_RECV)
+		d->rx_posted--;
 	if (c->closing) {
 		/* Cancelled by the close, or failing with it: expected. */
 		req_fail(r, ncclSystemError);
@@ -255,6 +268,7 @@ static void handle_completion(struct ofi_dev *d, const struct fi_cq_tagged_entry
 	c->outstanding--;
 	r->pending--;
 	if (op->type == OFI_OP_RECV) {
+		d->rx_posted--;
 		r->size[op->idx] = e->len;
 		r->done_mask |= (uint8_t)(1u << op->idx);
 		braid_ctr_count(c->ctr, d->ctr, BRAID_CTR(rx_bytes), e->len);

@@ -240,6 +240,8 @@ static int open_announce_bufs(struct ofi_dev *d)
 	int rc;
 
 	/* A share of the provider's receive queue, never all of it: receives need it too. */
+	d->rx_cap = rx > UINT32_MAX ? 0 : (uint32_t)rx;
+	d->rx_posted = 0;
 	d->nann = rx ? (uint32_t)(rx / 8) : 64;
 	if (d->nann < 16)
 		d->nann = 16;

@@ -503,14 +503,16 @@ int sc_isolation(struct side *s)
 /*
  * One listen comm; each round a new connection moves RC_MSGS messages and both sides close
  * as soon as their own requests are done, without waiting for each other. Odd rounds the
- * receiver finishes first (the sender only tests after a pause), even rounds the sender.
- * Every byte arrives, so no call may report an error.
+ * receiver finishes first (the sender starts testing a moment later), even rounds the
+ * sender. Every byte arrives, so no call may report an error. A second connection stays
+ * open throughout, as NCCL's other comms would: the device's endpoint is not reopened
+ * every round.
  */
 int sc_reuse_close(struct side *s)
 {
 	char handle[NCCL_NET_HANDLE_MAXSIZE];
 	bool receiver = s->role == 'a';
-	void *lc = NULL;
+	void *lc = NULL, *klc = NULL, *krc = NULL, *ksc = NULL;
 	uint64_t st = s->seed;
 	int ret = -1;
 	ncclResult_t r;
@@ -534,6 +536,9 @@ int sc_reuse_close(struct side *s)
 	} else if (rdv_get(s, "reuse", handle, sizeof(handle), CONF_RDV_TIMEOUT_S)) {
 		goto out;
 	}
+	if (receiver ? link_accept(s, s->ctx, "keep", &klc, &krc)
+		     : link_connect(s, s->ctx, "keep", &ksc))
+		goto out;
 	for (int round = 0; round < RC_ROUNDS; round++) {
 		char h[NCCL_NET_HANDLE_MAXSIZE];
 		bool recv_first = round & 1;
@@ -639,12 +644,10 @@ int sc_reuse_close(struct side *s)
 			if (left)
 				idle_wait();
 		}
-		double t1 = now_s();
 		for (int i = 0; i < RC_MSGS; i++)
 			cbuf_put(s, comm, &b[i]);
 		if (close_comms(s, receiver ? NULL : comm, receiver ? comm : NULL, NULL))
 			goto out;
-		if (round < 10) conf_log(s, "DBG round %d: %.1f ms until done, close %.1f ms", round, (t1-t0)*1e3, (now_s()-t1)*1e3);
 		continue;
 round_fail:
 		for (int i = 0; i < RC_MSGS; i++)
@@ -657,6 +660,8 @@ round_fail:
 		 RC_ROUNDS);
 	ret = rdv_sync(s, "reuse-done");
 out:
+	if (close_comms(s, ksc, krc, klc))
+		ret = -1;
 	if (lc && close_comms(s, NULL, NULL, lc))
 		ret = -1;
 	conf_step(s, "finalize");

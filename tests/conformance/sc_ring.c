@@ -101,6 +101,8 @@ static int ring_iter(struct side *s, int nranks, int rank, int iter, void *sc, v
 		if (!rreq && now_s() - t0 > RING_STUCK_S)
 			return conf_fail(s, "iteration %d: irecv not taken for %.0f s", iter,
 					 RING_STUCK_S);
+		if (!rreq)
+			idle_wait();
 	}
 	/* isend until taken, the receive left alone meanwhile */
 	while (!sreq) {
@@ -112,6 +114,8 @@ static int ring_iter(struct side *s, int nranks, int rank, int iter, void *sc, v
 			return conf_fail(s, "iteration %d: isend still not taken after %.0f s: the "
 					 "ring is deadlocked (progress must move every comm of the "
 					 "device, not only the one called)", iter, RING_STUCK_S);
+		if (!sreq)
+			idle_wait();
 	}
 	while (!sdone || !rdone) {
 		if (!sdone && (r = s->api->test(s->api, sreq, &sdone, &sz)) != ncclSuccess)
@@ -123,6 +127,8 @@ static int ring_iter(struct side *s, int nranks, int rank, int iter, void *sc, v
 		if (now_s() - t0 > CONF_XFER_TIMEOUT_S)
 			return conf_fail(s, "iteration %d: not done (send %d, receive %d)", iter,
 					 sdone, rdone);
+		if (!sdone || !rdone)
+			idle_wait();
 	}
 	if (got != (int)rsize)
 		return conf_fail(s, "iteration %d: received %d bytes from rank %d, it sent %zu",

@@ -105,7 +105,7 @@ int braid_link_connect_step(struct braid_link *lk, const struct braid_link_ops *
 
 /* ---- the listener ---- */
 
-#define BRAID_LISTEN_PENDING 32
+#define BRAID_LISTEN_PENDING 64
 
 struct braid_pending {
 	struct braid_link *lk; /* the listener's until answer(), then the comm's */

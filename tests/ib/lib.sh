@@ -9,6 +9,9 @@ export LD_LIBRARY_PATH="$SV_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 SV_FABRIC=$(mktemp -d /tmp/svib.XXXXXX)
 export SOFTVERBS_FABRIC=$SV_FABRIC
 export BRAID_BACKEND=ib
+# 1,024 verbs comms take softverbs ~4 s to open (4 QPs each on RoCE, every QP its own
+# socket): three rounds show descriptors and memory coming back; ten run over libfabric.
+export CONF_MANY_ROUNDS=${CONF_MANY_ROUNDS:-3}
 IB_CLEANUP=()
 ib_cleanup() {
 	for c in "${IB_CLEANUP[@]+"${IB_CLEANUP[@]}"}"; do eval "$c"; done

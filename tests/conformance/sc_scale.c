@@ -85,6 +85,26 @@ static int count_fds(int *own)
 	return n;
 }
 
+static void list_fds(struct side *s)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+
+	while (d && (e = readdir(d))) {
+		char path[300], link[128];
+		ssize_t len;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		len = readlink(path, link, sizeof(link) - 1);
+		if (len > 0) {
+			link[len] = '\0';
+			conf_log(s, "  fd %s -> %s", e->d_name, link);
+		}
+	}
+	if (d)
+		closedir(d);
+}
+
 static long rss_kib(void)
 {
 	long pages = 0, resident = 0;
@@ -341,7 +361,14 @@ int sc_many_comms(struct side *s)
 				goto close;
 			}
 		}
-		fds = count_fds(&own);
+		/* a verbs library may close its connections in the background: give it a
+		 * moment before counting */
+		for (int tries = 0; tries < 40; tries++) {
+			fds = count_fds(&own);
+			if (own == own0 && fds <= fd0 + 8)
+				break;
+			usleep(25000);
+		}
 		rss = rss_kib();
 		conf_log(s, "round %2d: %d comms in %.2f s; open: %d descriptors; closed: %d "
 			 "descriptors (%d not AF_UNIX), %ld KiB resident, %ld AV entries", round,
@@ -351,6 +378,7 @@ int sc_many_comms(struct side *s)
 		if (own != own0 || fds > fd0 + 8) {
 			conf_fail(s, "round %d: %d descriptors (%d not AF_UNIX) after closing every "
 				  "comm, %d (%d) before", round, fds, own, fd0, own0);
+			list_fds(s);
 			goto close;
 		}
 		if (av_entries(s->dev) > 0) {

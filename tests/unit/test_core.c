@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "net_ofi/ofi.h"
 #include "plugin/core.h"
 #include "plugin/params.h"
 #include "tests/unit/unit.h"
@@ -159,9 +160,26 @@ static void misuse_gets_errors(void **state)
 	assert_int_equal(braid_finalize(), ncclSuccess);
 }
 
+/* braid's tags need 61 bits; a provider that offers fewer is refused by name. */
+static void ofi_tag_bits(void **state)
+{
+	char why[160];
+
+	(void)state;
+	assert_int_equal(ofi_tag_format_ok(0, why, sizeof(why)), 0);
+	assert_int_equal(ofi_tag_format_ok(0xaaaaaaaaaaaaaaaaULL, why, sizeof(why)), 0);
+	assert_int_equal(ofi_tag_format_ok(0x5555555555555555ULL, why, sizeof(why)), 0);
+	assert_int_equal(ofi_tag_format_ok(1ULL << 60, why, sizeof(why)), 0);
+	assert_int_equal(ofi_tag_format_ok(0x0fffffffffffffffULL, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "60 bits"));
+	assert_int_equal(ofi_tag_format_ok(0xffffffffULL, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "32 bits"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(ofi_tag_bits),
 		cmocka_unit_test(before_init),
 		cmocka_unit_test(missing_provider_fails_loudly),
 		cmocka_unit_test(refcounted_init),

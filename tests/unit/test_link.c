@@ -1,0 +1,311 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * plugin/link.c, the set-up and goodbye both backends share, over real loopback sockets
+ * with a toy backend: strangers (a port scan, an HTTP probe, a braid connector holding
+ * another listener's nonce as a rank of an earlier job would, an idle connection) are
+ * dropped and counted, without a WARN, while the real peer gets through; a goodbye says
+ * which buffers the peer wrote, and a hang-up without one is a death.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "plugin/counters.h"
+#include "plugin/handle.h"
+#include "plugin/link.h"
+#include "plugin/log.h"
+#include "plugin/params.h"
+#include "tests/unit/unit.h"
+
+/* The toy backend: a comm is its link and the blob the peer sent. */
+struct toy {
+	struct braid_link *lk;
+	char peer_blob[32];
+	int discarded;
+};
+
+static int toy_hello(void *comm, void *blob, uint32_t *len)
+{
+	(void)comm;
+	memcpy(blob, "connector", 10);
+	*len = 10;
+	return 0;
+}
+
+static int toy_finish(void *comm, const void *blob, uint32_t len)
+{
+	struct toy *t = comm;
+
+	if (len > sizeof(t->peer_blob))
+		return -EPROTO;
+	memcpy(t->peer_blob, blob, len);
+	return 0;
+}
+
+static int toy_answer(void *listen_comm, struct braid_link *lk, const void *blob, uint32_t len,
+		      void *reply, uint32_t *rlen, void **comm)
+{
+	struct toy *t = calloc(1, sizeof(*t));
+
+	(void)listen_comm;
+	if (!t || len > sizeof(t->peer_blob))
+		return -ENOMEM;
+	t->lk = lk;
+	memcpy(t->peer_blob, blob, len);
+	memcpy(reply, "listener", 9);
+	*rlen = 9;
+	*comm = t;
+	return 0;
+}
+
+static void toy_discard(void *comm)
+{
+	struct toy *t = comm;
+
+	braid_link_close(t->lk, NULL);
+	free(t);
+}
+
+static const struct braid_link_ops toy_ops = {
+	.who = "toy",
+	.kind = BRAID_BACKEND_OFI,
+	.hello = toy_hello,
+	.finish = toy_finish,
+	.answer = toy_answer,
+	.discard = toy_discard,
+};
+
+static struct braid_ctr_dev ctr;
+
+static void setup_env(void)
+{
+	setenv("BRAID_SOCKET_IFNAME", "lo", 1);
+	setenv("BRAID_LIVENESS_MS", "1", 1);
+	setenv("BRAID_CONN_TIMEOUT_MS", "3000", 1);
+	braid_params_reset();
+	braid_params_load();
+	braid_log_set_logger(unit_logger);
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { 0, ms * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Connect the toy backend through the listener; both ends, or fail the test. */
+static void connect_pair(struct braid_listener *l, const unsigned char *handle,
+			 struct toy **client, struct toy **server)
+{
+	struct braid_link *lk = NULL;
+	void *comm = NULL;
+	int rc = -EAGAIN;
+
+	*client = calloc(1, sizeof(**client));
+	assert_non_null(*client);
+	assert_int_equal(braid_link_dial(&toy_ops, 0, handle, &lk), ncclSuccess);
+	(*client)->lk = lk;
+	for (int i = 0; i < 4000 && (rc == -EAGAIN || !comm); i++) {
+		if (rc == -EAGAIN)
+			rc = braid_link_connect_step(lk, &toy_ops, *client);
+		assert_int_equal(braid_listener_accept(l, &toy_ops, NULL, &comm), ncclSuccess);
+		sleep_ms(1);
+	}
+	assert_int_equal(rc, 0);
+	assert_non_null(comm);
+	*server = comm;
+	assert_string_equal((*client)->peer_blob, "listener");
+	assert_string_equal((*server)->peer_blob, "connector");
+}
+
+static int raw_connect(const struct braid_listener *l)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	char host[64];
+	unsigned port;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(sscanf(l->addr, "%63[^:]:%u", host, &port), 2);
+	sin.sin_port = htons((uint16_t)port);
+	inet_pton(AF_INET, host, &sin.sin_addr);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	return fd;
+}
+
+/* accept() over and over for a while: it must never fail nor return a comm. */
+static void accept_nothing(struct braid_listener *l, int ms)
+{
+	void *comm = NULL;
+
+	for (int i = 0; i < ms; i++) {
+		assert_int_equal(braid_listener_accept(l, &toy_ops, NULL, &comm), ncclSuccess);
+		assert_null(comm);
+		sleep_ms(1);
+	}
+}
+
+static void strangers_are_dropped(void **state)
+{
+	unsigned char handle[NCCL_NET_HANDLE_MAXSIZE], other[NCCL_NET_HANDLE_MAXSIZE];
+	struct braid_listener l;
+	struct braid_handle h;
+	struct braid_link *lk = NULL;
+	struct toy *client, *server, *stale;
+	char why[128];
+	int scan, junk, idle, rc = -EAGAIN;
+
+	(void)state;
+	setup_env();
+	memset(&ctr, 0, sizeof(ctr));
+	unit_log_reset();
+	assert_int_equal(braid_listener_open(&l, &toy_ops, 0, handle, &ctr), ncclSuccess);
+
+	/* a port scan, garbage, an idle connection */
+	scan = raw_connect(&l);
+	close(scan);
+	junk = raw_connect(&l);
+	assert_int_equal(write(junk, "GET / HTTP/1.0\r\n\r\n", 18), 18);
+	idle = raw_connect(&l);
+	accept_nothing(&l, 50);
+	assert_int_equal(ctr.strangers, 2);
+
+	/* A rank of an earlier job: a braid connector with another listener's nonce. */
+	assert_int_equal(braid_handle_decode(handle, &h, why, sizeof(why)), 0);
+	h.nonce ^= 0x5a5a;
+	braid_handle_encode(&h, other);
+	stale = calloc(1, sizeof(*stale));
+	assert_non_null(stale);
+	assert_int_equal(braid_link_dial(&toy_ops, 0, other, &lk), ncclSuccess);
+	stale->lk = lk;
+	for (int i = 0; i < 2000 && rc == -EAGAIN; i++) {
+		void *comm = NULL;
+
+		rc = braid_link_connect_step(lk, &toy_ops, stale);
+		assert_int_equal(braid_listener_accept(&l, &toy_ops, NULL, &comm), ncclSuccess);
+		assert_null(comm);
+		sleep_ms(1);
+	}
+	assert_true(rc < 0 && rc != -EAGAIN); /* the connector learns it was refused */
+	assert_int_equal(ctr.strangers, 3);
+	assert_non_null(strstr(unit_log, "another listener"));
+	braid_link_close(lk, NULL);
+	free(stale);
+
+	/* The real peer gets through while the idle stranger still waits. */
+	unit_warns = 0;
+	connect_pair(&l, handle, &client, &server);
+	assert_int_equal(unit_warns, 0); /* strangers are news for INFO only */
+
+	/* The idle one is dropped at the set-up deadline, and accept still never fails. */
+	accept_nothing(&l, 3300);
+	assert_int_equal(ctr.strangers, 4);
+	assert_non_null(strstr(unit_log, "silent"));
+	close(junk);
+	close(idle);
+	braid_link_close(client->lk, NULL);
+	toy_discard(server);
+	free(client);
+	braid_listener_close(&l, &toy_ops);
+}
+
+static void goodbye_says_what_was_done(void **state)
+{
+	unsigned char handle[NCCL_NET_HANDLE_MAXSIZE];
+	struct braid_listener l;
+	struct toy *client, *server;
+	struct braid_link_bye bye;
+	uint64_t bufs[3];
+
+	(void)state;
+	setup_env();
+	assert_int_equal(braid_listener_open(&l, &toy_ops, 0, handle, NULL), ncclSuccess);
+	connect_pair(&l, handle, &client, &server);
+	assert_int_equal(braid_link_check(server->lk, 1), BRAID_LINK_UP);
+
+	/* the connector wrote buffers 0..9 and 12 of 10..13 */
+	braid_bye_init(&bye, 10, 14);
+	braid_bye_add(&bye, 12);
+	braid_link_close(client->lk, &bye);
+	free(client);
+	for (int i = 0; i < 1000 && braid_link_check(server->lk, 1) == BRAID_LINK_UP; i++)
+		sleep_ms(1);
+	assert_int_equal(server->lk->state, BRAID_LINK_BYE);
+	bufs[0] = 3, bufs[1] = 9, bufs[2] = 12;
+	assert_int_equal(braid_link_bye_covers(server->lk, bufs, 3), 0);
+	bufs[0] = 11;
+	assert_int_equal(braid_link_bye_covers(server->lk, bufs, 1), -1);
+	bufs[0] = 14;
+	assert_int_equal(braid_link_bye_covers(server->lk, bufs, 1), -1);
+	/* its process exits later: still a clean close */
+	sleep_ms(5);
+	assert_int_equal(braid_link_check(server->lk, 1), BRAID_LINK_BYE);
+	toy_discard(server);
+	braid_listener_close(&l, &toy_ops);
+}
+
+static void hangup_without_goodbye_is_death(void **state)
+{
+	unsigned char handle[NCCL_NET_HANDLE_MAXSIZE];
+	struct braid_listener l;
+	struct toy *client, *server;
+
+	(void)state;
+	setup_env();
+	assert_int_equal(braid_listener_open(&l, &toy_ops, 0, handle, NULL), ncclSuccess);
+	connect_pair(&l, handle, &client, &server);
+	braid_link_report_error(server->lk, ncclInvalidUsage, "a reason");
+	for (int i = 0; i < 1000 && braid_link_check(client->lk, 1) == BRAID_LINK_UP; i++)
+		sleep_ms(1);
+	assert_int_equal(client->lk->state, BRAID_LINK_FAILED);
+	assert_int_equal(client->lk->peer_code, ncclInvalidUsage);
+	assert_string_equal(client->lk->peer_why, "a reason");
+	braid_link_close(client->lk, NULL); /* no goodbye: as a killed process */
+	free(client);
+	for (int i = 0; i < 1000 && braid_link_check(server->lk, 1) == BRAID_LINK_UP; i++)
+		sleep_ms(1);
+	assert_int_equal(server->lk->state, BRAID_LINK_DEAD);
+	toy_discard(server);
+	braid_listener_close(&l, &toy_ops);
+}
+
+static void bye_window(void **state)
+{
+	struct braid_link_bye b;
+
+	(void)state;
+	braid_bye_init(&b, 100, 100 + BRAID_BYE_WINDOW + 10);
+	for (uint64_t i = 100; i < 100 + BRAID_BYE_WINDOW + 10; i++)
+		braid_bye_add(&b, i);
+	braid_bye_del(&b, 150);
+	assert_true(braid_bye_has(&b, 0));
+	assert_true(braid_bye_has(&b, 99));
+	assert_true(braid_bye_has(&b, 100));
+	assert_false(braid_bye_has(&b, 150));
+	assert_true(braid_bye_has(&b, 100 + BRAID_BYE_WINDOW - 1));
+	/* past the window nothing is claimed */
+	assert_false(braid_bye_has(&b, 100 + BRAID_BYE_WINDOW));
+	assert_false(braid_bye_has(&b, 100 + BRAID_BYE_WINDOW + 10));
+	braid_bye_init(&b, 5, 0); /* upto below base: nothing past base */
+	assert_true(braid_bye_has(&b, 4));
+	assert_false(braid_bye_has(&b, 5));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(bye_window),
+		cmocka_unit_test(strangers_are_dropped),
+		cmocka_unit_test(goodbye_says_what_was_done),
+		cmocka_unit_test(hangup_without_goodbye_is_death),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

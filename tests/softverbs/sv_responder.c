@@ -79,24 +79,33 @@ static void responder_rnr(struct sv_conn *c, struct sv_qp *qp, const struct sv_h
 	sv_queue_simple(c, qp, SV_OP_NAK, SV_NAK_RNR, h->psn);
 }
 
-/* Check an rkey for a remote access; host pointer or NULL. */
-static void *remote_target(struct sv_qp *qp, const struct sv_hdr *h, unsigned int need)
+/*
+ * Check an incoming RDMA WRITE or READ against the responder's QP and the
+ * rkey. False: a remote access error. *p is the host address to access, or
+ * NULL for a zero-length access: IBA C9-88 asks no valid R_Key and no
+ * address of those (rxe's check_rkey() and rdmavt skip the lookup too), and
+ * NCCL sends exactly that, a memset-to-zero WRITE_WITH_IMM with rkey 0.
+ */
+static bool remote_target(struct sv_qp *qp, const struct sv_hdr *h, unsigned int need,
+			  void **p)
 {
 	struct sv_mr *mr;
 
+	*p = NULL;
 	if (!(qp->attr.qp_access_flags & need))
-		return NULL;
+		return false;
 	if (sv_eng.cfg.fault_remote_access &&
 	    ++sv_eng.nremote_ops == sv_eng.cfg.fault_remote_access) {
 		sv_debug("fault: forcing a remote access error");
-		return NULL;
+		return false;
 	}
+	if (!h->len)
+		return true;
 	mr = sv_mr_lookup(h->rkey);
 	if (!mr || mr->ibmr.pd != qp->ibqp.pd || !(mr->access & need))
-		return NULL;
-	if (!h->len)
-		return mr->ibmr.addr;
-	return sv_mr_translate(mr, h->raddr, h->len, true);
+		return false;
+	*p = sv_mr_translate(mr, h->raddr, h->len, true);
+	return *p != NULL;
 }
 
 /* Scatter list of a receive WR; -1: bad lkey, -2: too small. */
@@ -182,8 +191,7 @@ void sv_on_request(struct sv_conn *c, const struct sv_hdr *h)
 	switch (h->op) {
 	case SV_OP_WRITE:
 	case SV_OP_WRITE_IMM:
-		p = remote_target(qp, h, IBV_ACCESS_REMOTE_WRITE);
-		if (!p) {
+		if (!remote_target(qp, h, IBV_ACCESS_REMOTE_WRITE, &p)) {
 			responder_error(c, qp, h, SV_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
 			return;
 		}
@@ -233,8 +241,7 @@ void sv_on_request(struct sv_conn *c, const struct sv_hdr *h)
 			.src_qpn = qp->ibqp.qp_num, .dst_qpn = qp->attr.dest_qp_num,
 		};
 
-		p = remote_target(qp, h, IBV_ACCESS_REMOTE_READ);
-		if (!p) {
+		if (!remote_target(qp, h, IBV_ACCESS_REMOTE_READ, &p)) {
 			responder_error(c, qp, h, SV_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
 			return;
 		}

@@ -11,6 +11,7 @@
 
 static char fabric_dir[64];
 uint32_t svt_flow_label;
+uint8_t svt_max_dest_rd_atomic = 16;
 
 void svt_fabric_init(void)
 {
@@ -129,7 +130,7 @@ int svt_connect(struct svt_end *e, const struct svt_addr *a, int gid_index, int 
 	at.path_mtu = IBV_MTU_4096;
 	at.dest_qp_num = a->qpn;
 	at.rq_psn = 0;
-	at.max_dest_rd_atomic = 16;
+	at.max_dest_rd_atomic = svt_max_dest_rd_atomic;
 	at.min_rnr_timer = 1;
 	at.ah_attr.port_num = 1;
 	at.ah_attr.dlid = a->lid;

@@ -54,5 +54,7 @@ uint64_t svt_now_ms(void);
 
 /* GRH flow label svt_connect puts in the AV (RoCE); 0 by default. */
 extern uint32_t svt_flow_label;
+/* max_dest_rd_atomic svt_connect gives at RTR; 16 by default. */
+extern uint8_t svt_max_dest_rd_atomic;
 
 #endif

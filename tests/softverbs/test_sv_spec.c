@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: MIT
+/*
+ * softverbs cmocka tests of each access check against the IB spec (vol. 1,
+ * chapters 9 to 11) and the kernel's software RDMA drivers (rxe, rdmavt):
+ * what a zero-length access needs, which local and remote keys are checked
+ * and when, access rights of MRs and QPs, ranges, inline data, and the send
+ * queue slots of unsignaled WRs. One process, two QPs. docs/softverbs.md has
+ * the table of checks these tests pin down.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "tests/softverbs/sv_test_util.h"
+
+#define ACC_ALL (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
+#define WAIT_MS 5000
+#define BUF 4096
+
+static const char *const devs[] = { "svroce0", "svib0" };
+
+static int group_setup(void **state)
+{
+	svt_fabric_init();
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	svt_fabric_done();
+	return 0;
+}
+
+/* Test knobs back to their defaults, whatever the previous test did. */
+static int reset_knobs(void **state)
+{
+	svt_max_dest_rd_atomic = 16;
+	return 0;
+}
+
+static void expect_wc_full(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_status st,
+			   enum ibv_wc_opcode op, uint32_t byte_len)
+{
+	struct ibv_wc wc;
+
+	if (svt_wait_wc(cq, &wc, WAIT_MS))
+		fail_msg("wr %llu: no completion within %d ms", (unsigned long long)wr_id,
+			 WAIT_MS);
+	if (wc.status != st)
+		fail_msg("wr %llu: status '%s', want '%s'", (unsigned long long)wc.wr_id,
+			 ibv_wc_status_str(wc.status), ibv_wc_status_str(st));
+	assert_int_equal(wc.wr_id, wr_id);
+	if (st != IBV_WC_SUCCESS)
+		return;
+	assert_int_equal(wc.opcode, op);
+	assert_int_equal(wc.byte_len, byte_len);
+}
+
+static enum ibv_qp_state qp_state(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr at;
+	struct ibv_qp_init_attr ia;
+
+	assert_int_equal(ibv_query_qp(qp, &at, IBV_QP_STATE, &ia), 0);
+	return at.qp_state;
+}
+
+/* A WR as NCCL builds its zero-length ones: memset to 0, then the opcode,
+ * flags and wr_id filled in. remote_addr 0, rkey 0, num_sge 0, sg_list NULL. */
+static int post_zeroed(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id, uint32_t imm)
+{
+	struct ibv_send_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.opcode = op;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.imm_data = htobe32(imm);
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+static int post_one(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
+		    struct ibv_sge *sge, int nsge, uint64_t raddr, uint32_t rkey,
+		    unsigned int flags)
+{
+	struct ibv_send_wr wr = {
+		.wr_id = wr_id, .sg_list = sge, .num_sge = nsge, .opcode = op,
+		.send_flags = flags,
+	}, *bad;
+
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+static int post_recv_sges(struct ibv_qp *qp, uint64_t wr_id, struct ibv_sge *sge, int nsge)
+{
+	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = sge, .num_sge = nsge }, *bad;
+
+	return ibv_post_recv(qp, &wr, &bad);
+}
+
+static bool all_bytes(const uint8_t *p, size_t n, uint8_t v)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != v)
+			return false;
+	return true;
+}
+
+/*
+ * IBA C9-88: a zero-length RDMA WRITE or READ needs no valid R_Key and its
+ * virtual address is not checked. rxe skips check_rkey() for it ("A
+ * zero-byte op is not required to set an addr or rkey"), rdmavt skips
+ * rvt_rkey_ok() when the RETH length is 0. NCCL's IB transport depends on
+ * it: with adaptive routing it ends a send with a zero-length
+ * WRITE_WITH_IMM whose WR was memset to 0. That still consumes a receive
+ * and completes it with byte_len 0 and the immediate.
+ */
+static void run_zero_length_rdma(const char *dev)
+{
+	struct svt_end a, b;
+	uint8_t *dst = calloc(1, BUF), *src = malloc(BUF);
+	struct ibv_mr *smr, *dmr, *romr, *other_mr;
+	struct ibv_pd *other_pd;
+	struct ibv_wc wc;
+
+	assert_int_equal(svt_pair(&a, &b, dev), 0);
+	memset(src, 0x3c, BUF);
+	smr = ibv_reg_mr(a.pd, src, BUF, IBV_ACCESS_LOCAL_WRITE);
+	dmr = ibv_reg_mr(b.pd, dst, BUF, ACC_ALL);
+	romr = ibv_reg_mr(b.pd, dst, BUF, IBV_ACCESS_LOCAL_WRITE);
+	other_pd = ibv_alloc_pd(b.ctx);
+	other_mr = ibv_reg_mr(other_pd, dst, BUF, ACC_ALL);
+	assert_non_null(smr);
+	assert_non_null(dmr);
+	assert_non_null(romr);
+	assert_non_null(other_mr);
+
+	/* RDMA WRITE, memset WR. */
+	assert_int_equal(post_zeroed(a.qp, IBV_WR_RDMA_WRITE, 1, 0), 0);
+	expect_wc_full(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 0);
+
+	/* WRITE_WITH_IMM, memset WR, into a zero-SGE receive. */
+	assert_int_equal(post_recv_sges(b.qp, 50, NULL, 0), 0);
+	assert_int_equal(post_zeroed(a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 2, 0x8001), 0);
+	expect_wc_full(a.cq, 2, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 0);
+	assert_int_equal(svt_wait_wc(b.cq, &wc, WAIT_MS), 0);
+	assert_int_equal(wc.status, IBV_WC_SUCCESS);
+	assert_int_equal(wc.wr_id, 50);
+	assert_int_equal(wc.opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+	assert_int_equal(wc.byte_len, 0);
+	assert_true(wc.wc_flags & IBV_WC_WITH_IMM);
+	assert_int_equal(be32toh(wc.imm_data), 0x8001);
+
+	/* RDMA READ, memset WR. */
+	assert_int_equal(post_zeroed(a.qp, IBV_WR_RDMA_READ, 3, 0), 0);
+	expect_wc_full(a.cq, 3, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, 0);
+
+	/* Whatever the key: one that does not exist, one whose MR lacks the
+	 * remote right, one of another PD; addresses outside any MR. */
+	assert_int_equal(post_one(a.qp, IBV_WR_RDMA_WRITE, 4, NULL, 0, 1, 0xdeadbeef,
+				  IBV_SEND_SIGNALED), 0);
+	assert_int_equal(post_one(a.qp, IBV_WR_RDMA_WRITE, 5, NULL, 0, (uintptr_t)dst + BUF,
+				  romr->rkey, IBV_SEND_SIGNALED), 0);
+	assert_int_equal(post_one(a.qp, IBV_WR_RDMA_READ, 6, NULL, 0, UINT64_MAX,
+				  other_mr->rkey, IBV_SEND_SIGNALED), 0);
+	expect_wc_full(a.cq, 4, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 0);
+	expect_wc_full(a.cq, 5, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 0);
+	expect_wc_full(a.cq, 6, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, 0);
+
+	/* None of it touched the responder's memory or broke the QPs. */
+	assert_true(all_bytes(dst, BUF, 0));
+	assert_int_equal(qp_state(a.qp), IBV_QPS_RTS);
+	assert_int_equal(qp_state(b.qp), IBV_QPS_RTS);
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 7, src, BUF, smr->lkey,
+				       (uintptr_t)dst, dmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+	expect_wc_full(a.cq, 7, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, BUF);
+	assert_true(all_bytes(dst, BUF, 0x3c));
+	assert_true(svt_no_wc(b.cq, 20));
+
+	ibv_dereg_mr(smr);
+	ibv_dereg_mr(dmr);
+	ibv_dereg_mr(romr);
+	ibv_dereg_mr(other_mr);
+	ibv_dealloc_pd(other_pd);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+	free(src);
+	free(dst);
+}
+
+static void test_zero_length_rdma_needs_no_rkey(void **state)
+{
+	for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++)
+		run_zero_length_rdma(devs[i]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_zero_length_rdma_needs_no_rkey, reset_knobs),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

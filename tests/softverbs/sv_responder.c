@@ -80,8 +80,30 @@ static void responder_rnr(struct sv_conn *c, struct sv_qp *qp, const struct sv_h
 }
 
 /*
- * Check an incoming RDMA WRITE or READ against the responder's QP and the
- * rkey. False: a remote access error. *p is the host address to access, or
+ * Does the responder QP take this operation at all? RDMA WRITE and READ must
+ * be enabled in its qp_access_flags, and a READ needs a responder resource
+ * (max_dest_rd_atomic > 0). Otherwise the request is invalid, whatever its
+ * length or rkey: rxe's check_op_valid() and check_resource(), and rdmavt's
+ * RC receive, answer NAK Invalid Request (class C), not an R_Key violation.
+ */
+static bool op_enabled(const struct sv_qp *qp, uint8_t op)
+{
+	unsigned int acc = qp->attr.qp_access_flags;
+
+	switch (op) {
+	case SV_OP_WRITE:
+	case SV_OP_WRITE_IMM:
+		return acc & IBV_ACCESS_REMOTE_WRITE;
+	case SV_OP_READ_REQ:
+		return (acc & IBV_ACCESS_REMOTE_READ) && qp->attr.max_dest_rd_atomic;
+	default:
+		return true;
+	}
+}
+
+/*
+ * Check the rkey of an RDMA WRITE or READ the QP takes. False: an R_Key
+ * violation (remote access error). *p is the host address to access, or
  * NULL for a zero-length access: IBA C9-88 asks no valid R_Key and no
  * address of those (rxe's check_rkey() and rdmavt skip the lookup too), and
  * NCCL sends exactly that, a memset-to-zero WRITE_WITH_IMM with rkey 0.
@@ -92,8 +114,6 @@ static bool remote_target(struct sv_qp *qp, const struct sv_hdr *h, unsigned int
 	struct sv_mr *mr;
 
 	*p = NULL;
-	if (!(qp->attr.qp_access_flags & need))
-		return false;
 	if (sv_eng.cfg.fault_remote_access &&
 	    ++sv_eng.nremote_ops == sv_eng.cfg.fault_remote_access) {
 		sv_debug("fault: forcing a remote access error");
@@ -186,6 +206,12 @@ void sv_on_request(struct sv_conn *c, const struct sv_hdr *h)
 		}
 	} else {
 		c->rnr_wait = false;
+	}
+	if (!op_enabled(qp, h->op)) {
+		sv_debug("QP 0x%06x: request op %u not enabled on this QP", qp->ibqp.qp_num,
+			 h->op);
+		responder_error(c, qp, h, SV_NAK_INV_REQ, IBV_EVENT_QP_REQ_ERR);
+		return;
 	}
 
 	switch (h->op) {

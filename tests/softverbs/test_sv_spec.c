@@ -63,6 +63,33 @@ static void expect_wc_full(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_status
 	assert_int_equal(wc.byte_len, byte_len);
 }
 
+static void expect_wc(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_status st)
+{
+	struct ibv_wc wc;
+
+	if (svt_wait_wc(cq, &wc, WAIT_MS))
+		fail_msg("wr %llu: no completion within %d ms", (unsigned long long)wr_id,
+			 WAIT_MS);
+	if (wc.status != st)
+		fail_msg("wr %llu: status '%s', want '%s'", (unsigned long long)wc.wr_id,
+			 ibv_wc_status_str(wc.status), ibv_wc_status_str(st));
+	assert_int_equal(wc.wr_id, wr_id);
+}
+
+static void expect_async(struct ibv_context *ctx, enum ibv_event_type type, struct ibv_qp *qp)
+{
+	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
+	struct ibv_async_event ev;
+
+	assert_int_equal(poll(&pfd, 1, WAIT_MS), 1);
+	assert_int_equal(ibv_get_async_event(ctx, &ev), 0);
+	if (ev.event_type != type)
+		fail_msg("async event '%s', want '%s'", ibv_event_type_str(ev.event_type),
+			 ibv_event_type_str(type));
+	assert_ptr_equal(ev.element.qp, qp);
+	ibv_ack_async_event(&ev);
+}
+
 static enum ibv_qp_state qp_state(struct ibv_qp *qp)
 {
 	struct ibv_qp_attr at;
@@ -203,10 +230,138 @@ static void test_zero_length_rdma_needs_no_rkey(void **state)
 		run_zero_length_rdma(devs[i]);
 }
 
+/*
+ * An RDMA WRITE or READ that the responder's QP does not enable
+ * (qp_access_flags, set at INIT) is an invalid request, not an R_Key
+ * violation: rxe's check_op_valid() and rdmavt's RC receive (nack_inv) NAK
+ * it as Invalid Request, so the requester gets IBV_WC_REM_INV_REQ_ERR; the
+ * responder QP goes to ERR with the affiliated "invalid request local work
+ * queue error", IBV_EVENT_QP_REQ_ERR. The check comes before the length:
+ * it holds for zero-length accesses too.
+ */
+static void check_invalid_request(enum ibv_wr_opcode op, uint32_t len, int b_access)
+{
+	struct svt_end a, b;
+	struct svt_addr aa, ba;
+	static uint8_t src[BUF], dst[BUF];
+	struct ibv_mr *smr, *dmr;
+
+	assert_int_equal(svt_end_init(&a, "svroce0", false, 8), 0);
+	assert_int_equal(svt_end_init(&b, "svroce0", false, 8), 0);
+	svt_addr_of(&a, 3, &aa);
+	svt_addr_of(&b, 3, &ba);
+	assert_int_equal(svt_connect(&a, &ba, 3, ACC_ALL, 14, 7, 7), 0);
+	assert_int_equal(svt_connect(&b, &aa, 3, b_access, 14, 7, 7), 0);
+	smr = ibv_reg_mr(a.pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
+	dmr = ibv_reg_mr(b.pd, dst, sizeof(dst), ACC_ALL);
+	assert_non_null(smr);
+	assert_non_null(dmr);
+	assert_int_equal(post_recv_sges(b.qp, 70, NULL, 0), 0);
+
+	if (len)
+		assert_int_equal(svt_post_rdma(a.qp, op, 1, src, len, smr->lkey, (uintptr_t)dst,
+					       dmr->rkey, 5, IBV_SEND_SIGNALED), 0);
+	else
+		assert_int_equal(post_zeroed(a.qp, op, 1, 5), 0);
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 2, src, 8, smr->lkey,
+				       (uintptr_t)dst, dmr->rkey, 0, 0), 0);
+	expect_wc(a.cq, 1, IBV_WC_REM_INV_REQ_ERR);
+	expect_wc(a.cq, 2, IBV_WC_WR_FLUSH_ERR);
+	assert_int_equal(qp_state(a.qp), IBV_QPS_ERR);
+	expect_async(b.ctx, IBV_EVENT_QP_REQ_ERR, b.qp);
+	expect_wc(b.cq, 70, IBV_WC_WR_FLUSH_ERR);
+	assert_int_equal(qp_state(b.qp), IBV_QPS_ERR);
+	assert_true(all_bytes(dst, sizeof(dst), 0));
+
+	ibv_dereg_mr(smr);
+	ibv_dereg_mr(dmr);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+}
+
+static void test_qp_access_flags(void **state)
+{
+	const int lw = IBV_ACCESS_LOCAL_WRITE;
+
+	check_invalid_request(IBV_WR_RDMA_WRITE, 64, lw | IBV_ACCESS_REMOTE_READ);
+	check_invalid_request(IBV_WR_RDMA_WRITE_WITH_IMM, 64, IBV_ACCESS_REMOTE_READ);
+	check_invalid_request(IBV_WR_RDMA_READ, 64, lw | IBV_ACCESS_REMOTE_WRITE);
+	check_invalid_request(IBV_WR_RDMA_WRITE_WITH_IMM, 0, lw | IBV_ACCESS_REMOTE_READ);
+	check_invalid_request(IBV_WR_RDMA_READ, 0, 0);
+}
+
+/* SENDs need no QP access flag at all (only RDMA and atomics do). */
+static void test_send_needs_no_qp_access(void **state)
+{
+	struct svt_end a, b;
+	struct svt_addr aa, ba;
+	static uint8_t src[64], dst[64];
+	struct ibv_mr *smr, *dmr;
+
+	assert_int_equal(svt_end_init(&a, "svib0", false, 8), 0);
+	assert_int_equal(svt_end_init(&b, "svib0", false, 8), 0);
+	svt_addr_of(&a, -1, &aa);
+	svt_addr_of(&b, -1, &ba);
+	assert_int_equal(svt_connect(&a, &ba, -1, 0, 14, 7, 7), 0);
+	assert_int_equal(svt_connect(&b, &aa, -1, 0, 14, 7, 7), 0);
+	smr = ibv_reg_mr(a.pd, src, sizeof(src), 0);
+	dmr = ibv_reg_mr(b.pd, dst, sizeof(dst), IBV_ACCESS_LOCAL_WRITE);
+	memset(src, 0x77, sizeof(src));
+	assert_int_equal(svt_post_recv(b.qp, 9, dst, sizeof(dst), dmr->lkey), 0);
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND_WITH_IMM, 1, src, sizeof(src),
+				       smr->lkey, 0, 0, 3, IBV_SEND_SIGNALED), 0);
+	expect_wc_full(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_SEND, sizeof(src));
+	expect_wc_full(b.cq, 9, IBV_WC_SUCCESS, IBV_WC_RECV, sizeof(src));
+	assert_true(all_bytes(dst, sizeof(dst), 0x77));
+	ibv_dereg_mr(smr);
+	ibv_dereg_mr(dmr);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+}
+
+/*
+ * A READ at a responder whose max_dest_rd_atomic is 0 has no responder
+ * resource to run in: rxe's check_resource() answers
+ * RESPST_ERR_TOO_MANY_RDMA_ATM_REQ, an Invalid Request NAK (class C). Writes
+ * on that QP still work.
+ */
+static void test_read_needs_responder_resources(void **state)
+{
+	struct svt_end a, b;
+	struct svt_addr aa, ba;
+	static uint8_t src[BUF], dst[BUF];
+	struct ibv_mr *smr, *dmr;
+
+	assert_int_equal(svt_end_init(&a, "svib0", false, 8), 0);
+	assert_int_equal(svt_end_init(&b, "svib0", false, 8), 0);
+	svt_addr_of(&a, -1, &aa);
+	svt_addr_of(&b, -1, &ba);
+	assert_int_equal(svt_connect(&a, &ba, -1, ACC_ALL, 14, 7, 7), 0);
+	svt_max_dest_rd_atomic = 0;
+	assert_int_equal(svt_connect(&b, &aa, -1, ACC_ALL, 14, 7, 7), 0);
+	smr = ibv_reg_mr(a.pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
+	dmr = ibv_reg_mr(b.pd, dst, sizeof(dst), ACC_ALL);
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 1, src, 64, smr->lkey,
+				       (uintptr_t)dst, dmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+	expect_wc_full(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 64);
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_READ, 2, src, 64, smr->lkey,
+				       (uintptr_t)dst, dmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+	expect_wc(a.cq, 2, IBV_WC_REM_INV_REQ_ERR);
+	expect_async(b.ctx, IBV_EVENT_QP_REQ_ERR, b.qp);
+	assert_int_equal(qp_state(b.qp), IBV_QPS_ERR);
+	ibv_dereg_mr(smr);
+	ibv_dereg_mr(dmr);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_zero_length_rdma_needs_no_rkey, reset_knobs),
+		cmocka_unit_test_setup(test_qp_access_flags, reset_knobs),
+		cmocka_unit_test_setup(test_send_needs_no_qp_access, reset_knobs),
+		cmocka_unit_test_setup(test_read_needs_responder_resources, reset_knobs),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

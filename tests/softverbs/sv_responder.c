@@ -128,7 +128,8 @@ static bool remote_target(struct sv_qp *qp, const struct sv_hdr *h, unsigned int
 	return *p != NULL;
 }
 
-/* Scatter list of a receive WR; -1: bad lkey, -2: too small. */
+/* Scatter list of a receive WR; -1: bad lkey, -2: too small. Only the SGEs
+ * the message reaches are checked, and none of length 0 (rxe copy_data()). */
 static int recv_iov(struct sv_qp *qp, const struct sv_rwqe *r, uint64_t len,
 		    struct iovec *iov, int *n)
 {
@@ -138,9 +139,12 @@ static int recv_iov(struct sv_qp *qp, const struct sv_rwqe *r, uint64_t len,
 	for (uint32_t i = 0; i < r->num_sge && left; i++) {
 		const struct ibv_sge *s = &r->sge[i];
 		uint64_t take = s->length < left ? s->length : left;
-		struct sv_mr *mr = sv_mr_lookup(s->lkey);
+		struct sv_mr *mr;
 		void *p;
 
+		if (!take)
+			continue;
+		mr = sv_mr_lookup(s->lkey);
 		if (!mr || mr->ibmr.pd != qp->ibqp.pd || !(mr->access & IBV_ACCESS_LOCAL_WRITE))
 			return -1;
 		p = sv_mr_translate(mr, s->addr, take, false);

@@ -355,6 +355,164 @@ static void test_read_needs_responder_resources(void **state)
 	svt_end_fini(&b);
 }
 
+/*
+ * A local SGE of length 0 names no memory: its lkey is not looked up. rxe's
+ * copy_data() skips SGEs of length 0 and returns before any lookup when the
+ * message is empty; mlx5 leaves them out of the WQE. So a zero-length SGE
+ * with any lkey, in a send, a receive or a READ's destination, is fine, and
+ * a message of 0 bytes never checks the receive's SGEs.
+ */
+static void run_zero_length_sges(const char *dev)
+{
+	struct svt_end a, b;
+	static uint8_t src[64], dst[64], back[64];
+	struct ibv_mr *smr, *dmr, *bmr, *romr;
+	struct ibv_sge s[3], r[2];
+	struct ibv_wc wc;
+
+	assert_int_equal(svt_pair(&a, &b, dev), 0);
+	for (size_t i = 0; i < sizeof(src); i++)
+		src[i] = (uint8_t)(i + 1);
+	memset(dst, 0, sizeof(dst));
+	memset(back, 0, sizeof(back));
+	smr = ibv_reg_mr(a.pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
+	bmr = ibv_reg_mr(a.pd, back, sizeof(back), IBV_ACCESS_LOCAL_WRITE);
+	romr = ibv_reg_mr(a.pd, back, sizeof(back), 0);
+	dmr = ibv_reg_mr(b.pd, dst, sizeof(dst), ACC_ALL);
+	assert_non_null(smr);
+	assert_non_null(bmr);
+	assert_non_null(romr);
+	assert_non_null(dmr);
+
+	/* SEND: a zero-length SGE with a bad lkey between two good ones,
+	 * into a receive that starts with one. */
+	s[0] = (struct ibv_sge){ .addr = (uintptr_t)src, .length = 8, .lkey = smr->lkey };
+	s[1] = (struct ibv_sge){ .addr = 0, .length = 0, .lkey = 0xdead };
+	s[2] = (struct ibv_sge){ .addr = (uintptr_t)src + 8, .length = 8, .lkey = smr->lkey };
+	r[0] = (struct ibv_sge){ .addr = 0, .length = 0, .lkey = 0xbeef };
+	r[1] = (struct ibv_sge){ .addr = (uintptr_t)dst, .length = sizeof(dst),
+				 .lkey = dmr->lkey };
+	assert_int_equal(post_recv_sges(b.qp, 20, r, 2), 0);
+	assert_int_equal(post_one(a.qp, IBV_WR_SEND, 1, s, 3, 0, 0, IBV_SEND_SIGNALED), 0);
+	expect_wc_full(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_SEND, 16);
+	expect_wc_full(b.cq, 20, IBV_WC_SUCCESS, IBV_WC_RECV, 16);
+	assert_memory_equal(dst, src, 16);
+	assert_true(all_bytes(dst + 16, sizeof(dst) - 16, 0));
+
+	/* RDMA WRITE from the same gather list. */
+	assert_int_equal(post_one(a.qp, IBV_WR_RDMA_WRITE, 2, s, 3, (uintptr_t)dst + 32,
+				  dmr->rkey, IBV_SEND_SIGNALED), 0);
+	expect_wc_full(a.cq, 2, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 16);
+	assert_memory_equal(dst + 32, src, 16);
+
+	/* READ: zero-length destinations in an MR without LOCAL_WRITE and
+	 * with a bad lkey, then a good one. */
+	s[0] = (struct ibv_sge){ .addr = (uintptr_t)back, .length = 0, .lkey = romr->lkey };
+	s[1] = (struct ibv_sge){ .addr = 0, .length = 0, .lkey = 0xdead };
+	s[2] = (struct ibv_sge){ .addr = (uintptr_t)back, .length = 16, .lkey = bmr->lkey };
+	assert_int_equal(post_one(a.qp, IBV_WR_RDMA_READ, 3, s, 3, (uintptr_t)dst, dmr->rkey,
+				  IBV_SEND_SIGNALED), 0);
+	expect_wc_full(a.cq, 3, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, 16);
+	assert_memory_equal(back, src, 16);
+
+	/* A 0-byte SEND whose only SGE has a bad lkey, into a receive whose
+	 * SGE has a bad lkey too: no byte moves, nothing is looked up. */
+	s[0] = (struct ibv_sge){ .addr = 0, .length = 0, .lkey = 0xdead };
+	r[0] = (struct ibv_sge){ .addr = (uintptr_t)dst, .length = sizeof(dst), .lkey = 0xbad };
+	assert_int_equal(post_recv_sges(b.qp, 21, r, 1), 0);
+	assert_int_equal(post_one(a.qp, IBV_WR_SEND, 4, s, 1, 0, 0, IBV_SEND_SIGNALED), 0);
+	expect_wc_full(a.cq, 4, IBV_WC_SUCCESS, IBV_WC_SEND, 0);
+	expect_wc_full(b.cq, 21, IBV_WC_SUCCESS, IBV_WC_RECV, 0);
+
+	/* num_sge 0 and sg_list NULL on both sides. */
+	assert_int_equal(post_recv_sges(b.qp, 22, NULL, 0), 0);
+	assert_int_equal(post_one(a.qp, IBV_WR_SEND_WITH_IMM, 5, NULL, 0, 0, 0,
+				  IBV_SEND_SIGNALED), 0);
+	expect_wc_full(a.cq, 5, IBV_WC_SUCCESS, IBV_WC_SEND, 0);
+	assert_int_equal(svt_wait_wc(b.cq, &wc, WAIT_MS), 0);
+	assert_int_equal(wc.status, IBV_WC_SUCCESS);
+	assert_int_equal(wc.wr_id, 22);
+	assert_int_equal(wc.opcode, IBV_WC_RECV);
+	assert_int_equal(wc.byte_len, 0);
+	assert_true(wc.wc_flags & IBV_WC_WITH_IMM);
+
+	ibv_dereg_mr(smr);
+	ibv_dereg_mr(bmr);
+	ibv_dereg_mr(romr);
+	ibv_dereg_mr(dmr);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+}
+
+static void test_zero_length_sges(void **state)
+{
+	for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++)
+		run_zero_length_sges(devs[i]);
+}
+
+/* Local SGEs that do name memory: the lkey must be of the QP's PD and the
+ * range inside the MR (rxe lookup_mr() and mr_check_range()), else
+ * IBV_WC_LOC_PROT_ERR and the QP to ERR. */
+static void check_local_prot(bool other_pd)
+{
+	struct svt_end a, b;
+	static uint8_t src[256], dst[256];
+	struct ibv_mr *smr, *dmr;
+	struct ibv_pd *pd2;
+
+	assert_int_equal(svt_pair(&a, &b, "svroce0"), 0);
+	pd2 = ibv_alloc_pd(a.ctx);
+	smr = ibv_reg_mr(other_pd ? pd2 : a.pd, src, 128, IBV_ACCESS_LOCAL_WRITE);
+	dmr = ibv_reg_mr(b.pd, dst, sizeof(dst), ACC_ALL);
+	/* In range and the right PD it works; one byte past the end fails. */
+	if (!other_pd) {
+		assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 1, src, 128, smr->lkey,
+					       (uintptr_t)dst, dmr->rkey, 0, IBV_SEND_SIGNALED),
+				 0);
+		expect_wc_full(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 128);
+	}
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 2, src + 1, 128, smr->lkey,
+				       (uintptr_t)dst, dmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+	expect_wc(a.cq, 2, IBV_WC_LOC_PROT_ERR);
+	assert_int_equal(qp_state(a.qp), IBV_QPS_ERR);
+	ibv_dereg_mr(smr);
+	ibv_dereg_mr(dmr);
+	ibv_dealloc_pd(pd2);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+}
+
+/* A receive SGE into an MR without LOCAL_WRITE: the responder's receive
+ * completes with IBV_WC_LOC_PROT_ERR, its QP to ERR (IBV_EVENT_QP_FATAL),
+ * the requester gets IBV_WC_REM_OP_ERR (NAK remote operational error). */
+static void test_recv_needs_local_write(void **state)
+{
+	struct svt_end a, b;
+	static uint8_t src[64], dst[64];
+	struct ibv_mr *smr, *dmr;
+
+	assert_int_equal(svt_pair(&a, &b, "svib0"), 0);
+	smr = ibv_reg_mr(a.pd, src, sizeof(src), 0);
+	dmr = ibv_reg_mr(b.pd, dst, sizeof(dst), IBV_ACCESS_REMOTE_READ);
+	assert_int_equal(svt_post_recv(b.qp, 30, dst, sizeof(dst), dmr->lkey), 0);
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND, 1, src, 8, smr->lkey, 0, 0, 0,
+				       IBV_SEND_SIGNALED), 0);
+	expect_wc(a.cq, 1, IBV_WC_REM_OP_ERR);
+	expect_wc(b.cq, 30, IBV_WC_LOC_PROT_ERR);
+	expect_async(b.ctx, IBV_EVENT_QP_FATAL, b.qp);
+	assert_true(all_bytes(dst, sizeof(dst), 0));
+	ibv_dereg_mr(smr);
+	ibv_dereg_mr(dmr);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+}
+
+static void test_local_sge_checks(void **state)
+{
+	check_local_prot(false);
+	check_local_prot(true);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -362,6 +520,9 @@ int main(void)
 		cmocka_unit_test_setup(test_qp_access_flags, reset_knobs),
 		cmocka_unit_test_setup(test_send_needs_no_qp_access, reset_knobs),
 		cmocka_unit_test_setup(test_read_needs_responder_resources, reset_knobs),
+		cmocka_unit_test_setup(test_zero_length_sges, reset_knobs),
+		cmocka_unit_test_setup(test_local_sge_checks, reset_knobs),
+		cmocka_unit_test_setup(test_recv_needs_local_write, reset_knobs),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -569,6 +569,25 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	return 0;
 }
 
+/*
+ * Inline data is copied at post time: the buffer is the caller's again once
+ * ibv_post_send() returns, and its lkey is never looked at. An SGE of
+ * length 0 may have a NULL address, and a QP with max_inline_data 0 has no
+ * inline buffer at all: memcpy() with either is undefined even for 0 bytes.
+ */
+static void copy_inline(struct sv_swqe *w, const struct ibv_send_wr *wr)
+{
+	uint64_t off = 0;
+
+	for (int i = 0; i < wr->num_sge; i++) {
+		if (!wr->sg_list[i].length)
+			continue;
+		memcpy(w->inline_buf + off, (void *)(uintptr_t)wr->sg_list[i].addr,
+		       wr->sg_list[i].length);
+		off += wr->sg_list[i].length;
+	}
+}
+
 static int post_one_send(struct sv_qp *qp, struct ibv_send_wr *wr)
 {
 	struct sv_swqe *w;
@@ -608,18 +627,10 @@ static int post_one_send(struct sv_qp *qp, struct ibv_send_wr *wr)
 	w->psn = qp->next_psn;
 	qp->next_psn = (qp->next_psn + 1) & 0xffffff;
 	w->post_ns = sv_now_ns();
-	if (wr->send_flags & IBV_SEND_INLINE) {
-		/* Inline data is copied now; the buffer is the caller's again. */
-		uint64_t off = 0;
-
-		for (int i = 0; i < wr->num_sge; i++) {
-			memcpy(w->inline_buf + off, (void *)(uintptr_t)wr->sg_list[i].addr,
-			       wr->sg_list[i].length);
-			off += wr->sg_list[i].length;
-		}
-	} else if (wr->num_sge) {
+	if (wr->send_flags & IBV_SEND_INLINE)
+		copy_inline(w, wr);
+	else if (wr->num_sge)
 		memcpy(w->sge, wr->sg_list, sizeof(*w->sge) * (size_t)wr->num_sge);
-	}
 	qp->sq_tail++;
 	return 0;
 }

@@ -12,6 +12,7 @@
 static char fabric_dir[64];
 uint32_t svt_flow_label;
 uint8_t svt_max_dest_rd_atomic = 16;
+uint32_t svt_max_inline_data = 64;
 
 void svt_fabric_init(void)
 {
@@ -62,7 +63,8 @@ int svt_end_init(struct svt_end *e, const char *name, bool want_channel, int max
 {
 	struct ibv_qp_init_attr ia = {
 		.cap = { .max_send_wr = (uint32_t)max_wr, .max_recv_wr = (uint32_t)max_wr,
-			 .max_send_sge = 4, .max_recv_sge = 4, .max_inline_data = 64 },
+			 .max_send_sge = 4, .max_recv_sge = 4,
+			 .max_inline_data = svt_max_inline_data },
 		.qp_type = IBV_QPT_RC,
 	};
 	struct ibv_port_attr pa;

@@ -56,5 +56,7 @@ uint64_t svt_now_ms(void);
 extern uint32_t svt_flow_label;
 /* max_dest_rd_atomic svt_connect gives at RTR; 16 by default. */
 extern uint8_t svt_max_dest_rd_atomic;
+/* max_inline_data of the QPs svt_end_init creates; 64 by default. */
+extern uint32_t svt_max_inline_data;
 
 #endif

@@ -42,6 +42,7 @@ static int group_teardown(void **state)
 static int reset_knobs(void **state)
 {
 	svt_max_dest_rd_atomic = 16;
+	svt_max_inline_data = 64;
 	return 0;
 }
 
@@ -513,6 +514,69 @@ static void test_local_sge_checks(void **state)
 	check_local_prot(true);
 }
 
+/*
+ * IBV_SEND_INLINE: the data is copied at post time, so its SGEs name no MR
+ * and their lkeys are not checked (rxe copy_inline_data_to_wqe(), mlx5
+ * set_data_inl_seg()); the buffer is the caller's again once
+ * ibv_post_send() returns. max_inline_data bounds it (EINVAL above), and
+ * the verbs define it for SEND and RDMA WRITE only, so a READ is refused.
+ * Zero-length inline SGEs may have a NULL address, and a QP created with
+ * max_inline_data 0 still takes a 0-byte inline WR.
+ */
+static void test_inline(void **state)
+{
+	struct svt_end a, b;
+	static uint8_t dst[128];
+	uint8_t msg[64];
+	struct ibv_mr *dmr;
+	struct ibv_sge s[2];
+
+	assert_int_equal(svt_pair(&a, &b, "svroce0"), 0);
+	dmr = ibv_reg_mr(b.pd, dst, sizeof(dst), ACC_ALL);
+	assert_non_null(dmr);
+
+	memcpy(msg, "inline-data!", 13);
+	s[0] = (struct ibv_sge){ .addr = 0, .length = 0, .lkey = 0 };
+	s[1] = (struct ibv_sge){ .addr = (uintptr_t)msg, .length = 13, .lkey = 0xdead };
+	assert_int_equal(svt_post_recv(b.qp, 40, dst, sizeof(dst), dmr->lkey), 0);
+	assert_int_equal(post_one(a.qp, IBV_WR_SEND, 1, s, 2, 0, 0,
+				  IBV_SEND_INLINE | IBV_SEND_SIGNALED), 0);
+	memset(msg, 0, sizeof(msg));	/* the caller's again */
+	expect_wc_full(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_SEND, 13);
+	expect_wc_full(b.cq, 40, IBV_WC_SUCCESS, IBV_WC_RECV, 13);
+	assert_memory_equal(dst, "inline-data!", 13);
+
+	/* Exactly max_inline_data is fine, one byte more is not. */
+	memset(msg, 0x42, sizeof(msg));
+	s[0] = (struct ibv_sge){ .addr = (uintptr_t)msg, .length = 64, .lkey = 0 };
+	assert_int_equal(post_one(a.qp, IBV_WR_RDMA_WRITE, 2, s, 1, (uintptr_t)dst + 64,
+				  dmr->rkey, IBV_SEND_INLINE | IBV_SEND_SIGNALED), 0);
+	expect_wc_full(a.cq, 2, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 64);
+	assert_true(all_bytes(dst + 64, 64, 0x42));
+	s[0].length = 65;
+	assert_int_equal(post_one(a.qp, IBV_WR_SEND, 3, s, 1, 0, 0, IBV_SEND_INLINE), EINVAL);
+	s[0].length = 8;
+	assert_int_equal(post_one(a.qp, IBV_WR_RDMA_READ, 4, s, 1, (uintptr_t)dst, dmr->rkey,
+				  IBV_SEND_INLINE), EINVAL);
+	ibv_dereg_mr(dmr);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+
+	/* max_inline_data 0: a 0-byte inline WRITE_WITH_IMM. */
+	svt_max_inline_data = 0;
+	assert_int_equal(svt_pair(&a, &b, "svib0"), 0);
+	s[0] = (struct ibv_sge){ .addr = 0, .length = 0, .lkey = 0 };
+	assert_int_equal(post_recv_sges(b.qp, 41, NULL, 0), 0);
+	assert_int_equal(post_one(a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 5, s, 1, 0, 0,
+				  IBV_SEND_INLINE | IBV_SEND_SIGNALED), 0);
+	expect_wc_full(a.cq, 5, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 0);
+	expect_wc_full(b.cq, 41, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, 0);
+	s[0] = (struct ibv_sge){ .addr = (uintptr_t)msg, .length = 1, .lkey = 0 };
+	assert_int_equal(post_one(a.qp, IBV_WR_SEND, 6, s, 1, 0, 0, IBV_SEND_INLINE), EINVAL);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -523,6 +587,7 @@ int main(void)
 		cmocka_unit_test_setup(test_zero_length_sges, reset_knobs),
 		cmocka_unit_test_setup(test_local_sge_checks, reset_knobs),
 		cmocka_unit_test_setup(test_recv_needs_local_write, reset_knobs),
+		cmocka_unit_test_setup(test_inline, reset_knobs),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

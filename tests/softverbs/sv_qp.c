@@ -190,7 +190,7 @@ bool sv_qp_complete_send(struct sv_qp *qp, enum ibv_wc_status status)
 			.src_qp = qp->attr.dest_qp_num,
 		};
 
-		sv_cq_push(qp->scq, &wc, false);
+		sv_cq_push(qp->scq, &wc, false, qp, qp->sq_head + 1);
 	}
 	qp->sq_head++;
 	if (qp->sq_send < qp->sq_head)
@@ -233,7 +233,7 @@ void sv_qp_complete_recv(struct sv_qp *qp, const struct sv_rwqe *r,
 	}
 	if (qp->attr.ah_attr.is_global)
 		wc.wc_flags |= IBV_WC_GRH;
-	sv_cq_push(qp->rcq, &wc, h && (h->flags & SV_HDR_SOLICITED));
+	sv_cq_push(qp->rcq, &wc, h && (h->flags & SV_HDR_SOLICITED), NULL, 0);
 }
 
 /* The kernel's RC transition table (ib_modify_qp_is_ok), for the states
@@ -360,6 +360,11 @@ static void qp_set_flow(struct sv_qp *qp)
 
 static void qp_reset(struct sv_qp *qp)
 {
+	/* Completions of the old queue must not free slots of the new one. */
+	sv_cq_forget_qp(qp->scq, qp);
+	pthread_mutex_lock(&qp->scq->lock);
+	qp->sq_polled = 0;
+	pthread_mutex_unlock(&qp->scq->lock);
 	qp->sq_head = qp->sq_send = qp->sq_tail = 0;
 	qp->rq_head = qp->rq_tail = 0;
 	qp->retry_since_ns = qp->retry_at_ns = 0;
@@ -552,6 +557,7 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 			break;
 		}
 	}
+	sv_cq_forget_qp(qp->scq, qp);
 	qp->scq->nqps--;
 	qp->rcq->nqps--;
 	if (qp->stats)
@@ -605,7 +611,9 @@ static int post_one_send(struct sv_qp *qp, struct ibv_send_wr *wr)
 	}
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge)
 		return EINVAL;
-	if (qp->sq_tail - qp->sq_head >= qp->sq_size)
+	/* A slot is free once a completion of its WR, or of a later one, has
+	 * been polled: unsignaled WRs hold theirs until then. */
+	if (qp->sq_tail - __atomic_load_n(&qp->sq_polled, __ATOMIC_ACQUIRE) >= qp->sq_size)
 		return ENOMEM;
 	for (int i = 0; i < wr->num_sge; i++)
 		len += wr->sg_list[i].length;

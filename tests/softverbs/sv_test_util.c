@@ -13,6 +13,7 @@ static char fabric_dir[64];
 uint32_t svt_flow_label;
 uint8_t svt_max_dest_rd_atomic = 16;
 uint32_t svt_max_inline_data = 64;
+int svt_sq_sig_all;
 
 void svt_fabric_init(void)
 {
@@ -66,6 +67,7 @@ int svt_end_init(struct svt_end *e, const char *name, bool want_channel, int max
 			 .max_send_sge = 4, .max_recv_sge = 4,
 			 .max_inline_data = svt_max_inline_data },
 		.qp_type = IBV_QPT_RC,
+		.sq_sig_all = svt_sq_sig_all,
 	};
 	struct ibv_port_attr pa;
 

@@ -58,5 +58,7 @@ extern uint32_t svt_flow_label;
 extern uint8_t svt_max_dest_rd_atomic;
 /* max_inline_data of the QPs svt_end_init creates; 64 by default. */
 extern uint32_t svt_max_inline_data;
+/* sq_sig_all of the QPs svt_end_init creates; 0 by default. */
+extern int svt_sq_sig_all;
 
 #endif

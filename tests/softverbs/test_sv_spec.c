@@ -43,6 +43,7 @@ static int reset_knobs(void **state)
 {
 	svt_max_dest_rd_atomic = 16;
 	svt_max_inline_data = 64;
+	svt_sq_sig_all = 0;
 	return 0;
 }
 
@@ -577,6 +578,130 @@ static void test_inline(void **state)
 	svt_end_fini(&b);
 }
 
+/* Wait (bounded) until the byte at p reads v: an RDMA WRITE has landed. */
+static bool landed(const volatile uint8_t *p, uint8_t v)
+{
+	uint64_t end = svt_now_ms() + WAIT_MS;
+
+	while (*p != v)
+		if (svt_now_ms() > end)
+			return false;
+	return true;
+}
+
+static int post_write8(struct svt_end *e, uint64_t wr_id, uint8_t *src, uint32_t lkey,
+		       uint8_t *dst, uint32_t rkey, unsigned int flags)
+{
+	return svt_post_rdma(e->qp, IBV_WR_RDMA_WRITE, wr_id, src, 8, lkey, (uintptr_t)dst,
+			     rkey, 0, flags);
+}
+
+/*
+ * Unsignaled WRs (no IBV_SEND_SIGNALED, sq_sig_all 0) give no completion
+ * when they succeed, yet they hold their send queue slot until a
+ * completion of a later WR is polled: "All posted Send Requests, Signaled
+ * and Unsignaled, are considered outstanding until a Work Completion that
+ * they, or Send Requests that were posted after them, was polled" (rdmamojo,
+ * "Working with Unsignaled Completions", as NCCL's p2p.cc quotes it; mlx5
+ * frees the slots in poll_cq). A queue of unsignaled WRs only fills up for
+ * good, and a completion generated but not yet polled frees nothing.
+ */
+static void test_unsignaled_slots(void **state)
+{
+	struct svt_end a, b;
+	struct svt_addr aa, ba;
+	static uint8_t src[8 * 8], dst[8 * 8];
+	struct ibv_mr *smr, *dmr;
+	struct pollfd pfd;
+	struct ibv_cq *ev_cq;
+	void *ev_ctx;
+	struct ibv_wc wc;
+
+	for (int i = 0; i < 8; i++)
+		memset(src + 8 * i, i + 1, 8);
+	assert_int_equal(svt_end_init(&a, "svroce0", true, 4), 0);
+	assert_int_equal(svt_end_init(&b, "svroce0", false, 4), 0);
+	svt_addr_of(&a, 3, &aa);
+	svt_addr_of(&b, 3, &ba);
+	assert_int_equal(svt_connect(&a, &ba, 3, ACC_ALL, 14, 7, 7), 0);
+	assert_int_equal(svt_connect(&b, &aa, 3, ACC_ALL, 14, 7, 7), 0);
+	smr = ibv_reg_mr(a.pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
+	dmr = ibv_reg_mr(b.pd, dst, sizeof(dst), ACC_ALL);
+
+	/* 3 unsignaled + 1 signaled fill the 4 slots. Once the completion
+	 * is there (the channel says so) but not polled, nothing is free. */
+	assert_int_equal(ibv_req_notify_cq(a.cq, 0), 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(post_write8(&a, (uint64_t)i, src + 8 * i, smr->lkey,
+					     dst + 8 * i, dmr->rkey,
+					     i == 3 ? IBV_SEND_SIGNALED : 0), 0);
+	pfd = (struct pollfd){ .fd = a.ch->fd, .events = POLLIN };
+	assert_int_equal(poll(&pfd, 1, WAIT_MS), 1);
+	assert_int_equal(ibv_get_cq_event(a.ch, &ev_cq, &ev_ctx), 0);
+	ibv_ack_cq_events(ev_cq, 1);
+	assert_int_equal(post_write8(&a, 4, src, smr->lkey, dst, dmr->rkey, 0), ENOMEM);
+	/* Polling it frees all four. */
+	assert_int_equal(ibv_poll_cq(a.cq, 1, &wc), 1);
+	assert_int_equal(wc.status, IBV_WC_SUCCESS);
+	assert_int_equal(wc.wr_id, 3);
+	assert_memory_equal(dst, src, 32);
+	for (int i = 4; i < 8; i++)
+		assert_int_equal(post_write8(&a, (uint64_t)i, src + 8 * i, smr->lkey,
+					     dst + 8 * i, dmr->rkey,
+					     i == 7 ? IBV_SEND_SIGNALED : 0), 0);
+	expect_wc_full(a.cq, 7, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 8);
+	assert_memory_equal(dst, src, sizeof(src));
+	assert_true(svt_no_wc(a.cq, 20));
+
+	/* Only unsignaled WRs: they all land, but the queue stays full. */
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(post_write8(&a, 10 + (uint64_t)i, src, smr->lkey,
+					     dst + 8 * i, dmr->rkey, 0), 0);
+	assert_true(landed(dst + 24, 1));
+	assert_true(svt_no_wc(a.cq, 20));
+	assert_int_equal(post_write8(&a, 14, src, smr->lkey, dst, dmr->rkey,
+				     IBV_SEND_SIGNALED), ENOMEM);
+
+	ibv_dereg_mr(smr);
+	ibv_dereg_mr(dmr);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+}
+
+/* sq_sig_all 1: every send WR completes, flag or no flag; an unsignaled WR
+ * that fails, and those flushed behind it, always complete. */
+static void test_sq_sig_all_and_errors(void **state)
+{
+	struct svt_end a, b;
+	static uint8_t src[64], dst[64];
+	struct ibv_mr *smr, *dmr;
+
+	svt_sq_sig_all = 1;
+	assert_int_equal(svt_pair(&a, &b, "svib0"), 0);
+	smr = ibv_reg_mr(a.pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
+	dmr = ibv_reg_mr(b.pd, dst, sizeof(dst), ACC_ALL);
+	assert_int_equal(post_write8(&a, 1, src, smr->lkey, dst, dmr->rkey, 0), 0);
+	expect_wc_full(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 8);
+	ibv_dereg_mr(smr);
+	ibv_dereg_mr(dmr);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+
+	svt_sq_sig_all = 0;
+	assert_int_equal(svt_pair(&a, &b, "svib0"), 0);
+	smr = ibv_reg_mr(a.pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
+	dmr = ibv_reg_mr(b.pd, dst, sizeof(dst), ACC_ALL);
+	assert_int_equal(post_write8(&a, 1, src, smr->lkey, dst, dmr->rkey, 0), 0);
+	assert_int_equal(post_write8(&a, 2, src, smr->lkey, dst, dmr->rkey + 99, 0), 0);
+	assert_int_equal(post_write8(&a, 3, src, smr->lkey, dst, dmr->rkey, 0), 0);
+	expect_wc(a.cq, 2, IBV_WC_REM_ACCESS_ERR);
+	expect_wc(a.cq, 3, IBV_WC_WR_FLUSH_ERR);
+	ibv_dereg_mr(smr);
+	ibv_dereg_mr(dmr);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -588,6 +713,8 @@ int main(void)
 		cmocka_unit_test_setup(test_local_sge_checks, reset_knobs),
 		cmocka_unit_test_setup(test_recv_needs_local_write, reset_knobs),
 		cmocka_unit_test_setup(test_inline, reset_knobs),
+		cmocka_unit_test_setup(test_unsignaled_slots, reset_knobs),
+		cmocka_unit_test_setup(test_sq_sig_all_and_errors, reset_knobs),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

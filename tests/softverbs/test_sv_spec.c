@@ -702,11 +702,82 @@ static void test_sq_sig_all_and_errors(void **state)
 	svt_end_fini(&b);
 }
 
+/*
+ * An RDMA access of at least one byte: the rkey must name an MR of the
+ * responder QP's PD with the remote right, and [remote_addr, +len) must lie
+ * inside it, without wrapping (rxe lookup_mr() and mr_check_range()). Else
+ * an R_Key violation: IBV_WC_REM_ACCESS_ERR at the requester, the responder
+ * QP to ERR with IBV_EVENT_QP_ACCESS_ERR, and not a byte written.
+ */
+static void check_rkey(enum ibv_wr_opcode op, bool other_pd, uint64_t off, uint32_t len)
+{
+	struct svt_end a, b;
+	static uint8_t src[BUF], dst[BUF];
+	struct ibv_mr *smr, *dmr;
+	struct ibv_pd *pd2;
+
+	assert_int_equal(svt_pair(&a, &b, "svroce0"), 0);
+	pd2 = ibv_alloc_pd(b.ctx);
+	memset(src, 0x11, sizeof(src));
+	memset(dst, 0, sizeof(dst));
+	smr = ibv_reg_mr(a.pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
+	dmr = ibv_reg_mr(other_pd ? pd2 : b.pd, dst, sizeof(dst), ACC_ALL);
+	assert_int_equal(svt_post_rdma(a.qp, op, 1, src, len, smr->lkey, (uintptr_t)dst + off,
+				       dmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+	expect_wc(a.cq, 1, IBV_WC_REM_ACCESS_ERR);
+	expect_async(b.ctx, IBV_EVENT_QP_ACCESS_ERR, b.qp);
+	assert_int_equal(qp_state(b.qp), IBV_QPS_ERR);
+	assert_true(all_bytes(dst, sizeof(dst), 0));
+	ibv_dereg_mr(smr);
+	ibv_dereg_mr(dmr);
+	ibv_dealloc_pd(pd2);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+}
+
+static void test_rkey_checks(void **state)
+{
+	struct svt_end a, b;
+	static uint8_t src[BUF], dst[BUF];
+	struct ibv_mr *smr, *dmr, *zmr;
+
+	/* The last byte of the MR is in range; so is a zero-based MR
+	 * addressed from 0. */
+	assert_int_equal(svt_pair(&a, &b, "svib0"), 0);
+	memset(src, 0x22, sizeof(src));
+	smr = ibv_reg_mr(a.pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
+	dmr = ibv_reg_mr(b.pd, dst, sizeof(dst), ACC_ALL);
+	zmr = ibv_reg_mr(b.pd, dst, sizeof(dst), ACC_ALL | IBV_ACCESS_ZERO_BASED);
+	assert_non_null(zmr);
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 1, src, 64, smr->lkey,
+				       (uintptr_t)dst + BUF - 64, dmr->rkey, 0,
+				       IBV_SEND_SIGNALED), 0);
+	expect_wc_full(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 64);
+	assert_true(all_bytes(dst + BUF - 64, 64, 0x22));
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_READ, 2, src, 64, smr->lkey,
+				       BUF - 64, zmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+	expect_wc_full(a.cq, 2, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, 64);
+	ibv_dereg_mr(smr);
+	ibv_dereg_mr(dmr);
+	ibv_dereg_mr(zmr);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+
+	/* One byte past the end, before the start, wrapping past 2^64, and
+	 * an MR of another PD. */
+	check_rkey(IBV_WR_RDMA_WRITE, false, BUF - 63, 64);
+	check_rkey(IBV_WR_RDMA_READ, false, (uint64_t)-1, 64);
+	check_rkey(IBV_WR_RDMA_WRITE, false, UINT64_MAX - (uintptr_t)dst - 7, 64);
+	check_rkey(IBV_WR_RDMA_WRITE_WITH_IMM, true, 0, 64);
+	check_rkey(IBV_WR_RDMA_READ, true, 0, 64);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_zero_length_rdma_needs_no_rkey, reset_knobs),
 		cmocka_unit_test_setup(test_qp_access_flags, reset_knobs),
+		cmocka_unit_test_setup(test_rkey_checks, reset_knobs),
 		cmocka_unit_test_setup(test_send_needs_no_qp_access, reset_knobs),
 		cmocka_unit_test_setup(test_read_needs_responder_resources, reset_knobs),
 		cmocka_unit_test_setup(test_zero_length_sges, reset_knobs),

@@ -772,6 +772,70 @@ static void test_rkey_checks(void **state)
 	check_rkey(IBV_WR_RDMA_READ, true, 0, 64);
 }
 
+/* What ibv_post_send and ibv_post_recv refuse at once (rxe
+ * validate_send_wr(), post_one_recv()): more SGEs than the QP was created
+ * with, an opcode softverbs lacks, a message above the port's max_msg_sz.
+ * EINVAL, with *bad_wr at the WR, and nothing of it queued. */
+static void test_post_time_checks(void **state)
+{
+	struct svt_end a, b;
+	static uint8_t buf[64];
+	struct ibv_sge s[5];
+	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_recv_wr rwr, *rbad = NULL;
+
+	assert_int_equal(svt_pair(&a, &b, "svroce0"), 0);
+	for (int i = 0; i < 5; i++)
+		s[i] = (struct ibv_sge){ .addr = (uintptr_t)buf, .length = 1, .lkey = 0 };
+	/* svt_end_init makes QPs with 4 SGEs each way. */
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_SEND;
+	wr.sg_list = s;
+	wr.num_sge = 5;
+	assert_int_equal(ibv_post_send(a.qp, &wr, &bad), EINVAL);
+	assert_ptr_equal(bad, &wr);
+	rwr = (struct ibv_recv_wr){ .sg_list = s, .num_sge = 5 };
+	assert_int_equal(ibv_post_recv(b.qp, &rwr, &rbad), EINVAL);
+	assert_ptr_equal(rbad, &rwr);
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	bad = NULL;
+	assert_int_equal(ibv_post_send(a.qp, &wr, &bad), EINVAL);
+	assert_ptr_equal(bad, &wr);
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	s[0].length = (1u << 30) + 1;
+	bad = NULL;
+	assert_int_equal(ibv_post_send(a.qp, &wr, &bad), EINVAL);
+	assert_ptr_equal(bad, &wr);
+	assert_true(svt_no_wc(a.cq, 20));
+	assert_true(svt_no_wc(b.cq, 20));
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+}
+
+/* A SEND that does not fit its receive, here one without any SGE: a length
+ * error, NAK Invalid Request (rxe RESPST_ERR_LENGTH, rdmavt nack_inv). The
+ * responder's receive completes with IBV_WC_LOC_LEN_ERR, its QP to ERR. */
+static void test_recv_too_small(void **state)
+{
+	struct svt_end a, b;
+	static uint8_t src[64];
+	struct ibv_mr *smr;
+
+	assert_int_equal(svt_pair(&a, &b, "svroce0"), 0);
+	smr = ibv_reg_mr(a.pd, src, sizeof(src), 0);
+	assert_int_equal(post_recv_sges(b.qp, 31, NULL, 0), 0);
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND, 1, src, 8, smr->lkey, 0, 0, 0,
+				       IBV_SEND_SIGNALED), 0);
+	expect_wc(a.cq, 1, IBV_WC_REM_INV_REQ_ERR);
+	expect_wc(b.cq, 31, IBV_WC_LOC_LEN_ERR);
+	expect_async(b.ctx, IBV_EVENT_QP_FATAL, b.qp);
+	assert_int_equal(qp_state(b.qp), IBV_QPS_ERR);
+	ibv_dereg_mr(smr);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -783,7 +847,9 @@ int main(void)
 		cmocka_unit_test_setup(test_zero_length_sges, reset_knobs),
 		cmocka_unit_test_setup(test_local_sge_checks, reset_knobs),
 		cmocka_unit_test_setup(test_recv_needs_local_write, reset_knobs),
+		cmocka_unit_test_setup(test_recv_too_small, reset_knobs),
 		cmocka_unit_test_setup(test_inline, reset_knobs),
+		cmocka_unit_test_setup(test_post_time_checks, reset_knobs),
 		cmocka_unit_test_setup(test_unsignaled_slots, reset_knobs),
 		cmocka_unit_test_setup(test_sq_sig_all_and_errors, reset_knobs),
 	};

@@ -11,7 +11,7 @@ SV_LIB_SRCS := $(addprefix $(SV_DIR)/,sv_util.c sv_config.c sv_device.c sv_mr.c 
 	sv_misc.c)
 SV_LIB_OBJS := $(SV_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 
-SV_TEST_NAMES := test_sv_verbs test_sv_wire test_sv_fabric
+SV_TEST_NAMES := test_sv_verbs test_sv_wire test_sv_fabric test_sv_spec test_sv_nccl_ib
 SV_TEST_BINS := $(addprefix $(SV_OUT)/,$(SV_TEST_NAMES))
 SV_TEST_SCRIPTS := $(SV_DIR)/test_sv_utils.sh $(SV_DIR)/test_sv_valgrind.sh
 

@@ -109,7 +109,7 @@ SV_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 SV_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 {
 	struct sv_cq *cq = to_cq(ibcq);
-	struct ibv_wc *ring;
+	struct sv_cqe *ring;
 
 	if (cqe < 1 || cqe > SV_MAX_CQE)
 		return EINVAL;
@@ -134,8 +134,10 @@ SV_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 	return 0;
 }
 
-/* Called by the library (any thread) with sv_eng.lock held. */
-void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc, bool solicited)
+/* Called by the library (any thread) with sv_eng.lock held. sq_owner and
+ * sq_next: see struct sv_cqe (NULL, 0 for a receive). */
+void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc, bool solicited,
+		struct sv_qp *sq_owner, uint64_t sq_next)
 {
 	bool notify = false, overrun = false;
 
@@ -143,7 +145,9 @@ void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc, bool solicited)
 	if (cq->count + 1 >= cq->size) {
 		overrun = true;
 	} else {
-		cq->ring[(cq->head + cq->count) % cq->size] = *wc;
+		cq->ring[(cq->head + cq->count) % cq->size] = (struct sv_cqe){
+			.wc = *wc, .sq_owner = sq_owner, .sq_next = sq_next,
+		};
 		cq->count++;
 		/* Solicited-only arming wakes on a receive the sender marked
 		 * IBV_SEND_SOLICITED, or on an error. */
@@ -180,7 +184,14 @@ int sv_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 		return -1;
 	pthread_mutex_lock(&cq->lock);
 	while (got < n && cq->count) {
-		wc[got++] = cq->ring[cq->head];
+		struct sv_cqe *e = &cq->ring[cq->head];
+
+		wc[got++] = e->wc;
+		/* A polled send completion frees its WR's send queue slot and
+		 * those of the unsignaled WRs before it. Completions of a QP
+		 * come in order, so sq_next only grows. */
+		if (e->sq_owner)
+			__atomic_store_n(&e->sq_owner->sq_polled, e->sq_next, __ATOMIC_RELEASE);
 		cq->head = (cq->head + 1) % cq->size;
 		cq->count--;
 	}
@@ -190,6 +201,20 @@ int sv_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	if (!got)
 		sched_yield();
 	return got;
+}
+
+/* qp is being destroyed or reset: its completions still in the CQ stay
+ * (the application may poll them) but no longer point at it. */
+void sv_cq_forget_qp(struct sv_cq *cq, struct sv_qp *qp)
+{
+	pthread_mutex_lock(&cq->lock);
+	for (uint32_t i = 0; i < cq->count; i++) {
+		struct sv_cqe *e = &cq->ring[(cq->head + i) % cq->size];
+
+		if (e->sq_owner == qp)
+			e->sq_owner = NULL;
+	}
+	pthread_mutex_unlock(&cq->lock);
 }
 
 int sv_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)

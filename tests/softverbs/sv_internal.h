@@ -86,10 +86,20 @@ struct sv_channel {
 	int wfd;
 };
 
+struct sv_qp;
+
+/* A completion in a CQ. A send completion names its QP and the send queue
+ * index after its WR: polling it frees the slots up to there (sv_poll_cq). */
+struct sv_cqe {
+	struct ibv_wc wc;
+	struct sv_qp *sq_owner;		/* NULL: a receive, or its QP is gone */
+	uint64_t sq_next;
+};
+
 struct sv_cq {
 	struct ibv_cq ibcq;
-	pthread_mutex_t lock;		/* ring, armed */
-	struct ibv_wc *ring;
+	pthread_mutex_t lock;		/* ring, armed, sq_owner->sq_polled */
+	struct sv_cqe *ring;
 	uint32_t size, head, count;
 	bool armed, solicited_only;
 	int nqps;			/* QPs using it: destroy gives EBUSY */
@@ -129,12 +139,17 @@ struct sv_qp {
 
 	/* Send queue: monotonic counters, slot = counter % sq_size.
 	 * [sq_head, sq_send) sent and waiting for a response,
-	 * [sq_send, sq_tail) posted and not yet sent. */
+	 * [sq_send, sq_tail) posted and not yet sent.
+	 * [sq_polled, sq_head) completed, but no completion of theirs or of a
+	 * later WR has been polled yet: their slots are still taken (the
+	 * unsignaled-completion rule). Written under the send CQ's lock, read
+	 * atomically by ibv_post_send. */
 	struct sv_swqe *sq;
 	struct ibv_sge *sq_sge;
 	uint8_t *sq_inline;
 	uint32_t sq_size;
 	uint64_t sq_head, sq_send, sq_tail;
+	uint64_t sq_polled;
 	uint32_t next_psn;
 	/* The tx thread is writing WR tx_busy_idx with the lock dropped. Its
 	 * completion (the responder may ACK before sendmsg() has returned) is
@@ -317,7 +332,9 @@ struct sv_mr *sv_mr_lookup(uint32_t key);
 void *sv_mr_translate(struct sv_mr *mr, uint64_t addr, uint64_t len, bool by_iova);
 
 /* sv_cq.c */
-void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc, bool solicited);
+void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc, bool solicited,
+		struct sv_qp *sq_owner, uint64_t sq_next);
+void sv_cq_forget_qp(struct sv_cq *cq, struct sv_qp *qp);
 int sv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 int sv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 

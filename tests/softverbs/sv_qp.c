@@ -190,7 +190,7 @@ bool sv_qp_complete_send(struct sv_qp *qp, enum ibv_wc_status status)
 			.src_qp = qp->attr.dest_qp_num,
 		};
 
-		sv_cq_push(qp->scq, &wc, false);
+		sv_cq_push(qp->scq, &wc, false, qp, qp->sq_head + 1);
 	}
 	qp->sq_head++;
 	if (qp->sq_send < qp->sq_head)
@@ -233,7 +233,7 @@ void sv_qp_complete_recv(struct sv_qp *qp, const struct sv_rwqe *r,
 	}
 	if (qp->attr.ah_attr.is_global)
 		wc.wc_flags |= IBV_WC_GRH;
-	sv_cq_push(qp->rcq, &wc, h && (h->flags & SV_HDR_SOLICITED));
+	sv_cq_push(qp->rcq, &wc, h && (h->flags & SV_HDR_SOLICITED), NULL, 0);
 }
 
 /* The kernel's RC transition table (ib_modify_qp_is_ok), for the states
@@ -360,6 +360,11 @@ static void qp_set_flow(struct sv_qp *qp)
 
 static void qp_reset(struct sv_qp *qp)
 {
+	/* Completions of the old queue must not free slots of the new one. */
+	sv_cq_forget_qp(qp->scq, qp);
+	pthread_mutex_lock(&qp->scq->lock);
+	qp->sq_polled = 0;
+	pthread_mutex_unlock(&qp->scq->lock);
 	qp->sq_head = qp->sq_send = qp->sq_tail = 0;
 	qp->rq_head = qp->rq_tail = 0;
 	qp->retry_since_ns = qp->retry_at_ns = 0;
@@ -552,6 +557,7 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 			break;
 		}
 	}
+	sv_cq_forget_qp(qp->scq, qp);
 	qp->scq->nqps--;
 	qp->rcq->nqps--;
 	if (qp->stats)
@@ -567,6 +573,25 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	free(qp->rq_sge);
 	free(qp);
 	return 0;
+}
+
+/*
+ * Inline data is copied at post time: the buffer is the caller's again once
+ * ibv_post_send() returns, and its lkey is never looked at. An SGE of
+ * length 0 may have a NULL address, and a QP with max_inline_data 0 has no
+ * inline buffer at all: memcpy() with either is undefined even for 0 bytes.
+ */
+static void copy_inline(struct sv_swqe *w, const struct ibv_send_wr *wr)
+{
+	uint64_t off = 0;
+
+	for (int i = 0; i < wr->num_sge; i++) {
+		if (!wr->sg_list[i].length)
+			continue;
+		memcpy(w->inline_buf + off, (void *)(uintptr_t)wr->sg_list[i].addr,
+		       wr->sg_list[i].length);
+		off += wr->sg_list[i].length;
+	}
 }
 
 static int post_one_send(struct sv_qp *qp, struct ibv_send_wr *wr)
@@ -586,7 +611,9 @@ static int post_one_send(struct sv_qp *qp, struct ibv_send_wr *wr)
 	}
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge)
 		return EINVAL;
-	if (qp->sq_tail - qp->sq_head >= qp->sq_size)
+	/* A slot is free once a completion of its WR, or of a later one, has
+	 * been polled: unsignaled WRs hold theirs until then. */
+	if (qp->sq_tail - __atomic_load_n(&qp->sq_polled, __ATOMIC_ACQUIRE) >= qp->sq_size)
 		return ENOMEM;
 	for (int i = 0; i < wr->num_sge; i++)
 		len += wr->sg_list[i].length;
@@ -608,18 +635,10 @@ static int post_one_send(struct sv_qp *qp, struct ibv_send_wr *wr)
 	w->psn = qp->next_psn;
 	qp->next_psn = (qp->next_psn + 1) & 0xffffff;
 	w->post_ns = sv_now_ns();
-	if (wr->send_flags & IBV_SEND_INLINE) {
-		/* Inline data is copied now; the buffer is the caller's again. */
-		uint64_t off = 0;
-
-		for (int i = 0; i < wr->num_sge; i++) {
-			memcpy(w->inline_buf + off, (void *)(uintptr_t)wr->sg_list[i].addr,
-			       wr->sg_list[i].length);
-			off += wr->sg_list[i].length;
-		}
-	} else if (wr->num_sge) {
+	if (wr->send_flags & IBV_SEND_INLINE)
+		copy_inline(w, wr);
+	else if (wr->num_sge)
 		memcpy(w->sge, wr->sg_list, sizeof(*w->sge) * (size_t)wr->num_sge);
-	}
 	qp->sq_tail++;
 	return 0;
 }

@@ -79,27 +79,57 @@ static void responder_rnr(struct sv_conn *c, struct sv_qp *qp, const struct sv_h
 	sv_queue_simple(c, qp, SV_OP_NAK, SV_NAK_RNR, h->psn);
 }
 
-/* Check an rkey for a remote access; host pointer or NULL. */
-static void *remote_target(struct sv_qp *qp, const struct sv_hdr *h, unsigned int need)
+/*
+ * Does the responder QP take this operation at all? RDMA WRITE and READ must
+ * be enabled in its qp_access_flags, and a READ needs a responder resource
+ * (max_dest_rd_atomic > 0). Otherwise the request is invalid, whatever its
+ * length or rkey: rxe's check_op_valid() and check_resource(), and rdmavt's
+ * RC receive, answer NAK Invalid Request (class C), not an R_Key violation.
+ */
+static bool op_enabled(const struct sv_qp *qp, uint8_t op)
+{
+	unsigned int acc = qp->attr.qp_access_flags;
+
+	switch (op) {
+	case SV_OP_WRITE:
+	case SV_OP_WRITE_IMM:
+		return acc & IBV_ACCESS_REMOTE_WRITE;
+	case SV_OP_READ_REQ:
+		return (acc & IBV_ACCESS_REMOTE_READ) && qp->attr.max_dest_rd_atomic;
+	default:
+		return true;
+	}
+}
+
+/*
+ * Check the rkey of an RDMA WRITE or READ the QP takes. False: an R_Key
+ * violation (remote access error). *p is the host address to access, or
+ * NULL for a zero-length access: IBA C9-88 asks no valid R_Key and no
+ * address of those (rxe's check_rkey() and rdmavt skip the lookup too), and
+ * NCCL sends exactly that, a memset-to-zero WRITE_WITH_IMM with rkey 0.
+ */
+static bool remote_target(struct sv_qp *qp, const struct sv_hdr *h, unsigned int need,
+			  void **p)
 {
 	struct sv_mr *mr;
 
-	if (!(qp->attr.qp_access_flags & need))
-		return NULL;
+	*p = NULL;
 	if (sv_eng.cfg.fault_remote_access &&
 	    ++sv_eng.nremote_ops == sv_eng.cfg.fault_remote_access) {
 		sv_debug("fault: forcing a remote access error");
-		return NULL;
+		return false;
 	}
+	if (!h->len)
+		return true;
 	mr = sv_mr_lookup(h->rkey);
 	if (!mr || mr->ibmr.pd != qp->ibqp.pd || !(mr->access & need))
-		return NULL;
-	if (!h->len)
-		return mr->ibmr.addr;
-	return sv_mr_translate(mr, h->raddr, h->len, true);
+		return false;
+	*p = sv_mr_translate(mr, h->raddr, h->len, true);
+	return *p != NULL;
 }
 
-/* Scatter list of a receive WR; -1: bad lkey, -2: too small. */
+/* Scatter list of a receive WR; -1: bad lkey, -2: too small. Only the SGEs
+ * the message reaches are checked, and none of length 0 (rxe copy_data()). */
 static int recv_iov(struct sv_qp *qp, const struct sv_rwqe *r, uint64_t len,
 		    struct iovec *iov, int *n)
 {
@@ -109,9 +139,12 @@ static int recv_iov(struct sv_qp *qp, const struct sv_rwqe *r, uint64_t len,
 	for (uint32_t i = 0; i < r->num_sge && left; i++) {
 		const struct ibv_sge *s = &r->sge[i];
 		uint64_t take = s->length < left ? s->length : left;
-		struct sv_mr *mr = sv_mr_lookup(s->lkey);
+		struct sv_mr *mr;
 		void *p;
 
+		if (!take)
+			continue;
+		mr = sv_mr_lookup(s->lkey);
 		if (!mr || mr->ibmr.pd != qp->ibqp.pd || !(mr->access & IBV_ACCESS_LOCAL_WRITE))
 			return -1;
 		p = sv_mr_translate(mr, s->addr, take, false);
@@ -178,12 +211,17 @@ void sv_on_request(struct sv_conn *c, const struct sv_hdr *h)
 	} else {
 		c->rnr_wait = false;
 	}
+	if (!op_enabled(qp, h->op)) {
+		sv_debug("QP 0x%06x: request op %u not enabled on this QP", qp->ibqp.qp_num,
+			 h->op);
+		responder_error(c, qp, h, SV_NAK_INV_REQ, IBV_EVENT_QP_REQ_ERR);
+		return;
+	}
 
 	switch (h->op) {
 	case SV_OP_WRITE:
 	case SV_OP_WRITE_IMM:
-		p = remote_target(qp, h, IBV_ACCESS_REMOTE_WRITE);
-		if (!p) {
+		if (!remote_target(qp, h, IBV_ACCESS_REMOTE_WRITE, &p)) {
 			responder_error(c, qp, h, SV_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
 			return;
 		}
@@ -233,8 +271,7 @@ void sv_on_request(struct sv_conn *c, const struct sv_hdr *h)
 			.src_qpn = qp->ibqp.qp_num, .dst_qpn = qp->attr.dest_qp_num,
 		};
 
-		p = remote_target(qp, h, IBV_ACCESS_REMOTE_READ);
-		if (!p) {
+		if (!remote_target(qp, h, IBV_ACCESS_REMOTE_READ, &p)) {
 			responder_error(c, qp, h, SV_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
 			return;
 		}

@@ -55,10 +55,14 @@ static void on_response(struct sv_conn *c, const struct sv_hdr *h)
 		int n = 0;
 
 		for (uint32_t i = 0; i < w->num_sge && left; i++) {
-			struct sv_mr *mr = sv_mr_lookup(w->sge[i].lkey);
 			uint64_t take = w->sge[i].length < left ? w->sge[i].length : left;
-			void *p = mr ? sv_mr_translate(mr, w->sge[i].addr, take, false) : NULL;
+			struct sv_mr *mr;
+			void *p;
 
+			if (!take)
+				continue;	/* names no memory: no lkey */
+			mr = sv_mr_lookup(w->sge[i].lkey);
+			p = mr ? sv_mr_translate(mr, w->sge[i].addr, take, false) : NULL;
 			if (!p) {
 				/* Deregistered under us: drop the data. */
 				sv_drain_msg(c, h);

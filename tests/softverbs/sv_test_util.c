@@ -11,6 +11,9 @@
 
 static char fabric_dir[64];
 uint32_t svt_flow_label;
+uint8_t svt_max_dest_rd_atomic = 16;
+uint32_t svt_max_inline_data = 64;
+int svt_sq_sig_all;
 
 void svt_fabric_init(void)
 {
@@ -61,8 +64,10 @@ int svt_end_init(struct svt_end *e, const char *name, bool want_channel, int max
 {
 	struct ibv_qp_init_attr ia = {
 		.cap = { .max_send_wr = (uint32_t)max_wr, .max_recv_wr = (uint32_t)max_wr,
-			 .max_send_sge = 4, .max_recv_sge = 4, .max_inline_data = 64 },
+			 .max_send_sge = 4, .max_recv_sge = 4,
+			 .max_inline_data = svt_max_inline_data },
 		.qp_type = IBV_QPT_RC,
+		.sq_sig_all = svt_sq_sig_all,
 	};
 	struct ibv_port_attr pa;
 
@@ -129,7 +134,7 @@ int svt_connect(struct svt_end *e, const struct svt_addr *a, int gid_index, int 
 	at.path_mtu = IBV_MTU_4096;
 	at.dest_qp_num = a->qpn;
 	at.rq_psn = 0;
-	at.max_dest_rd_atomic = 16;
+	at.max_dest_rd_atomic = svt_max_dest_rd_atomic;
 	at.min_rnr_timer = 1;
 	at.ah_attr.port_num = 1;
 	at.ah_attr.dlid = a->lid;

@@ -100,7 +100,12 @@ static void tx_connect(struct sv_qp *qp)
 	qp->out->refs++;	/* qp->out's reference */
 }
 
-/* Local side of a WR: iovecs for its payload; false on a bad lkey. */
+/*
+ * Local side of a WR: iovecs for its payload; false on a bad lkey (wrong
+ * PD, out of the MR, or a READ into memory without LOCAL_WRITE). An SGE of
+ * length 0 names no memory and its lkey is not looked up, as rxe's
+ * copy_data() skips it and mlx5 leaves it out of the WQE.
+ */
 static bool local_iov(struct sv_qp *qp, struct sv_swqe *w, struct iovec *iov, int *n)
 {
 	*n = 0;
@@ -113,9 +118,12 @@ static bool local_iov(struct sv_qp *qp, struct sv_swqe *w, struct iovec *iov, in
 		return true;
 	}
 	for (uint32_t i = 0; i < w->num_sge; i++) {
-		struct sv_mr *mr = sv_mr_lookup(w->sge[i].lkey);
+		struct sv_mr *mr;
 		void *p;
 
+		if (!w->sge[i].length)
+			continue;
+		mr = sv_mr_lookup(w->sge[i].lkey);
 		if (!mr || mr->ibmr.pd != qp->ibqp.pd)
 			return false;
 		if (w->opcode == IBV_WR_RDMA_READ && !(mr->access & IBV_ACCESS_LOCAL_WRITE))
@@ -123,8 +131,6 @@ static bool local_iov(struct sv_qp *qp, struct sv_swqe *w, struct iovec *iov, in
 		p = sv_mr_translate(mr, w->sge[i].addr, w->sge[i].length, false);
 		if (!p)
 			return false;
-		if (!w->sge[i].length)
-			continue;
 		iov[*n].iov_base = p;
 		iov[*n].iov_len = w->sge[i].length;
 		(*n)++;

@@ -10,7 +10,7 @@ if readelf -d "$dir/libibverbs.so.1" | grep -q libasan; then
 	exit 77
 fi
 rc=0
-for t in test_sv_verbs test_sv_fabric test_sv_wire; do
+for t in test_sv_verbs test_sv_spec test_sv_fabric test_sv_wire test_sv_nccl_ib; do
 	echo "== valgrind $t"
 	# Forked children report the parent's inherited memory: keep them quiet.
 	valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \

@@ -1,4 +1,5 @@
 # cmocka unit tests of the plugin's pieces; test_core drives the core and ofi backend.
+# test_abi checks include/nccl_net_abi.h against NCCL's layouts (nccl-net-abi-v8-v12.txt).
 
 UNIT_DIR := tests/unit
 UNIT_OUT := $(BUILD)/tests/unit
@@ -15,6 +16,20 @@ $(UNIT_OUT)/test_%: $(BUILD)/obj/$(UNIT_DIR)/test_%.o $(UNIT_COMMON) $(UNIT_PLUG
 	@mkdir -p $(dir $@)
 	$(CC) $(BRAID_LDFLAGS) -o $@ $< $(UNIT_COMMON) $(UNIT_PLUGIN_OBJS) $(CMOCKA_LIBS) \
 		$(HWLOC_LIBS) -ldl -lpthread
+
+# test_abi: the checks are generated from NCCL's layouts (the fact file is the only source).
+ABI_FACTS := $(UNIT_DIR)/nccl-net-abi-v8-v12.txt
+$(UNIT_OUT)/abi_facts.c: $(ABI_FACTS) $(UNIT_DIR)/gen-abi-facts.awk
+	@mkdir -p $(dir $@)
+	awk -v out_name=$@ -f $(UNIT_DIR)/gen-abi-facts.awk $(ABI_FACTS) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/$(UNIT_DIR)/abi_facts.o: $(UNIT_OUT)/abi_facts.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BRAID_CFLAGS) -c $< -o $@
+
+$(UNIT_OUT)/test_abi: $(BUILD)/obj/$(UNIT_DIR)/test_abi.o $(BUILD)/obj/$(UNIT_DIR)/abi_facts.o
+	@mkdir -p $(dir $@)
+	$(CC) $(BRAID_LDFLAGS) -o $@ $^ $(CMOCKA_LIBS)
 
 $(UNIT_OUT)/gen-config-doc: $(BUILD)/obj/$(UNIT_DIR)/gen_config_doc.o $(UNIT_PLUGIN_OBJS)
 	@mkdir -p $(dir $@)

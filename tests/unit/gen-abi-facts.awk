@@ -39,7 +39,8 @@ BEGIN {
 		skipped++
 		if (!(version in seen_skip)) {
 			seen_skip[version] = 1
-			skipped_versions = skipped_versions (skipped_versions == "" ? "" : ",") "v" version
+			sep = skipped_versions == "" ? "" : ","
+			skipped_versions = skipped_versions sep "v" version
 		}
 		out = out "\n"
 	} else {
@@ -63,7 +64,7 @@ BEGIN {
 }
 
 {
-	fail("not a struct line (TYPE sizeof N), a member line (  NAME offset O size S) or a comment")
+	fail("not a struct line (TYPE sizeof N), a member line (  NAME offset O size S), a comment")
 }
 
 END {
@@ -71,7 +72,7 @@ END {
 		exit 1
 	if (structs == 0)
 		fail("no v8..v11 struct in the file")
-	# 12 lines up to "#line 1", FNR lines of facts, a "#line" back to this file: "};" is 12 + FNR + 2
+	# 12 lines up to "#line 1", FNR lines of facts, a "#line" back: "};" is line 12 + FNR + 2
 	printf "/* Generated from %s by tests/unit/gen-abi-facts.awk: do not edit. */\n", FILENAME
 	printf "#include <stddef.h>\n\n"
 	printf "#include \"nccl_net_abi.h\"\n"

@@ -1,5 +1,6 @@
 # cmocka unit tests of the plugin's pieces; test_core drives the core and ofi backend.
-# test_abi checks include/nccl_net_abi.h against NCCL's layouts (nccl-net-abi-v8-v12.txt).
+# test_abi checks include/nccl_net_abi.h against NCCL's layouts (nccl-net-abi-v8-v12.txt);
+# test-abi-mutation.sh shows that it catches every moved, resized or missing member.
 
 UNIT_DIR := tests/unit
 UNIT_OUT := $(BUILD)/tests/unit
@@ -40,7 +41,8 @@ $(UNIT_OUT)/load_plugin: $(BUILD)/obj/$(UNIT_DIR)/load_plugin.o
 	$(CC) $(BRAID_LDFLAGS) -o $@ $^ -ldl
 
 ALL_TARGETS += $(UNIT_BINS) $(UNIT_OUT)/gen-config-doc $(UNIT_OUT)/load_plugin
-TESTS += $(UNIT_BINS) $(UNIT_DIR)/test-config-doc.sh $(UNIT_DIR)/test-load-anywhere.sh
+TESTS += $(UNIT_BINS) $(UNIT_DIR)/test-abi-mutation.sh $(UNIT_DIR)/test-config-doc.sh \
+	$(UNIT_DIR)/test-load-anywhere.sh
 
 .PHONY: docs test-unit
 docs: $(UNIT_OUT)/gen-config-doc
@@ -48,4 +50,4 @@ docs: $(UNIT_OUT)/gen-config-doc
 
 test-unit: $(UNIT_BINS) $(UNIT_OUT)/gen-config-doc
 	@BRAID_TEST_LOGDIR=$(BUILD)/test-logs BUILD=$(BUILD) tests/run-tests.sh $(UNIT_BINS) \
-		$(UNIT_DIR)/test-config-doc.sh
+		$(UNIT_DIR)/test-abi-mutation.sh $(UNIT_DIR)/test-config-doc.sh

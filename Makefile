@@ -5,13 +5,15 @@
 #   make test SAN=1   the same under ASan+UBSan, in build-san/
 #   make demo         install, build, run `braid perf` between two local processes
 #   make bench        benchmarks (numbers, not tests)
+#   make nccl-test    NCCL end to end on one GPU (in make test too; SKIP, with why, without)
 #   make install PREFIX=/usr/local DESTDIR=
 #
 # Each folder adds its own rules in a fragment (*.mk) included below. A fragment:
 #   - compiles through the pattern rule $(BUILD)/obj/%.o: %.c (flags: BRAID_CFLAGS),
 #   - appends what `make` builds to ALL_TARGETS,
 #   - appends test executables or scripts to TESTS (run by tests/run-tests.sh, each with
-#     a time limit; a script exits 0 pass, 77 skip, anything else fail).
+#     a time limit; a script exits 0 pass, 77 skip, anything else fail; a skip is listed
+#     as SKIP with its reason and never counted as a pass).
 
 SAN ?= 0
 ifeq ($(SAN),1)

@@ -19,7 +19,8 @@ for t in "$@"; do
 	secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
 	case $rc in
 	0) pass=$((pass + 1)); printf 'PASS  %-48s %6ss\n' "$name" "$secs" ;;
-	77) skip=$((skip + 1)); printf 'SKIP  %-48s %s\n' "$name" "$(tail -n 1 "$log")" ;;
+	77) skip=$((skip + 1))
+	    printf 'SKIP  %-48s %s\n' "$name" "$(tail -n 1 "$log" | sed 's/^SKIP: *//')" ;;
 	*) fail=$((fail + 1)); failed+=("$name")
 	   [ $rc -ge 124 ] && why="timed out or killed, rc $rc" || why="rc $rc"
 	   printf 'FAIL  %-48s %6ss (%s)\n' "$name" "$secs" "$why"

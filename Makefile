@@ -6,6 +6,7 @@
 #   make demo         install, build, run `braid perf` between two local processes
 #   make bench        benchmarks (numbers, not tests)
 #   make nccl-test    NCCL end to end on one GPU (in make test too; SKIP, with why, without)
+#   make lint         cppcheck over the sources (in make test too; tests/lint/cppcheck.supp)
 #   make install PREFIX=/usr/local DESTDIR=
 #
 # Each folder adds its own rules in a fragment (*.mk) included below. A fragment:
@@ -65,6 +66,7 @@ $(BUILD)/obj/%.o: %.c
 -include tests/softverbs/softverbs.mk
 -include net_ib/net_ib.mk
 -include tests/nccl/nccl.mk
+-include tests/lint/lint.mk
 
 .PHONY: build-all deps test check demo bench install clean
 build-all: $(ALL_TARGETS)

@@ -7,6 +7,8 @@
 #   make bench        benchmarks (numbers, not tests)
 #   make nccl-test    NCCL end to end on one GPU (in make test too; SKIP, with why, without)
 #   make lint         cppcheck over the sources (in make test too; tests/lint/cppcheck.supp)
+#   make format       clang-format -i (.clang-format) on every tracked .c/.h, or on FILES=
+#   make format-check show what make format would change; fails if anything would
 #   make install PREFIX=/usr/local DESTDIR=
 #
 # Each folder adds its own rules in a fragment (*.mk) included below. A fragment:

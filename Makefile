@@ -5,13 +5,18 @@
 #   make test SAN=1   the same under ASan+UBSan, in build-san/
 #   make demo         install, build, run `braid perf` between two local processes
 #   make bench        benchmarks (numbers, not tests)
+#   make nccl-test    NCCL end to end on one GPU (in make test too; SKIP, with why, without)
+#   make lint         cppcheck over the sources (in make test too; tests/lint/cppcheck.supp)
+#   make format       clang-format -i (.clang-format) on every tracked .c/.h, or on FILES=
+#   make format-check show what make format would change; fails if anything would
 #   make install PREFIX=/usr/local DESTDIR=
 #
 # Each folder adds its own rules in a fragment (*.mk) included below. A fragment:
 #   - compiles through the pattern rule $(BUILD)/obj/%.o: %.c (flags: BRAID_CFLAGS),
 #   - appends what `make` builds to ALL_TARGETS,
 #   - appends test executables or scripts to TESTS (run by tests/run-tests.sh, each with
-#     a time limit; a script exits 0 pass, 77 skip, anything else fail).
+#     a time limit; a script exits 0 pass, 77 skip, anything else fail; a skip is listed
+#     as SKIP with its reason and never counted as a pass).
 
 SAN ?= 0
 ifeq ($(SAN),1)
@@ -63,6 +68,7 @@ $(BUILD)/obj/%.o: %.c
 -include tests/softverbs/softverbs.mk
 -include net_ib/net_ib.mk
 -include tests/nccl/nccl.mk
+-include tests/lint/lint.mk
 
 .PHONY: build-all deps test check demo bench install clean
 build-all: $(ALL_TARGETS)

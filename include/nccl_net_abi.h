@@ -4,7 +4,8 @@
  *
  * Written from ../shared/NET-API.md and NCCL's public plugin documentation. The type
  * names follow NCCL's so that the code reads the same as NCCL's; the layouts must match
- * NCCL 2.28 byte for byte (tests/unit/test_abi.c pins the offsets).
+ * NCCL 2.28 byte for byte: test_abi checks every struct size, member offset and member size
+ * against tests/unit/nccl-net-abi-v8-v12.txt, measured from NCCL's own headers.
  */
 #ifndef BRAID_NCCL_NET_ABI_H
 #define BRAID_NCCL_NET_ABI_H
@@ -77,6 +78,13 @@ typedef struct {
 typedef struct {
 	int trafficClass;
 } ncclNetCommConfig_t;
+
+/* NCCL's versioned names of the two above: same layout in every version braid implements. */
+typedef ncclNetVDeviceProps_t ncclNetVDeviceProps_v9_t;
+typedef ncclNetVDeviceProps_t ncclNetVDeviceProps_v10_t;
+typedef ncclNetVDeviceProps_t ncclNetVDeviceProps_v11_t;
+typedef ncclNetCommConfig_t ncclNetCommConfig_v10_t;
+typedef ncclNetCommConfig_t ncclNetCommConfig_v11_t;
 
 typedef struct {
 	int32_t maxConcurrentPeers;

@@ -75,7 +75,7 @@ int braid_handle_decode(const void *in, struct braid_handle *h, char *why, size_
 		return -1;
 	}
 	if (ntohs(w.version) != BRAID_WIRE_VERSION) {
-		snprintf(why, whylen, "handle from braid wire version %u, this braid speaks %u",
+		snprintf(why, whylen, "handle from braid wire version %d, this braid speaks %d",
 			 ntohs(w.version), BRAID_WIRE_VERSION);
 		return -1;
 	}

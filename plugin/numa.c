@@ -19,6 +19,7 @@ static size_t page_round(size_t len)
 void *braid_numa_alloc(size_t len, int node)
 {
 	size_t size = page_round(len ? len : 1);
+	/* cppcheck-suppress invalidFunctionArg ; MAP_ANONYMOUS mappings take fd -1 */
 	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	if (p == MAP_FAILED)

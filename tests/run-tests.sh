@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Run each test (an executable or a script) with a time limit, print one line per test and
 # a closing count. Exit status: 0 when nothing failed. A test exits 0 to pass, 77 to say
-# it was skipped (with its reason on stdout), anything else to fail.
+# it was skipped (with its reason on the last line of its output), anything else to fail.
+# A skip is never counted as a pass. Each test's output goes to its log; a failed test's
+# last lines are shown, and a passing test's whole log too with BRAID_TEST_SHOW_LOG=1.
 set -u
 limit=${BRAID_TEST_TIMEOUT:-300}
 logdir=${BRAID_TEST_LOGDIR:-build/test-logs}
+show_log=${BRAID_TEST_SHOW_LOG:-0}
 mkdir -p "$logdir"
 pass=0 fail=0 skip=0 failed=()
 for t in "$@"; do
@@ -16,12 +19,14 @@ for t in "$@"; do
 	secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
 	case $rc in
 	0) pass=$((pass + 1)); printf 'PASS  %-48s %6ss\n' "$name" "$secs" ;;
-	77) skip=$((skip + 1)); printf 'SKIP  %-48s %s\n' "$name" "$(tail -n 1 "$log")" ;;
+	77) skip=$((skip + 1))
+	    printf 'SKIP  %-48s %s\n' "$name" "$(tail -n 1 "$log" | sed 's/^SKIP: *//')" ;;
 	*) fail=$((fail + 1)); failed+=("$name")
 	   [ $rc -ge 124 ] && why="timed out or killed, rc $rc" || why="rc $rc"
 	   printf 'FAIL  %-48s %6ss (%s)\n' "$name" "$secs" "$why"
 	   echo "---- last lines of $log"; tail -n 40 "$log"; echo "----" ;;
 	esac
+	[ "$show_log" = 1 ] && [ "$rc" -eq 0 ] && { cat "$log"; echo; }
 done
 echo
 for f in "${failed[@]+"${failed[@]}"}"; do echo "failed: $f"; done

@@ -59,10 +59,14 @@ struct perf_opts {
 	bool local_child;   /* the peer process `braid perf` started for itself */
 };
 
-/* What both sides must agree on; sent over the bootstrap socket. */
+/*
+ * What both sides must agree on; sent over the bootstrap socket and compared with memcmp,
+ * so without implicit padding (pad: 0 through the initializer; the compiler's padding
+ * bytes are whatever was on the stack, at -O0 at least).
+ */
 struct perf_wire {
 	uint32_t magic, proto;
-	int32_t api, window, iters, warmup, lat_iters, bw, lat;
+	int32_t api, window, iters, warmup, lat_iters, bw, lat, pad;
 	uint64_t min, max, lat_size;
 };
 
@@ -111,6 +115,14 @@ static double now_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+}
+
+/* usleep() is obsolescent (POSIX.1-2008 removed it). */
+static void sleep_us(long us)
+{
+	struct timespec ts = { .tv_sec = us / 1000000, .tv_nsec = us % 1000000 * 1000 };
+
+	nanosleep(&ts, NULL);
 }
 
 static void usage(FILE *f)
@@ -685,7 +697,7 @@ static int connect_peer(struct perf *p)
 			return perr(p, "connect/accept not ready after %.0f s (send comm %s, "
 				    "receive comm %s)", PERF_CONNECT_TIMEOUT_S,
 				    p->sc ? "up" : "pending", p->rc ? "up" : "pending");
-		usleep(100);
+		sleep_us(100);
 	}
 	return 0;
 }
@@ -833,7 +845,7 @@ static int reap(pid_t pid, double timeout_s)
 			waitpid(pid, &status, 0);
 			return -1;
 		}
-		usleep(10000);
+		sleep_us(10000);
 	}
 }
 

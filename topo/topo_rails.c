@@ -103,6 +103,7 @@ static int place_unlinked(struct braid_topo *t, struct rail_work *w, int g, int 
 		    link_key(braid_topo_link_at(t, g, n)) != w->gbest[g])
 			continue;
 		if (best < 0 || w->count[r] < w->count[best] ||
+		    /* cppcheck-suppress arrayIndexThenCheck ; r < best breaks ties: r >= 0 above */
 		    (w->count[r] == w->count[best] && r < best))
 			best = r;
 	}

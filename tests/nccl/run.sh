@@ -2,8 +2,11 @@
 # NCCL end to end on one GPU: two ranks that look like two hosts (different NCCL_HOSTID)
 # all-reduce through braid (NCCL_NET=braid, libfabric tcp;ofi_rxm), then through NCCL's
 # own Socket transport; results verified, bus bandwidths side by side, and the NCCL log
-# must show "Using network braid". Exits 77 when there is no GPU.
+# must show "Using network braid". Exits 77 (skipped, the reason on the last line) when
+# there is no GPU, when $CUDA_HOME has no CUDA or NCCL, or on a sanitizer build (NCCL is
+# not built with ASan and cannot load an ASan plugin).
 # Usage (repo root): make nccl-test   or   BUILD=build tests/nccl/run.sh [--min B --max B]
+# (make test runs it too: tests/run-tests.sh lists it as PASS, FAIL or SKIP with the reason)
 set -u
 BUILD=${BUILD:-build}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
@@ -18,8 +21,14 @@ die() { echo "FAIL: $*"; exit 1; }
 if ! ls /dev/nvidia[0-9]* >/dev/null 2>&1 && ! nvidia-smi -L >/dev/null 2>&1; then
 	skip "no GPU on this machine (no /dev/nvidia*, nvidia-smi finds none)"
 fi
-[ -x "$bin" ] || die "$bin is missing: make nccl-test builds it"
+for f in include/nccl.h include/cuda_runtime_api.h lib64/libnccl.so lib64/libcudart.so; do
+	[ -e "$CUDA_HOME/$f" ] || skip "no $CUDA_HOME/$f: CUDA and NCCL are needed (CUDA_HOME=...)"
+done
 [ -f "$so" ] || die "$so is missing: run make first"
+if readelf -d "$so" | grep -q 'libasan'; then
+	skip "sanitizer build: NCCL cannot load an ASan plugin (make nccl-test runs the plain build)"
+fi
+[ -x "$bin" ] || die "$bin is missing: make builds it when $CUDA_HOME has CUDA and NCCL"
 export LD_LIBRARY_PATH="$CUDA_HOME/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 tmp=$(mktemp -d /tmp/braid-nccl.XXXXXX)
@@ -47,7 +56,7 @@ run_pair() {
 	for p in "${pids[@]}"; do wait "$p" || rc=$?; done
 	pids=()
 	if [ "$rc" -eq 77 ]; then
-		skip "$(tail -n 1 "$tmp/$name.0.out")"
+		skip "$(tail -n 1 "$tmp/$name.0.out" | sed 's/^SKIP: //')"
 	fi
 	if [ "$rc" -ne 0 ]; then
 		echo "---- $name rank 0 log (last lines)"; tail -n 30 "$tmp/$name.0.log"

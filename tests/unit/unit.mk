@@ -1,4 +1,6 @@
 # cmocka unit tests of the plugin's pieces; test_core drives the core and ofi backend.
+# test_abi checks include/nccl_net_abi.h against NCCL's layouts (nccl-net-abi-v8-v12.txt);
+# test-abi-mutation.sh shows that it catches every moved, resized or missing member.
 
 UNIT_DIR := tests/unit
 UNIT_OUT := $(BUILD)/tests/unit
@@ -16,6 +18,20 @@ $(UNIT_OUT)/test_%: $(BUILD)/obj/$(UNIT_DIR)/test_%.o $(UNIT_COMMON) $(UNIT_PLUG
 	$(CC) $(BRAID_LDFLAGS) -o $@ $< $(UNIT_COMMON) $(UNIT_PLUGIN_OBJS) $(CMOCKA_LIBS) \
 		$(HWLOC_LIBS) -ldl -lpthread
 
+# test_abi: the checks are generated from NCCL's layouts (the fact file is the only source).
+ABI_FACTS := $(UNIT_DIR)/nccl-net-abi-v8-v12.txt
+$(UNIT_OUT)/abi_facts.c: $(ABI_FACTS) $(UNIT_DIR)/gen-abi-facts.awk
+	@mkdir -p $(dir $@)
+	awk -v out_name=$@ -f $(UNIT_DIR)/gen-abi-facts.awk $(ABI_FACTS) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/$(UNIT_DIR)/abi_facts.o: $(UNIT_OUT)/abi_facts.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BRAID_CFLAGS) -c $< -o $@
+
+$(UNIT_OUT)/test_abi: $(BUILD)/obj/$(UNIT_DIR)/test_abi.o $(BUILD)/obj/$(UNIT_DIR)/abi_facts.o
+	@mkdir -p $(dir $@)
+	$(CC) $(BRAID_LDFLAGS) -o $@ $^ $(CMOCKA_LIBS)
+
 $(UNIT_OUT)/gen-config-doc: $(BUILD)/obj/$(UNIT_DIR)/gen_config_doc.o $(UNIT_PLUGIN_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BRAID_LDFLAGS) -o $@ $^ $(HWLOC_LIBS) -ldl -lpthread
@@ -25,7 +41,8 @@ $(UNIT_OUT)/load_plugin: $(BUILD)/obj/$(UNIT_DIR)/load_plugin.o
 	$(CC) $(BRAID_LDFLAGS) -o $@ $^ -ldl
 
 ALL_TARGETS += $(UNIT_BINS) $(UNIT_OUT)/gen-config-doc $(UNIT_OUT)/load_plugin
-TESTS += $(UNIT_BINS) $(UNIT_DIR)/test-config-doc.sh $(UNIT_DIR)/test-load-anywhere.sh
+TESTS += $(UNIT_BINS) $(UNIT_DIR)/test-abi-mutation.sh $(UNIT_DIR)/test-config-doc.sh \
+	$(UNIT_DIR)/test-load-anywhere.sh
 
 .PHONY: docs test-unit
 docs: $(UNIT_OUT)/gen-config-doc
@@ -33,4 +50,4 @@ docs: $(UNIT_OUT)/gen-config-doc
 
 test-unit: $(UNIT_BINS) $(UNIT_OUT)/gen-config-doc
 	@BRAID_TEST_LOGDIR=$(BUILD)/test-logs BUILD=$(BUILD) tests/run-tests.sh $(UNIT_BINS) \
-		$(UNIT_DIR)/test-config-doc.sh
+		$(UNIT_DIR)/test-abi-mutation.sh $(UNIT_DIR)/test-config-doc.sh

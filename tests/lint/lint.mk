@@ -1,0 +1,23 @@
+# Static checks that need no reviewer.
+#   make lint           cppcheck (tests/lint/cppcheck.sh; also in TESTS, so in make test)
+#   make format         clang-format -i (.clang-format) on every tracked .c and .h file,
+#                       or on FILES="a.c b.h" only
+#   make format-check   what clang-format would change, failing if anything would (not in
+#                       make test yet: the tree is not formatted)
+
+LINT_FORMAT_FILES = $(or $(FILES),$(shell git ls-files '*.c' '*.h' 2>/dev/null))
+CLANG_FORMAT ?= clang-format
+
+TESTS += tests/lint/cppcheck.sh
+
+.PHONY: lint format format-check
+lint:
+	@tests/lint/cppcheck.sh
+
+format:
+	@command -v $(CLANG_FORMAT) >/dev/null || \
+		{ echo "no $(CLANG_FORMAT): apt-get install clang-format"; exit 1; }
+	$(CLANG_FORMAT) -i --style=file $(LINT_FORMAT_FILES)
+
+format-check:
+	@CLANG_FORMAT=$(CLANG_FORMAT) tests/lint/format-check.sh $(LINT_FORMAT_FILES)

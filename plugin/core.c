@@ -57,15 +57,26 @@ static void load_topology(void)
 		}                                                                \
 	} while (0)
 
+/*
+ * The fallback record's why: what the chosen backend wrote during its init (its own
+ * reason, e.g. net_ib's "verbs: 1 active port(s): mlx5_0:1"), then the core's word on the
+ * choice ("first choice", or why the backends before it were not used).
+ */
 static void record_choice(const struct braid_backend_ops *ops, const char *why)
 {
 	struct braid_ctr_fallback *fb = &braid_counters()->fallback;
+	size_t used = strlen(fb->why);
 
 	snprintf(fb->backend, sizeof(fb->backend), "%s", ops ? ops->name : "");
-	snprintf(fb->why, sizeof(fb->why), "%s", why);
+	if (!ops)
+		snprintf(fb->why, sizeof(fb->why), "%s", why);
+	else if (used < sizeof(fb->why) - 1)
+		snprintf(fb->why + used, sizeof(fb->why) - used, "%s%s%s", used ? "; " : "",
+			 why[0] ? "not used: " : "first choice", why);
 }
 
-/* Try one backend; on failure append "name: reason" to why_all. */
+/* Try one backend; on failure append "name: reason" to why_all and forget what it may
+ * have written in the fallback record. */
 static int try_backend(const struct braid_backend_ops *ops, char *why_all, size_t len)
 {
 	char why[512] = "";
@@ -77,6 +88,7 @@ static int try_backend(const struct braid_backend_ops *ops, char *why_all, size_
 		snprintf(why, sizeof(why), "no devices");
 		ops->fini();
 	}
+	memset(&braid_counters()->fallback, 0, sizeof(braid_counters()->fallback));
 	BRAID_INFO(NCCL_INIT | NCCL_NET, "%s backend not usable: %s", ops->name, why);
 	snprintf(why_all + used, len - used, "%s%s: %s", used ? "; " : "", ops->name, why);
 	return -1;
@@ -103,7 +115,7 @@ static ncclResult_t choose_backend(void)
 	}
 	if (why[0])
 		BRAID_INFO(NCCL_INIT | NCCL_NET, "using the %s backend; not used: %s", chosen->name, why);
-	record_choice(chosen, why[0] ? why : "first choice");
+	record_choice(chosen, why);
 	be_ndevs = chosen->ndevs();
 	dev_props = calloc((size_t)be_ndevs, sizeof(*dev_props));
 	if (!dev_props) {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "plugin/core.h"
+#include "plugin/counters.h"
 #include "plugin/params.h"
 #include "tests/unit/unit.h"
 
@@ -159,6 +160,42 @@ static void misuse_gets_errors(void **state)
 	assert_int_equal(braid_finalize(), ncclSuccess);
 }
 
+/*
+ * The fallback record keeps the backend's own reason (net_ofi: the provider and why it)
+ * next to the core's choice.
+ */
+static void fallback_keeps_backend_reason(void **state)
+{
+	const struct braid_ctr_fallback *fb;
+
+	(void)state;
+	use_tcp();
+	unit_log_reset();
+	assert_int_equal(braid_init(unit_logger), ncclSuccess);
+	fb = &braid_counters()->fallback;
+	print_message("fallback why: %s\n", fb->why);
+	assert_string_equal(fb->backend, "ofi");
+	if (!strstr(fb->why, "ofi provider tcp;ofi_rxm: named by BRAID_OFI_PROVIDER"))
+		fail_msg("fallback why \"%s\" lost net_ofi's reason", fb->why);
+	if (!strstr(fb->why, "first choice"))
+		fail_msg("fallback why \"%s\" lost the core's choice", fb->why);
+	assert_int_equal(braid_finalize(), ncclSuccess);
+
+	/* auto, with the verbs backend tried first and not usable: both reasons kept. */
+	setenv("BRAID_BACKEND", "auto", 1);
+	setenv("BRAID_IB_HCA", "=no-such-hca", 1);
+	braid_params_reset();
+	assert_int_equal(braid_init(unit_logger), ncclSuccess);
+	fb = &braid_counters()->fallback;
+	print_message("fallback why: %s\n", fb->why);
+	assert_string_equal(fb->backend, "ofi");
+	if (!strstr(fb->why, "ofi provider tcp;ofi_rxm: named by BRAID_OFI_PROVIDER") ||
+	    !strstr(fb->why, "; not used: ib: "))
+		fail_msg("fallback why \"%s\": want net_ofi's reason and why not ib", fb->why);
+	assert_int_equal(braid_finalize(), ncclSuccess);
+	unsetenv("BRAID_IB_HCA");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -166,6 +203,7 @@ int main(void)
 		cmocka_unit_test(missing_provider_fails_loudly),
 		cmocka_unit_test(refcounted_init),
 		cmocka_unit_test(misuse_gets_errors),
+		cmocka_unit_test(fallback_keeps_backend_reason),
 	};
 
 	return cmocka_run_group_tests_name("core", tests, NULL, NULL);

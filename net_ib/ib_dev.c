@@ -361,7 +361,6 @@ static void record_fallback(const char *list)
 	struct braid_ctr_region *r = braid_counters();
 	struct braid_ctr_fallback *fb = &r->fallback;
 	const struct ib_dev *d = &ib.devs[0];
-	const struct ib_hca *h = d->hca;
 	size_t used = strlen(fb->why);
 
 	snprintf(fb->provider, sizeof(fb->provider), "%s", list);
@@ -373,14 +372,7 @@ static void record_fallback(const char *list)
 	fb->gid_index = d->gid_index;
 	snprintf(fb->gid_type, sizeof(fb->gid_type), "%s", gid_type_name(d->gid_type));
 	fb->mtu = 128 << d->mtu;
-	fb->gpudirect = h->gdr_peermem || h->gdr_dmabuf;
-	snprintf(fb->gpudirect_mode, sizeof(fb->gpudirect_mode), "%s",
-		 h->gdr_dmabuf ? "dma-buf" : h->gdr_peermem ? "peermem" : "none");
-	snprintf(fb->gpudirect_why, sizeof(fb->gpudirect_why), "%s",
-		 h->gdr_dmabuf     ? "ibv_reg_dmabuf_mr works: CUDA buffers registered by dma-buf"
-		 : h->gdr_peermem ? "nvidia_peermem loaded: CUDA buffers registered with ibv_reg_mr"
-				  : "no nvidia_peermem and no dma-buf support in the verbs "
-				    "provider: host memory only");
+	/* The gpudirect fields are the core's, from ptrSupport (plugin/gpudirect.h). */
 	r->qp_rec_size = sizeof(struct braid_ctr_qp);
 	r->max_qps = BRAID_CTR_MAX_QPS;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "plugin/counters.h"
+#include "plugin/gpudirect.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
 #include "topo/topo.h"
@@ -94,6 +95,46 @@ static int try_backend(const struct braid_backend_ops *ops, char *why_all, size_
 	return -1;
 }
 
+/*
+ * GPUDirect as NCCL will see it from the devices' ptrSupport: the fallback record's
+ * gpudirect fields, and one WARN when the topology has GPUs and NCCL will not use
+ * GPUDirect RDMA with some device (the README's promise).
+ */
+static void report_gpudirect(const struct braid_backend_ops *ops)
+{
+	struct braid_ctr_fallback *fb = &braid_counters()->fallback;
+	struct braid_gdr_in in = {
+		.backend = ops->kind,
+		.nccl_dmabuf = braid_gdr_nccl_dmabuf(),
+		.ngpus = topology ? braid_topo_gpu_count(topology) : -1,
+	};
+	struct braid_gdr_out out, first = { .mode = "none" };
+	int off = 0, first_off = -1;
+
+	for (int d = 0; d < be_ndevs; d++) {
+		in.ptr_support = dev_props[d].ptr_support;
+		braid_gdr_decide(&in, &out);
+		if (d == 0)
+			first = out;
+		if (!out.on && off++ == 0) {
+			first = out;
+			first_off = d;
+		}
+	}
+	fb->gpudirect = !off;
+	snprintf(fb->gpudirect_mode, sizeof(fb->gpudirect_mode), "%s", first.mode);
+	snprintf(fb->gpudirect_why, sizeof(fb->gpudirect_why), "%s", first.why);
+	BRAID_INFO(NCCL_INIT | NCCL_NET, "GPUDirect for NCCL: %s%s: %s", off ? "off" : "on",
+		   in.ngpus < 0 ? " (GPUs unknown: no topology)" : in.ngpus == 0 ? " (no GPU)" : "",
+		   first.why);
+	if (first_off >= 0 && first.warn)
+		BRAID_WARN("GPUDirect RDMA is off for %d of %d %s device(s) (first: %s) although the "
+			   "topology has %d GPU(s): %s. NCCL will copy GPU buffers through host "
+			   "memory. Fix: %s.",
+			   off, be_ndevs, ops->name, dev_props[first_off].name, in.ngpus, first.why,
+			   first.fix);
+}
+
 static ncclResult_t choose_backend(void)
 {
 	static const char *const names[] = { "auto", "ib", "ofi" };
@@ -132,12 +173,16 @@ static ncclResult_t choose_backend(void)
 			return rc;
 		}
 	}
-	for (int d = 0; d < be_ndevs; d++)
-		BRAID_INFO(NCCL_INIT | NCCL_NET, "%s dev %d: %s, %d Mbps, PCI %s, NUMA node %d%s", chosen->name,
-			   d, dev_props[d].name, dev_props[d].speed_mbps,
+	for (int d = 0; d < be_ndevs; d++) {
+		int ps = dev_props[d].ptr_support;
+
+		BRAID_INFO(NCCL_INIT | NCCL_NET, "%s dev %d: %s, %d Mbps, PCI %s, NUMA node %d%s%s",
+			   chosen->name, d, dev_props[d].name, dev_props[d].speed_mbps,
 			   dev_props[d].pci_path[0] ? dev_props[d].pci_path : "unknown",
-			   dev_props[d].numa_node,
-			   dev_props[d].ptr_support & NCCL_PTR_CUDA ? ", GPUDirect" : "");
+			   dev_props[d].numa_node, ps & NCCL_PTR_CUDA ? ", CUDA by peer memory" : "",
+			   ps & NCCL_PTR_DMABUF ? ", dma-buf" : "");
+	}
+	report_gpudirect(chosen);
 	braid_counters()->ndevs = (uint32_t)(be_ndevs < BRAID_CTR_MAX_DEVS ? be_ndevs : BRAID_CTR_MAX_DEVS);
 	__atomic_store_n(&be, chosen, __ATOMIC_RELEASE);
 	return ncclSuccess;

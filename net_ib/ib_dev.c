@@ -18,6 +18,7 @@
 #include "net_ib/ib.h"
 #include "plugin/core.h"
 #include "plugin/filter.h"
+#include "plugin/fsroot.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
 #include "topo/topo.h"
@@ -233,24 +234,48 @@ static int choose_gid(struct ib_dev *d, struct ibv_context *ctx, int tbl_len, ch
 	return -1;
 }
 
+/* Peer memory, by NCCL's rule (ncclIbGdrSupport): one of these files exists, read under
+ * BRAID_FSROOT. A module directory without its version file does not count. */
+static const char *const peermem_files[] = {
+	"/sys/kernel/mm/memory_peers/nv_mem/version",
+	"/sys/kernel/mm/memory_peers/nv_mem_nc/version",
+	"/sys/module/nvidia_peermem/version",
+};
+
+static int peermem_loaded(void)
+{
+	for (size_t i = 0; i < sizeof(peermem_files) / sizeof(peermem_files[0]); i++)
+		if (braid_fsroot_exists(peermem_files[i]))
+			return 1;
+	return 0;
+}
+
 /* GPUDirect, as NCCL detects it: peer memory from the kernel module, dma-buf from a
- * probe registration with fd -1 (EOPNOTSUPP / EPROTONOSUPPORT: not supported). */
+ * probe registration with fd -1 (EOPNOTSUPP / EPROTONOSUPPORT: not supported; anything
+ * else, EBADF on a real mlx5: supported). */
 static void detect_gdr(struct ib_hca *h)
 {
-	h->gdr_peermem = access("/sys/kernel/mm/memory_peers/nv_mem/version", F_OK) == 0 ||
-			 access("/sys/module/nvidia_peermem/version", F_OK) == 0 ||
-			 access("/sys/module/nvidia_peermem", F_OK) == 0;
+	int err = EOPNOTSUPP;
+
+	h->gdr_peermem = peermem_loaded();
 	h->gdr_dmabuf = 0;
 	if (ibv.reg_dmabuf_mr) {
 		struct ibv_mr *mr;
 
 		errno = 0;
 		mr = ibv.reg_dmabuf_mr(h->pd, 0, 0, 0, -1, 0);
+		err = errno;
 		if (mr)
 			ibv.dereg_mr(mr); /* cannot happen with fd -1; be tidy */
-		else if (errno != EOPNOTSUPP && errno != EPROTONOSUPPORT)
+		else if (err != EOPNOTSUPP && err != EPROTONOSUPPORT)
 			h->gdr_dmabuf = 1;
 	}
+	BRAID_INFO(NCCL_INIT | NCCL_NET,
+		   "ib: %s: peer memory %s (%s%s, %s or %s); dma-buf %s (fd -1 probe: %s)",
+		   h->name, h->gdr_peermem ? "yes" : "no",
+		   braid_fsroot()[0] ? "under BRAID_FSROOT: " : "", peermem_files[0],
+		   peermem_files[1], peermem_files[2], h->gdr_dmabuf ? "yes" : "no",
+		   ibv.reg_dmabuf_mr ? strerror(err) : "no ibv_reg_dmabuf_mr in libibverbs");
 }
 
 static void hca_close(struct ib_hca *h)
@@ -360,7 +385,6 @@ static void record_fallback(const char *list)
 	struct braid_ctr_region *r = braid_counters();
 	struct braid_ctr_fallback *fb = &r->fallback;
 	const struct ib_dev *d = &ib.devs[0];
-	const struct ib_hca *h = d->hca;
 	size_t used = strlen(fb->why);
 
 	snprintf(fb->provider, sizeof(fb->provider), "%s", list);
@@ -372,14 +396,7 @@ static void record_fallback(const char *list)
 	fb->gid_index = d->gid_index;
 	snprintf(fb->gid_type, sizeof(fb->gid_type), "%s", gid_type_name(d->gid_type));
 	fb->mtu = 128 << d->mtu;
-	fb->gpudirect = h->gdr_peermem || h->gdr_dmabuf;
-	snprintf(fb->gpudirect_mode, sizeof(fb->gpudirect_mode), "%s",
-		 h->gdr_dmabuf ? "dma-buf" : h->gdr_peermem ? "peermem" : "none");
-	snprintf(fb->gpudirect_why, sizeof(fb->gpudirect_why), "%s",
-		 h->gdr_dmabuf     ? "ibv_reg_dmabuf_mr works: CUDA buffers registered by dma-buf"
-		 : h->gdr_peermem ? "nvidia_peermem loaded: CUDA buffers registered with ibv_reg_mr"
-				  : "no nvidia_peermem and no dma-buf support in the verbs "
-				    "provider: host memory only");
+	/* The gpudirect fields are the core's, from ptrSupport (plugin/gpudirect.h). */
 	r->qp_rec_size = sizeof(struct braid_ctr_qp);
 	r->max_qps = BRAID_CTR_MAX_QPS;
 }
@@ -500,8 +517,11 @@ static ncclResult_t ib_get_props(int devidx, struct braid_dev_props *p)
 	snprintf(p->pci_path, sizeof(p->pci_path), "%s", d->pci_path);
 	p->numa_node = d->numa_node;
 	p->guid = h->attr.sys_image_guid ? h->attr.sys_image_guid : h->attr.node_guid;
+	/* As NCCL's IB transport: CUDA only where regMr(NCCL_PTR_CUDA) works (peer memory);
+	 * with dma-buf alone NCCL registers CUDA buffers through regMrDmaBuf, and only when
+	 * it uses dma-buf itself. */
 	p->ptr_support = NCCL_PTR_HOST;
-	if (h->gdr_peermem || h->gdr_dmabuf)
+	if (h->gdr_peermem)
 		p->ptr_support |= NCCL_PTR_CUDA;
 	if (h->gdr_dmabuf)
 		p->ptr_support |= NCCL_PTR_DMABUF;

@@ -2,8 +2,9 @@
 /*
  * Memory registration with a per-HCA cache (regIsGlobal=1: a regMr of a sub-range of a
  * registered buffer is a lookup under the HCA lock). Host and, with nvidia_peermem, CUDA
- * memory go through ibv_reg_mr; dma-buf through ibv_reg_dmabuf_mr (never cached: NCCL
- * closes the fd after the call, and offsets make ranges incomparable).
+ * memory go through ibv_reg_mr (CUDA memory without peer memory is refused); dma-buf
+ * through ibv_reg_dmabuf_mr (never cached: NCCL closes the fd after the call, and offsets
+ * make ranges incomparable).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -42,8 +43,14 @@ ncclResult_t ib_reg_mr(void *comm, void *data, size_t size, int type, void **mha
 	int rc = 0;
 
 	if (type == NCCL_PTR_CUDA && !h->gdr_peermem) {
-		BRAID_WARN("ib: regMr of CUDA memory on %s without nvidia_peermem (ptrSupport did not "
-			   "offer it)", h->name);
+		/* Registering it anyway would pin whatever host pages the address maps, not
+		 * the GPU's memory. */
+		BRAID_WARN("ib: regMr(NCCL_PTR_CUDA) on %s refused: no GPU peer memory "
+			   "(nvidia_peermem is not loaded), so ptrSupport does not offer CUDA%s",
+			   h->name,
+			   h->gdr_dmabuf ? "; the device does dma-buf: NCCL registers CUDA buffers "
+					   "with regMrDmaBuf unless NCCL_DMABUF_ENABLE=0"
+					 : "");
 		return ncclInvalidUsage;
 	}
 	pthread_mutex_lock(&h->lock);

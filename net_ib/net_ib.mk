@@ -4,9 +4,18 @@
 
 IB_TESTS := tests/ib/conformance-roce.sh tests/ib/conformance-ib.sh \
 	tests/ib/conformance-netns.sh tests/ib/faults.sh tests/ib/flowlabel.sh \
-	tests/ib/slow-poster.sh
+	tests/ib/slow-poster.sh tests/ib/gpudirect.sh
 TESTS += $(IB_TESTS)
 
 .PHONY: test-ib
 test-ib: $(PLUGIN_SO) $(SV_LIB) $(SV_STAT) $(CONF_BIN)
 	@BRAID_TEST_LOGDIR=$(BUILD)/test-logs BUILD=$(BUILD) tests/run-tests.sh $(IB_TESTS)
+
+# gdr-probe: what NCCL sees of GPUDirect (ptrSupport, the fallback record, regMr of CUDA
+# memory), for tests/ib/gpudirect.sh.
+GDR_PROBE := $(BUILD)/tests/ib/gdr-probe
+$(GDR_PROBE): $(BUILD)/obj/tests/ib/gdr_probe.o $(BUILD)/obj/tools/netapi.o
+	@mkdir -p $(dir $@)
+	$(CC) $(BRAID_LDFLAGS) $^ -o $@ -ldl -lpthread
+
+ALL_TARGETS += $(GDR_PROBE)

@@ -200,9 +200,7 @@ static void record_fallback(const char *seen, int named)
 	snprintf(fb->why + used, sizeof(fb->why) - used, "%sofi provider %s: %s (available: %s)",
 		 used ? "; " : "", ofi.provider,
 		 named ? "named by BRAID_OFI_PROVIDER" : "first RDMA-capable provider found", seen);
-	fb->gpudirect = 0;
-	snprintf(fb->gpudirect_why, sizeof(fb->gpudirect_why),
-		 "the ofi backend registers host memory only in this version (no FI_HMEM path)");
+	/* The gpudirect fields are the core's, from ptrSupport (HOST only: no FI_HMEM path). */
 }
 
 /*

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "plugin/counters.h"
+#include "plugin/gpudirect.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
 #include "topo/topo.h"
@@ -57,15 +58,26 @@ static void load_topology(void)
 		}                                                                \
 	} while (0)
 
+/*
+ * The fallback record's why: what the chosen backend wrote during its init (its own
+ * reason, e.g. net_ib's "verbs: 1 active port(s): mlx5_0:1"), then the core's word on the
+ * choice ("first choice", or why the backends before it were not used).
+ */
 static void record_choice(const struct braid_backend_ops *ops, const char *why)
 {
 	struct braid_ctr_fallback *fb = &braid_counters()->fallback;
+	size_t used = strlen(fb->why);
 
 	snprintf(fb->backend, sizeof(fb->backend), "%s", ops ? ops->name : "");
-	snprintf(fb->why, sizeof(fb->why), "%s", why);
+	if (!ops)
+		snprintf(fb->why, sizeof(fb->why), "%s", why);
+	else if (used < sizeof(fb->why) - 1)
+		snprintf(fb->why + used, sizeof(fb->why) - used, "%s%s%s", used ? "; " : "",
+			 why[0] ? "not used: " : "first choice", why);
 }
 
-/* Try one backend; on failure append "name: reason" to why_all. */
+/* Try one backend; on failure append "name: reason" to why_all and forget what it may
+ * have written in the fallback record. */
 static int try_backend(const struct braid_backend_ops *ops, char *why_all, size_t len)
 {
 	char why[512] = "";
@@ -77,9 +89,50 @@ static int try_backend(const struct braid_backend_ops *ops, char *why_all, size_
 		snprintf(why, sizeof(why), "no devices");
 		ops->fini();
 	}
+	memset(&braid_counters()->fallback, 0, sizeof(braid_counters()->fallback));
 	BRAID_INFO(NCCL_INIT | NCCL_NET, "%s backend not usable: %s", ops->name, why);
 	snprintf(why_all + used, len - used, "%s%s: %s", used ? "; " : "", ops->name, why);
 	return -1;
+}
+
+/*
+ * GPUDirect as NCCL will see it from the devices' ptrSupport: the fallback record's
+ * gpudirect fields, and one WARN when the topology has GPUs and NCCL will not use
+ * GPUDirect RDMA with some device (the README's promise).
+ */
+static void report_gpudirect(const struct braid_backend_ops *ops)
+{
+	struct braid_ctr_fallback *fb = &braid_counters()->fallback;
+	struct braid_gdr_in in = {
+		.backend = ops->kind,
+		.nccl_dmabuf = braid_gdr_nccl_dmabuf(),
+		.ngpus = topology ? braid_topo_gpu_count(topology) : -1,
+	};
+	struct braid_gdr_out out, first = { .mode = "none" };
+	int off = 0, first_off = -1;
+
+	for (int d = 0; d < be_ndevs; d++) {
+		in.ptr_support = dev_props[d].ptr_support;
+		braid_gdr_decide(&in, &out);
+		if (d == 0)
+			first = out;
+		if (!out.on && off++ == 0) {
+			first = out;
+			first_off = d;
+		}
+	}
+	fb->gpudirect = !off;
+	snprintf(fb->gpudirect_mode, sizeof(fb->gpudirect_mode), "%s", first.mode);
+	snprintf(fb->gpudirect_why, sizeof(fb->gpudirect_why), "%s", first.why);
+	BRAID_INFO(NCCL_INIT | NCCL_NET, "GPUDirect for NCCL: %s%s: %s", off ? "off" : "on",
+		   in.ngpus < 0 ? " (GPUs unknown: no topology)" : in.ngpus == 0 ? " (no GPU)" : "",
+		   first.why);
+	if (first_off >= 0 && first.warn)
+		BRAID_WARN("GPUDirect RDMA is off for %d of %d %s device(s) (first: %s) although the "
+			   "topology has %d GPU(s): %s. NCCL will copy GPU buffers through host "
+			   "memory. Fix: %s.",
+			   off, be_ndevs, ops->name, dev_props[first_off].name, in.ngpus, first.why,
+			   first.fix);
 }
 
 static ncclResult_t choose_backend(void)
@@ -103,7 +156,7 @@ static ncclResult_t choose_backend(void)
 	}
 	if (why[0])
 		BRAID_INFO(NCCL_INIT | NCCL_NET, "using the %s backend; not used: %s", chosen->name, why);
-	record_choice(chosen, why[0] ? why : "first choice");
+	record_choice(chosen, why);
 	be_ndevs = chosen->ndevs();
 	dev_props = calloc((size_t)be_ndevs, sizeof(*dev_props));
 	if (!dev_props) {
@@ -120,12 +173,16 @@ static ncclResult_t choose_backend(void)
 			return rc;
 		}
 	}
-	for (int d = 0; d < be_ndevs; d++)
-		BRAID_INFO(NCCL_INIT | NCCL_NET, "%s dev %d: %s, %d Mbps, PCI %s, NUMA node %d%s", chosen->name,
-			   d, dev_props[d].name, dev_props[d].speed_mbps,
+	for (int d = 0; d < be_ndevs; d++) {
+		int ps = dev_props[d].ptr_support;
+
+		BRAID_INFO(NCCL_INIT | NCCL_NET, "%s dev %d: %s, %d Mbps, PCI %s, NUMA node %d%s%s",
+			   chosen->name, d, dev_props[d].name, dev_props[d].speed_mbps,
 			   dev_props[d].pci_path[0] ? dev_props[d].pci_path : "unknown",
-			   dev_props[d].numa_node,
-			   dev_props[d].ptr_support & NCCL_PTR_CUDA ? ", GPUDirect" : "");
+			   dev_props[d].numa_node, ps & NCCL_PTR_CUDA ? ", CUDA by peer memory" : "",
+			   ps & NCCL_PTR_DMABUF ? ", dma-buf" : "");
+	}
+	report_gpudirect(chosen);
 	braid_counters()->ndevs = (uint32_t)(be_ndevs < BRAID_CTR_MAX_DEVS ? be_ndevs : BRAID_CTR_MAX_DEVS);
 	__atomic_store_n(&be, chosen, __ATOMIC_RELEASE);
 	return ncclSuccess;

@@ -51,16 +51,18 @@ struct braid_ctr_comm {
 struct braid_ctr_fallback {
 	char backend[16];     /* "ofi", "ib", "" when init failed */
 	char provider[64];    /* libfabric provider, or verbs device list */
-	char why[512];        /* why this backend/provider, and why not the others */
+	char why[512];        /* the backend's reason for its choice, then the core's: "first
+	                         choice" or "not used: <the other backends and why>" */
 	int32_t slow_path;    /* 1 when braid runs on a provider it considers slow (tcp, ...) */
-	int32_t gpudirect;    /* 1 GPUDirect RDMA in use, 0 not */
+	int32_t gpudirect;    /* 1 when NCCL will use GPUDirect RDMA with every device, from
+	                         their ptrSupport (plugin/gpudirect.h), 0 not */
 	char gpudirect_why[256];
 	/* version 2: the verbs backend's addressing ("" / -1 with other backends) */
 	char link_layer[16];  /* "RoCE", "InfiniBand" */
 	int32_t gid_index;    /* chosen GID index of device 0, -1 none */
 	char gid_type[16];    /* "RoCEv2", "RoCEv1", "IB" */
 	int32_t mtu;          /* active MTU in bytes */
-	char gpudirect_mode[16]; /* "peermem", "dma-buf", "none" */
+	char gpudirect_mode[16]; /* "peermem", "dma-buf", "none"; set for every backend */
 };
 
 /* version 2: one record per verbs QP (net_ib), claimed with a compare-and-swap on in_use. */

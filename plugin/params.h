@@ -47,6 +47,10 @@ enum braid_param_type {
 	X(COUNTERS, "BRAID_COUNTERS", BRAID_PARAM_BOOL, "1", 0, 1, NULL, NULL,                   \
 	  "Publish counters in /dev/shm/braid-<pid> (layout: plugin/counters.h) for tools and "  \
 	  "monitoring agents; removed when the process ends.")                                   \
+	X(FSROOT, "BRAID_FSROOT", BRAID_PARAM_STR, "", 0, 0, NULL, NULL,                         \
+	  "Directory braid reads host files under instead of / (as hwloc's HWLOC_FSROOT): "      \
+	  "today the GPUDirect peer-memory checks (/sys/kernel/mm/memory_peers/nv_mem*, "        \
+	  "/sys/module/nvidia_peermem). Tests describe hosts with it. Unset: the real root.")    \
 	X(IB_HCA, "BRAID_IB_HCA", BRAID_PARAM_STR, "", 0, 0, NULL, "NCCL_IB_HCA",                \
 	  "Verbs devices and ports the ib backend uses: comma list of device name prefixes, "   \
 	  "each with an optional :port; ^ excludes, = asks for exact names. Unset: every "      \

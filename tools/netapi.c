@@ -417,6 +417,11 @@ static ncclResult_t no_finalize(const struct net_api *api, void *ctx)
 	{                                                                                 \
 		return T(api)->regMr(comm, data, size, NCCL_PTR_HOST, mh);                \
 	}                                                                                 \
+	static ncclResult_t V##_reg_mr_type(const struct net_api *api, void *comm,        \
+					    void *data, size_t size, int type, void **mh) \
+	{                                                                                 \
+		return T(api)->regMr(comm, data, size, type, mh);                         \
+	}                                                                                 \
 	static ncclResult_t V##_dereg_mr(const struct net_api *api, void *comm, void *mh) \
 	{                                                                                 \
 		return T(api)->deregMr(comm, mh);                                         \
@@ -459,6 +464,7 @@ COMMON_OPS(v11, T11)
 		api->connect = V##_connect;                                               \
 		api->accept = V##_accept;                                                 \
 		api->reg_mr = V##_reg_mr;                                                 \
+		api->reg_mr_type = V##_reg_mr_type;                                       \
 		api->dereg_mr = V##_dereg_mr;                                             \
 		api->isend = V##_isend;                                                   \
 		api->irecv = V##_irecv;                                                   \

@@ -52,6 +52,9 @@ struct net_api {
 	ncclResult_t (*accept)(const struct net_api *api, void *listen_comm, void **recv_comm);
 	ncclResult_t (*reg_mr)(const struct net_api *api, void *comm, void *data, size_t size,
 			       void **mhandle);
+	/* regMr with NCCL's pointer type (NCCL_PTR_HOST, NCCL_PTR_CUDA); reg_mr is HOST. */
+	ncclResult_t (*reg_mr_type)(const struct net_api *api, void *comm, void *data,
+				    size_t size, int type, void **mhandle);
 	ncclResult_t (*dereg_mr)(const struct net_api *api, void *comm, void *mhandle);
 	ncclResult_t (*isend)(const struct net_api *api, void *send_comm, void *data,
 			      size_t size, int tag, void *mhandle, void **request);

@@ -270,6 +270,7 @@ struct sv_config {
 	long fault_port_down_ms;	/* -1 = off */
 	long fault_port_up_ms;		/* -1 = off */
 	long post_send_delay_us;	/* 0 = off */
+	bool dmabuf;			/* ibv_reg_dmabuf_mr: EBADF for a bad fd */
 	bool debug;
 };
 

@@ -7,6 +7,7 @@
  * this process read and write it in place when peers access it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,10 +126,20 @@ SV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t 
 	return sv_reg(pd, addr, length, iova, access);
 }
 
-/* No device memory here (no GPU, no dma-buf importer). */
+/*
+ * No device memory here (no GPU, no dma-buf importer). By default the call fails with
+ * EOPNOTSUPP, as on a kernel or driver without dma-buf support. With SOFTVERBS_DMABUF=1
+ * it answers like an mlx5 that supports dma-buf: a bad fd (the fd -1 probe of NCCL and
+ * braid) fails with EBADF. A real fd still fails with EOPNOTSUPP: mapping dma-bufs is not
+ * modelled yet.
+ */
 SV_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
 					   uint64_t iova, int fd, int access)
 {
+	if (sv_eng.cfg.dmabuf && (fd < 0 || fcntl(fd, F_GETFD) < 0)) {
+		errno = EBADF;
+		return NULL;
+	}
 	errno = EOPNOTSUPP;
 	return NULL;
 }

@@ -821,7 +821,11 @@ static void test_memory_registration(void **state)
 	/* Remote write needs local write. */
 	assert_null(ibv_reg_mr(pd, src, 64, IBV_ACCESS_REMOTE_WRITE));
 	assert_int_equal(errno, EINVAL);
+	/* No dma-buf support unless SOFTVERBS_DMABUF=1 (test_dmabuf_probe): even the fd -1
+	 * probe says EOPNOTSUPP. */
 	assert_null(ibv_reg_dmabuf_mr(pd, 0, 4096, 0, 3, IBV_ACCESS_LOCAL_WRITE));
+	assert_int_equal(errno, EOPNOTSUPP);
+	assert_null(ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0));
 	assert_int_equal(errno, EOPNOTSUPP);
 	/* IBV_ACCESS_RELAXED_ORDERING takes the ibv_reg_mr_iova2 path. */
 	smr = ibv_reg_mr(pd, src, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING);
@@ -850,6 +854,34 @@ static void test_memory_registration(void **state)
 	free(dst);
 }
 
+/*
+ * SOFTVERBS_DMABUF=1: the fd -1 probe (NCCL's and braid's dma-buf detection) fails with
+ * EBADF, as on an mlx5 with dma-buf support; a real fd that softverbs cannot map still
+ * fails with EOPNOTSUPP. The knob is read when the engine starts (first open device).
+ */
+static void test_dmabuf_probe(void **state)
+{
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	int p[2];
+
+	assert_int_equal(pipe(p), 0);
+	setenv("SOFTVERBS_DMABUF", "1", 1);
+	ctx = svt_open("svroce0");
+	assert_non_null(ctx);
+	pd = ibv_alloc_pd(ctx);
+	assert_non_null(pd);
+	assert_null(ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0));
+	assert_int_equal(errno, EBADF);
+	assert_null(ibv_reg_dmabuf_mr(pd, 0, 4096, 0, p[0], IBV_ACCESS_LOCAL_WRITE));
+	assert_int_equal(errno, EOPNOTSUPP);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	unsetenv("SOFTVERBS_DMABUF");
+	close(p[0]);
+	close(p[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -868,6 +900,7 @@ int main(void)
 		cmocka_unit_test(test_peer_not_ready_yet),
 		cmocka_unit_test(test_completion_channel),
 		cmocka_unit_test(test_memory_registration),
+		cmocka_unit_test(test_dmabuf_probe),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -13,6 +13,7 @@
 
 #include "net_ofi/ofi.h"
 #include "plugin/core.h"
+#include "plugin/counters.h"
 #include "plugin/params.h"
 #include "tests/unit/unit.h"
 
@@ -176,6 +177,74 @@ static void ofi_tag_bits(void **state)
 	assert_non_null(strstr(why, "32 bits"));
 }
 
+static int occurrences(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+/*
+ * The fallback record keeps the backend's own reason (net_ofi: the provider and why it)
+ * next to the core's choice, and says GPUDirect is off and why. No GPU in the topology:
+ * no GPUDirect WARN.
+ */
+static void fallback_keeps_backend_reason(void **state)
+{
+	const struct braid_ctr_fallback *fb;
+
+	(void)state;
+	use_tcp();
+	setenv("HWLOC_XMLFILE", "tests/topo/no-gpu.xml", 1);
+	unit_log_reset();
+	assert_int_equal(braid_init(unit_logger), ncclSuccess);
+	fb = &braid_counters()->fallback;
+	print_message("fallback why: %s\n", fb->why);
+	assert_string_equal(fb->backend, "ofi");
+	if (!strstr(fb->why, "ofi provider tcp;ofi_rxm: named by BRAID_OFI_PROVIDER"))
+		fail_msg("fallback why \"%s\" lost net_ofi's reason", fb->why);
+	if (!strstr(fb->why, "first choice"))
+		fail_msg("fallback why \"%s\" lost the core's choice", fb->why);
+	assert_int_equal(fb->gpudirect, 0);
+	assert_string_equal(fb->gpudirect_mode, "none");
+	assert_non_null(strstr(fb->gpudirect_why, "FI_HMEM"));
+	assert_int_equal(occurrences(unit_log, "GPUDirect RDMA is off"), 0);
+	assert_int_equal(braid_finalize(), ncclSuccess);
+
+	/* auto, with the verbs backend tried first and not usable: both reasons kept. */
+	setenv("BRAID_BACKEND", "auto", 1);
+	setenv("BRAID_IB_HCA", "=no-such-hca", 1);
+	braid_params_reset();
+	assert_int_equal(braid_init(unit_logger), ncclSuccess);
+	fb = &braid_counters()->fallback;
+	print_message("fallback why: %s\n", fb->why);
+	assert_string_equal(fb->backend, "ofi");
+	if (!strstr(fb->why, "ofi provider tcp;ofi_rxm: named by BRAID_OFI_PROVIDER") ||
+	    !strstr(fb->why, "; not used: ib: "))
+		fail_msg("fallback why \"%s\": want net_ofi's reason and why not ib", fb->why);
+	assert_int_equal(braid_finalize(), ncclSuccess);
+	unsetenv("BRAID_IB_HCA");
+	unsetenv("HWLOC_XMLFILE");
+}
+
+/* GPUs in the topology and the ofi backend (host memory only): one WARN saying so. */
+static void ofi_with_gpus_warns_once(void **state)
+{
+	(void)state;
+	use_tcp();
+	setenv("HWLOC_XMLFILE", "tests/topo/hwloc-2socket-3gpu-mlx5.xml", 1);
+	unit_log_reset();
+	assert_int_equal(braid_init(unit_logger), ncclSuccess);
+	if (occurrences(unit_log, "GPUDirect RDMA is off") != 1 || !strstr(unit_log, "FI_HMEM") ||
+	    !strstr(unit_log, "3 GPU"))
+		fail_msg("want one WARN naming 3 GPUs, \"GPUDirect RDMA is off\" and FI_HMEM; log:\n%s",
+			 unit_log);
+	assert_int_equal(braid_finalize(), ncclSuccess);
+	unsetenv("HWLOC_XMLFILE");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -184,6 +253,8 @@ int main(void)
 		cmocka_unit_test(missing_provider_fails_loudly),
 		cmocka_unit_test(refcounted_init),
 		cmocka_unit_test(misuse_gets_errors),
+		cmocka_unit_test(fallback_keeps_backend_reason),
+		cmocka_unit_test(ofi_with_gpus_warns_once),
 	};
 
 	return cmocka_run_group_tests_name("core", tests, NULL, NULL);

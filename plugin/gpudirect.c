@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "plugin/gpudirect.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int braid_gdr_nccl_dmabuf(void)
+{
+	/* NCCL's own variable, read here only to predict what NCCL does (not a braid knob,
+	 * hence not in plugin/params.h). */
+	const char *v = getenv("NCCL_DMABUF_ENABLE");
+	long long n;
+
+	if (!v || !*v)
+		return 1;
+	errno = 0;
+	n = strtoll(v, NULL, 0);
+	return errno ? 1 : n != 0;
+}
+
+static void off_ib(const struct braid_gdr_in *in, struct braid_gdr_out *out)
+{
+	if (in->ptr_support & NCCL_PTR_DMABUF) {
+		snprintf(out->why, sizeof(out->why),
+			 "dma-buf works but NCCL_DMABUF_ENABLE=0 turns NCCL's use of it off, and "
+			 "there is no peer memory (nvidia_peermem not loaded)");
+		snprintf(out->fix, sizeof(out->fix),
+			 "unset NCCL_DMABUF_ENABLE (or set it to 1), or load nvidia_peermem");
+		return;
+	}
+	snprintf(out->why, sizeof(out->why),
+		 "no peer memory (nvidia_peermem not loaded) and no dma-buf (ibv_reg_dmabuf_mr "
+		 "not supported by the kernel or the verbs provider)");
+	snprintf(out->fix, sizeof(out->fix),
+		 "load nvidia_peermem (modprobe nvidia_peermem), or use a kernel, rdma-core and "
+		 "NIC driver with dma-buf support (Linux 5.12+, rdma-core 34+)");
+}
+
+void braid_gdr_decide(const struct braid_gdr_in *in, struct braid_gdr_out *out)
+{
+	int cuda = in->ptr_support & NCCL_PTR_CUDA, dmabuf = in->ptr_support & NCCL_PTR_DMABUF;
+
+	memset(out, 0, sizeof(*out));
+	if (dmabuf && in->nccl_dmabuf) {
+		out->on = 1;
+		out->mode = "dma-buf";
+		snprintf(out->why, sizeof(out->why),
+			 "dma-buf: the NIC registers dma-bufs and NCCL uses them (NCCL_DMABUF_ENABLE "
+			 "on; the CUDA driver must support dma-buf too): CUDA buffers come through "
+			 "regMrDmaBuf%s",
+			 cuda ? " (peer memory is there too)" : "");
+	} else if (cuda) {
+		out->on = 1;
+		out->mode = "peermem";
+		snprintf(out->why, sizeof(out->why),
+			 "peer memory (nvidia_peermem): CUDA buffers registered with regMr%s",
+			 dmabuf ? "; dma-buf also works, but NCCL_DMABUF_ENABLE=0" : "");
+	} else {
+		out->mode = "none";
+		if (in->backend == BRAID_BACKEND_OFI) {
+			snprintf(out->why, sizeof(out->why),
+				 "the ofi backend registers host memory only in this version (no "
+				 "FI_HMEM path)");
+			snprintf(out->fix, sizeof(out->fix),
+				 "on verbs NICs use the ib backend (BRAID_BACKEND=ib); on EFA use "
+				 "aws-ofi-nccl for GPUDirect until braid has an FI_HMEM path");
+		} else {
+			off_ib(in, out);
+		}
+		out->warn = in->ngpus > 0;
+	}
+}

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Will NCCL use GPUDirect RDMA with a braid device, and if not, why and what to do.
+ *
+ * NCCL's rule (src/graph/topo.cc, src/transport/net.cc): GPUDirect when the device's
+ * ptrSupport has NCCL_PTR_CUDA (registered with regMr), or has NCCL_PTR_DMABUF and NCCL
+ * uses dma-buf itself (NCCL_DMABUF_ENABLE, default on, and a CUDA driver with dma-buf
+ * support, which braid cannot see); CUDA buffers then go through regMrDmaBuf. Backends set
+ * the bits exactly where the registration works (net_ib: CUDA with peer memory, DMABUF
+ * where ibv_reg_dmabuf_mr works; net_ofi: HOST only), so the bits are all this needs.
+ */
+#ifndef BRAID_GPUDIRECT_H
+#define BRAID_GPUDIRECT_H
+
+#include "plugin/backend.h"
+
+struct braid_gdr_in {
+	enum braid_backend_kind backend;
+	int ptr_support; /* the device's ptrSupport */
+	int nccl_dmabuf; /* NCCL registers with dma-buf itself (braid_gdr_nccl_dmabuf()) */
+	int ngpus;       /* GPUs in the topology; -1 unknown */
+};
+
+struct braid_gdr_out {
+	int on;           /* NCCL will use GPUDirect RDMA with this device */
+	const char *mode; /* "dma-buf", "peermem", "none" (braid_ctr_fallback.gpudirect_mode) */
+	int warn;         /* GPUs are present and GPUDirect is off: say so in one WARN */
+	char why[256];    /* the reason (braid_ctr_fallback.gpudirect_why) */
+	char fix[256];    /* what to do about it; "" when on */
+};
+
+void braid_gdr_decide(const struct braid_gdr_in *in, struct braid_gdr_out *out);
+
+/* NCCL_DMABUF_ENABLE as NCCL reads it: unset, empty or unparsable (out of range) is the
+ * default, on; otherwise strtoll(value, 0) != 0. */
+int braid_gdr_nccl_dmabuf(void);
+
+#endif

@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * gdr-probe: what NCCL sees of GPUDirect. Loads the built plugin as NCCL does, inits it,
+ * and prints (key=value on stdout, the plugin's log on stderr):
+ *   ptr_support   device 0's ptrSupport, and the HOST / CUDA / DMABUF bits by name
+ *   init_warns    WARN lines logged by init
+ *   fb_*          the fallback record, read from /dev/shm/braid-<pid> as a tool would
+ *   regmr_cuda    the result of regMr(NCCL_PTR_CUDA) on a comm of device 0, and the
+ *                 WARN lines it logged (regmr_warns)
+ * tests/ib/gpudirect.sh runs it over softverbs with fixture host roots (BRAID_FSROOT).
+ *
+ *   gdr-probe PLUGIN [VERSION]     (VERSION 8..11, default 11)
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "plugin/counters.h"
+#include "tools/netapi.h"
+
+static int read_fallback(void)
+{
+	struct braid_ctr_region *r;
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), BRAID_CTR_PATH_FMT, (int)getpid());
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		perror(path);
+		return -1;
+	}
+	r = mmap(NULL, sizeof(*r), PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (r == MAP_FAILED) {
+		perror("mmap");
+		return -1;
+	}
+	if (r->magic != BRAID_CTR_MAGIC || r->version != BRAID_CTR_VERSION) {
+		fprintf(stderr, "%s: not a version %d counter region\n", path, BRAID_CTR_VERSION);
+		munmap(r, sizeof(*r));
+		return -1;
+	}
+	printf("fb_backend=%.*s\n", (int)sizeof(r->fallback.backend), r->fallback.backend);
+	printf("fb_why=%.*s\n", (int)sizeof(r->fallback.why), r->fallback.why);
+	printf("fb_gpudirect=%d\n", r->fallback.gpudirect);
+	printf("fb_gpudirect_mode=%.*s\n", (int)sizeof(r->fallback.gpudirect_mode),
+	       r->fallback.gpudirect_mode);
+	printf("fb_gpudirect_why=%.*s\n", (int)sizeof(r->fallback.gpudirect_why),
+	       r->fallback.gpudirect_why);
+	munmap(r, sizeof(*r));
+	return 0;
+}
+
+/* A send and a receive comm on device 0, in this process. */
+static int connect_pair(struct net_api *api, void *ctx, void **lc, void **sc, void **rc)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE] = { 0 };
+	time_t until = time(NULL) + 20;
+
+	*lc = *sc = *rc = NULL;
+	if (api->listen(api, ctx, 0, handle, lc) != ncclSuccess)
+		return -1;
+	while ((!*sc || !*rc) && time(NULL) < until) {
+		if (!*sc && api->connect(api, ctx, 0, handle, sc) != ncclSuccess)
+			return -1;
+		if (!*rc && api->accept(api, *lc, rc) != ncclSuccess)
+			return -1;
+		if (!*sc || !*rc)
+			usleep(1000);
+	}
+	return *sc && *rc ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+	static char buf[1 << 16] __attribute__((aligned(4096)));
+	struct net_api api;
+	struct net_props p;
+	char loaded[256], err[1024];
+	void *dl, *ctx = NULL, *lc, *sc, *rc, *mh = NULL;
+	int version = argc > 2 ? atoi(argv[2]) : 11, ndev = 0;
+	unsigned long w0;
+	ncclResult_t r;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s PLUGIN [VERSION]\n", argv[0]);
+		return 2;
+	}
+	snprintf(netapi_log_prefix, sizeof(netapi_log_prefix), "gdr-probe");
+	dl = netapi_open(argv[1], loaded, sizeof(loaded), err, sizeof(err));
+	if (!dl || netapi_bind(dl, version, &api)) {
+		fprintf(stderr, "cannot load %s v%d: %s\n", argv[1], version, err);
+		return 2;
+	}
+	r = api.init(&api, &ctx, 1);
+	printf("init=%s\n", netapi_result_str(r));
+	printf("init_warns=%lu\n", netapi_warn_count());
+	if (r != ncclSuccess)
+		return 1;
+	if (api.devices(&api, &ndev) != ncclSuccess || ndev < 1 ||
+	    api.get_props(&api, 0, &p) != ncclSuccess) {
+		fprintf(stderr, "no device 0\n");
+		return 1;
+	}
+	printf("ptr_support=0x%x%s%s%s\n", (unsigned)p.ptr_support,
+	       p.ptr_support & NCCL_PTR_HOST ? " HOST" : "",
+	       p.ptr_support & NCCL_PTR_CUDA ? " CUDA" : "",
+	       p.ptr_support & NCCL_PTR_DMABUF ? " DMABUF" : "");
+	if (read_fallback())
+		return 1;
+	if (connect_pair(&api, ctx, &lc, &sc, &rc)) {
+		fprintf(stderr, "cannot connect a pair on device 0\n");
+		return 1;
+	}
+	/* softverbs has no GPU: "CUDA memory" is host memory, which is all a registration
+	 * through peer memory would need here. */
+	w0 = netapi_warn_count();
+	r = api.reg_mr_type(&api, rc, buf, sizeof(buf), NCCL_PTR_CUDA, &mh);
+	printf("regmr_cuda=%s\n", netapi_result_str(r));
+	printf("regmr_warns=%lu\n", netapi_warn_count() - w0);
+	if (r == ncclSuccess)
+		api.dereg_mr(&api, rc, mh);
+	api.close_send(&api, sc);
+	api.close_recv(&api, rc);
+	api.close_listen(&api, lc);
+	api.finalize(&api, ctx);
+	fflush(stdout);
+	return 0;
+}

@@ -167,6 +167,11 @@ struct ib_req {
 /* wr_id: a pointer or index with the kind in the low 2 bits. */
 enum { IB_WR_SEND = 0, IB_WR_FIFO = 1, IB_WR_RECV = 2, IB_WR_FLUSH = 3 };
 
+static inline uint64_t ib_wr_id(const void *req, unsigned kind)
+{
+	return (uint64_t)(uintptr_t)req | kind;
+}
+
 struct ib_qp {
 	struct ibv_qp *qp;
 	uint32_t remote_qpn;

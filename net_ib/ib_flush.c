@@ -135,7 +135,7 @@ ncclResult_t ib_iflush(void *recv_comm, int n, void **data, const int *sizes, vo
 	sge.length = 1;
 	sge.lkey = c->flush_mr->lkey;
 	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = (uintptr_t)r | IB_WR_FLUSH;
+	wr.wr_id = ib_wr_id(r, IB_WR_FLUSH);
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_RDMA_READ;

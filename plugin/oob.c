@@ -270,12 +270,12 @@ int braid_oob_chan_recv_any(struct braid_oob_chan *ch, uint16_t *type, const voi
 		return -EPROTO;
 	}
 	if (ntohs(h.version) != BRAID_WIRE_VERSION) {
-		snprintf(why, whylen, "braid wire version %u, we speak %u", ntohs(h.version),
+		snprintf(why, whylen, "braid wire version %u, we speak %d", ntohs(h.version),
 			 BRAID_WIRE_VERSION);
 		return -EPROTO;
 	}
 	if (plen > BRAID_OOB_MAX_PAYLOAD) {
-		snprintf(why, whylen, "message type %u of %u bytes (at most %u)", ntohs(h.type),
+		snprintf(why, whylen, "message type %u of %u bytes (at most %d)", ntohs(h.type),
 			 plen, BRAID_OOB_MAX_PAYLOAD);
 		return -EPROTO;
 	}

@@ -2,10 +2,10 @@
 /*
  * net_ib internals: the verbs RC backend (docs/ib.md).
  *
- * One NCCL device per ACTIVE port of a verbs device (an "HCA"). The HCA's context, PD,
- * registration cache and flush QP are shared by its ports and guarded by the HCA lock;
- * every comm owns its CQ and QPs, so the data path takes no lock (NCCL drives a comm from
- * one thread at a time).
+ * One NCCL device per ACTIVE port of a verbs device (an "HCA"). The HCA's context, PD and
+ * registration cache are shared by its ports and guarded by the HCA lock; every comm owns
+ * its CQ and QPs (a receive comm its flush QP too), so the data path takes no lock (NCCL
+ * drives a comm from one thread at a time).
  *
  * Data protocol (receiver-driven, zero copy, like NCCL's IB transport):
  *   irecv: the receiver RDMA-WRITEs the group's buffers {addr, rkey, size, tag} into slot

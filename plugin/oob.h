@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Out-of-band TCP for connection set-up, shared by the backends. Everything is
+ * Out-of-band TCP, the framing under plugin/link.c's set-up and goodbye. Everything is
  * non-blocking (NCCL's listen/connect/accept must not block); reads are bounded by a
- * framed header with magic, version, type and length. After set-up the socket stays open:
- * its hang-up is how a comm learns, within BRAID_LIVENESS_MS, that the peer process died.
+ * framed header with magic, version, type, length and a checksum of the payload.
  */
 #ifndef BRAID_OOB_H
 #define BRAID_OOB_H

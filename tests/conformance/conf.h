@@ -93,8 +93,6 @@ struct xfer_plan {
 	bool arena;              /* sub-ranges of one registered region, not one MR each */
 	int kill_after;          /* > 0: SIGKILL ourselves after this many messages done */
 	bool expect_error;       /* an error is the expected end: do not log it as failure */
-	bool error_may_follow;   /* sender: the error may come on a call after its sends
-				  * completed (the receiver found its buffer too small) */
 };
 
 struct xfer_slot;

@@ -199,41 +199,6 @@ static int prepare(struct xfer *x, int slot_no, int index, const int *send_seq)
 	return 0;
 }
 
-/*
- * A sender whose sends all completed, although the receiver failed on one of them: keep
- * using the comm, as NCCL would, until the plugin reports the receiver's error. Bounded.
- */
-static int probe_for_error(struct xfer *x, double since)
-{
-	const struct net_api *api = x->s->api;
-	static char probe[8];
-	void *mh = NULL, *req = NULL;
-	ncclResult_t r;
-	int done = 0, sizes[1], rc;
-
-	r = api->reg_mr(api, x->comm, probe, sizeof(probe), &mh);
-	if (r != ncclSuccess)
-		return record_error(x, r, since, "regMr(probe)");
-	rc = 0;
-	while (!rc && now_s() - since <= CONF_ERROR_BOUND_S) {
-		r = req ? api->test(api, req, &done, sizes)
-			: api->isend(api, x->comm, probe, 0, 0, mh, &req);
-		if (r != ncclSuccess) {
-			rc = record_error(x, r, since, "%s after the sends completed",
-					  req ? "test(probe isend)" : "isend(probe)");
-			break;
-		}
-		if (done)
-			req = NULL, done = 0;
-		idle_wait();
-	}
-	api->dereg_mr(api, x->comm, mh);
-	if (!rc)
-		rc = conf_fail(x->s, "all sends completed and no error came within %.0f s",
-			       (double)CONF_ERROR_BOUND_S);
-	return rc;
-}
-
 static ncclResult_t post(struct xfer *x, struct xfer_slot *sl)
 {
 	const struct net_api *api = x->s->api;
@@ -401,9 +366,7 @@ int xfer_run(struct xfer *x, struct side *s, void *comm, const struct xfer_plan 
 		}
 		idle_wait();
 	}
-	if (p->expect_error && sender && p->error_may_follow)
-		rc = probe_for_error(x, last_progress);
-	else if (p->expect_error)
+	if (p->expect_error)
 		rc = conf_fail(s, "all %d %s completed without the expected error", total,
 			       sender ? "sends" : "receives");
 	else

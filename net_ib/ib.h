@@ -241,16 +241,7 @@ static inline struct ib_req *to_ib_req(void *request)
 	return request;
 }
 
-struct ib_listen {
-	uint32_t magic; /* BRAID_MAGIC_LISTEN */
-	int devidx;
-	struct braid_listener lsn;
-};
 
-static inline struct ib_listen *to_ib_listen(void *listen_comm)
-{
-	return listen_comm;
-}
 
 /* ib_dev.c */
 struct ib_state {

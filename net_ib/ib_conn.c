@@ -46,8 +46,6 @@ struct ib_wire {
 	char dev[64];
 } __attribute__((packed));
 
-static const struct braid_link_ops ib_link_ops;
-
 static void comm_free(struct ib_comm *c)
 {
 	if (!c)
@@ -312,8 +310,7 @@ static int link_finish(void *comm, const void *blob, uint32_t len)
 static int link_answer(void *listen_comm, struct braid_link *lk, const void *blob, uint32_t len,
 		       void *reply, uint32_t *rlen, void **comm)
 {
-	struct ib_listen *l = to_ib_listen(listen_comm);
-	struct ib_comm *c = comm_new(l->devidx, lk, 0);
+	struct ib_comm *c = comm_new(to_listen_comm(listen_comm)->dev, lk, 0);
 	const struct ib_wire *hello = blob;
 	uint32_t psn[IB_MAX_QPS];
 	int rc;
@@ -357,20 +354,7 @@ static const struct braid_link_ops ib_link_ops = {
 
 ncclResult_t ib_listen(int dev, void *handle, void **listen_comm)
 {
-	struct ib_listen *l = calloc(1, sizeof(*l));
-	ncclResult_t rc;
-
-	if (!l)
-		return ncclSystemError;
-	rc = braid_listener_open(&l->lsn, &ib_link_ops, dev, handle, ib.devs[dev].ctr);
-	if (rc != ncclSuccess) {
-		free(l);
-		return rc;
-	}
-	l->devidx = dev;
-	l->magic = BRAID_MAGIC_LISTEN;
-	*listen_comm = l;
-	return ncclSuccess;
+	return braid_listen_comm_open(&ib_link_ops, dev, handle, ib.devs[dev].ctr, listen_comm);
 }
 
 /* A comm is ready: its counters, and the QPs' records name it. */
@@ -427,11 +411,11 @@ ncclResult_t ib_connect(int dev, const struct braid_conn_opts *opts, const void 
 
 ncclResult_t ib_accept(void *listen_comm, void **recv_comm)
 {
-	struct ib_listen *l = to_ib_listen(listen_comm);
 	void *comm = NULL;
 	ncclResult_t res;
 
-	res = braid_listener_accept(&l->lsn, &ib_link_ops, l, &comm);
+	res = braid_listener_accept(&to_listen_comm(listen_comm)->lsn, &ib_link_ops, listen_comm,
+				    &comm);
 	if (res != ncclSuccess || !comm)
 		return res;
 	comm_ready(to_ib_comm(comm), 0);
@@ -453,10 +437,5 @@ ncclResult_t ib_close_recv(void *recv_comm)
 
 ncclResult_t ib_close_listen(void *listen_comm)
 {
-	struct ib_listen *l = to_ib_listen(listen_comm);
-
-	braid_listener_close(&l->lsn, &ib_link_ops);
-	l->magic = BRAID_MAGIC_DEAD;
-	free(l);
-	return ncclSuccess;
+	return braid_listen_comm_close(&ib_link_ops, listen_comm);
 }

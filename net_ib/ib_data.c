@@ -7,6 +7,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "net_ib/ib.h"
@@ -519,7 +520,8 @@ static int buffer_done(const struct ib_req *r, int i)
 /* A request still waiting: can it still complete? The comm's error, or the request's. */
 static ncclResult_t check_request(struct ib_comm *c, struct ib_req *r)
 {
-	uint64_t bufs[BRAID_MAX_RECVS], waited;
+	uint64_t bufs[BRAID_MAX_RECVS];
+	char who[128];
 	int n = 0;
 
 	check_health(c);
@@ -533,21 +535,9 @@ static ncclResult_t check_request(struct ib_comm *c, struct ib_req *r)
 	for (int i = 0; r->kind == IB_REQ_RECV && i < r->n; i++)
 		if (!buffer_done(r, i))
 			bufs[n++] = r->first + (uint64_t)i;
-	waited = braid_now_ns() - c->link->bye_ns;
-	if (braid_link_bye_covers(c->link, bufs, n) == 0 && waited <= braid_link_grace_ns())
-		return ncclSuccess; /* its data was on its way: it completes */
-	if (braid_link_bye_covers(c->link, bufs, n))
-		BRAID_WARN("ib: %s comm %s:%d: peer %s closed its comm before %s buffer %llu; this "
-			   "request can never complete",
-			   side(c), c->dev->name, c->dev->port, c->peer,
-			   r->kind == IB_REQ_SEND ? "it received into" : "it sent to",
-			   (unsigned long long)bufs[0]);
-	else
-		BRAID_WARN("ib: %s comm %s:%d: a request on buffer %llu is not complete %.1f s "
-			   "after peer %s closed its comm",
-			   side(c), c->dev->name, c->dev->port, (unsigned long long)bufs[0],
-			   (double)waited / 1e9, c->peer);
-	req_fail(r, ncclRemoteError);
+	snprintf(who, sizeof(who), "ib: %s comm %s:%d", side(c), c->dev->name, c->dev->port);
+	if (braid_link_judge(c->link, bufs, n, r->kind == IB_REQ_SEND, who))
+		req_fail(r, ncclRemoteError);
 	return r->status;
 }
 

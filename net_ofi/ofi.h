@@ -278,20 +278,9 @@ struct ofi_comm {
 	struct braid_ctr_comm *ctr;
 };
 
-struct ofi_listen {
-	uint32_t magic; /* BRAID_MAGIC_LISTEN */
-	int devidx;
-	struct braid_listener lsn;
-};
-
 static inline struct ofi_comm *to_ofi_comm(void *comm)
 {
 	return comm;
-}
-
-static inline struct ofi_listen *to_ofi_listen(void *listen_comm)
-{
-	return listen_comm;
 }
 
 static inline struct ofi_req *to_ofi_req(void *request)

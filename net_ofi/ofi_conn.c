@@ -28,8 +28,6 @@ struct ofi_blob {
 /* Late completions of a parked comm count here, not in a slot someone else may hold. */
 static struct braid_ctr_comm parked_ctr;
 
-static const struct braid_link_ops ofi_link_ops;
-
 /* ---- the address vector: one entry per peer endpoint, shared by its comms ---- */
 
 static unsigned av_bucket(const uint8_t *name, uint32_t len)
@@ -351,8 +349,7 @@ static int link_finish(void *comm, const void *blob, uint32_t len)
 static int link_answer(void *listen_comm, struct braid_link *lk, const void *blob,
 		       uint32_t len, void *reply, uint32_t *rlen, void **comm)
 {
-	struct ofi_listen *l = to_ofi_listen(listen_comm);
-	struct ofi_comm *c = comm_new(l->devidx, 0, lk);
+	struct ofi_comm *c = comm_new(to_listen_comm(listen_comm)->dev, 0, lk);
 	int rc;
 
 	if (!c)
@@ -390,20 +387,7 @@ static const struct braid_link_ops ofi_link_ops = {
 
 ncclResult_t ofi_listen(int dev, void *handle, void **listen_comm)
 {
-	struct ofi_listen *l = calloc(1, sizeof(*l));
-	ncclResult_t rc;
-
-	if (!l)
-		return ncclSystemError;
-	rc = braid_listener_open(&l->lsn, &ofi_link_ops, dev, handle, ofi.devs[dev].ctr);
-	if (rc != ncclSuccess) {
-		free(l);
-		return rc;
-	}
-	l->devidx = dev;
-	l->magic = BRAID_MAGIC_LISTEN;
-	*listen_comm = l;
-	return ncclSuccess;
+	return braid_listen_comm_open(&ofi_link_ops, dev, handle, ofi.devs[dev].ctr, listen_comm);
 }
 
 /* A comm is ready: its counters, and announcements may find it. */
@@ -463,11 +447,11 @@ ncclResult_t ofi_connect(int dev, const struct braid_conn_opts *opts, const void
 
 ncclResult_t ofi_accept(void *listen_comm, void **recv_comm)
 {
-	struct ofi_listen *l = to_ofi_listen(listen_comm);
 	void *comm = NULL;
 	ncclResult_t res;
 
-	res = braid_listener_accept(&l->lsn, &ofi_link_ops, l, &comm);
+	res = braid_listener_accept(&to_listen_comm(listen_comm)->lsn, &ofi_link_ops, listen_comm,
+				    &comm);
 	if (res != ncclSuccess || !comm)
 		return res;
 	comm_ready(to_ofi_comm(comm), 0);
@@ -489,10 +473,5 @@ ncclResult_t ofi_close_recv(void *recv_comm)
 
 ncclResult_t ofi_close_listen(void *listen_comm)
 {
-	struct ofi_listen *l = to_ofi_listen(listen_comm);
-
-	braid_listener_close(&l->lsn, &ofi_link_ops);
-	l->magic = BRAID_MAGIC_DEAD;
-	free(l);
-	return ncclSuccess;
+	return braid_listen_comm_close(&ofi_link_ops, listen_comm);
 }

@@ -442,7 +442,8 @@ static ncclResult_t refuse_after_bye(struct ofi_comm *c)
 /* A request still waiting: can it still complete? The comm's error, or the request's. */
 static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r)
 {
-	uint64_t bufs[BRAID_MAX_RECVS], waited;
+	uint64_t bufs[BRAID_MAX_RECVS];
+	char who[128];
 	int n = 0;
 
 	check_peer(c, 0);
@@ -455,21 +456,9 @@ static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r)
 	for (int i = 0; !r->is_send && i < r->n; i++)
 		if (!(r->done_mask & (1u << i)))
 			bufs[n++] = r->first + (uint64_t)i;
-	waited = braid_now_ns() - c->link->bye_ns;
-	if (braid_link_bye_covers(c->link, bufs, n) == 0 && waited <= braid_link_grace_ns())
-		return ncclSuccess; /* its data was on its way: it completes */
-	if (braid_link_bye_covers(c->link, bufs, n))
-		BRAID_WARN("ofi: %s comm %u on %s: peer %s closed its comm before %s buffer %llu; "
-			   "this request can never complete",
-			   comm_kind(c), c->id, c->dev->name, c->peer,
-			   c->is_send ? "it received into" : "it sent to",
-			   (unsigned long long)bufs[0]);
-	else
-		BRAID_WARN("ofi: %s comm %u on %s: a request on buffer %llu is not complete %.1f s "
-			   "after peer %s closed its comm",
-			   comm_kind(c), c->id, c->dev->name, (unsigned long long)bufs[0],
-			   (double)waited / 1e9, c->peer);
-	req_fail(r, ncclRemoteError);
+	snprintf(who, sizeof(who), "ofi: %s comm %u on %s", comm_kind(c), c->id, c->dev->name);
+	if (braid_link_judge(c->link, bufs, n, r->is_send, who))
+		req_fail(r, ncclRemoteError);
 	return r->status;
 }
 

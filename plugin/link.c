@@ -120,6 +120,26 @@ int braid_link_bye_covers(const struct braid_link *lk, const uint64_t *bufs, int
 	return 0;
 }
 
+int braid_link_judge(const struct braid_link *lk, const uint64_t *bufs, int n, int is_send,
+		     const char *who)
+{
+	uint64_t waited = braid_now_ns() - lk->bye_ns;
+
+	if (braid_link_bye_covers(lk, bufs, n)) {
+		BRAID_WARN("%s: peer %s closed its comm before it %s buffer %llu; this request "
+			   "can never complete",
+			   who, lk->peer, is_send ? "received into" : "sent to",
+			   (unsigned long long)bufs[0]);
+		return -1;
+	}
+	if (waited <= braid_link_grace_ns())
+		return 0; /* its data was on its way: it completes */
+	BRAID_WARN("%s: a request on buffer %llu is not complete %.1f s after peer %s closed its "
+		   "comm", who, (unsigned long long)(n ? bufs[0] : 0), (double)waited / 1e9,
+		   lk->peer);
+	return -1;
+}
+
 uint64_t braid_link_grace_ns(void)
 {
 	/* Data the peer had handed to the network before closing lands within moments;
@@ -508,6 +528,35 @@ void braid_listener_close(struct braid_listener *l, const struct braid_link_ops 
 	if (l->fd >= 0)
 		close(l->fd);
 	l->fd = -1;
+}
+
+ncclResult_t braid_listen_comm_open(const struct braid_link_ops *ops, int dev, void *handle,
+				    struct braid_ctr_dev *ctr, void **listen_comm)
+{
+	struct braid_listen_comm *l = calloc(1, sizeof(*l));
+	ncclResult_t rc;
+
+	if (!l)
+		return ncclSystemError;
+	rc = braid_listener_open(&l->lsn, ops, dev, handle, ctr);
+	if (rc != ncclSuccess) {
+		free(l);
+		return rc;
+	}
+	l->dev = dev;
+	l->magic = BRAID_MAGIC_LISTEN;
+	*listen_comm = l;
+	return ncclSuccess;
+}
+
+ncclResult_t braid_listen_comm_close(const struct braid_link_ops *ops, void *listen_comm)
+{
+	struct braid_listen_comm *l = to_listen_comm(listen_comm);
+
+	braid_listener_close(&l->lsn, ops);
+	l->magic = BRAID_MAGIC_DEAD;
+	free(l);
+	return ncclSuccess;
 }
 
 /* ---- after set-up ---- */

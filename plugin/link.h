@@ -130,6 +130,22 @@ ncclResult_t braid_listener_accept(struct braid_listener *l, const struct braid_
 				   void *listen_comm, void **comm);
 void braid_listener_close(struct braid_listener *l, const struct braid_link_ops *ops);
 
+/* What listen() hands NCCL: the same for every backend. */
+struct braid_listen_comm {
+	uint32_t magic; /* BRAID_MAGIC_LISTEN */
+	int dev;
+	struct braid_listener lsn;
+};
+
+static inline struct braid_listen_comm *to_listen_comm(void *listen_comm)
+{
+	return listen_comm;
+}
+
+ncclResult_t braid_listen_comm_open(const struct braid_link_ops *ops, int dev, void *handle,
+				    struct braid_ctr_dev *ctr, void **listen_comm);
+ncclResult_t braid_listen_comm_close(const struct braid_link_ops *ops, void *listen_comm);
+
 /* ---- after set-up ---- */
 
 /*
@@ -151,6 +167,13 @@ void braid_link_close(struct braid_link *lk, const struct braid_link_bye *bye);
  */
 int braid_link_bye_covers(const struct braid_link *lk, const uint64_t *bufs, int n);
 uint64_t braid_link_grace_ns(void);
+/*
+ * A request still waiting on buffers bufs[0..n) after the peer's goodbye: 0 while it may
+ * complete, -1 (after one WARN starting with `who`) when it never will, or no longer
+ * within braid_link_grace_ns(). is_send: we wrote the buffers (else we receive).
+ */
+int braid_link_judge(const struct braid_link *lk, const uint64_t *bufs, int n, int is_send,
+		     const char *who);
 
 /* A failed set-up step as NCCL's result: the peer or the fabric, unless memory. */
 static inline ncclResult_t braid_link_error(int rc)

@@ -825,6 +825,26 @@ static int stranger(const struct sockaddr_storage *ss, enum stranger_kind k,
 	return fd;
 }
 
+/* The real peer's connection k moves a stream (a receives, b sends), then closes. */
+static int stranger_data(struct side *s, void *comm, int k)
+{
+	bool sender = s->role == 'b';
+	struct xfer_plan p;
+	struct xfer x;
+	char name[32];
+	int xr;
+
+	plan_stream(&p, s->seed + k, 20, 256 << 10, false);
+	snprintf(name, sizeof(name), "st-data%d", k);
+	xr = xfer_run(&x, s, comm, &p, sender);
+	xfer_dereg(&x);
+	if (close_comms(s, sender ? comm : NULL, sender ? NULL : comm, NULL))
+		xr = -1;
+	xfer_free(&x);
+	plan_free(&p);
+	return xr || rdv_sync(s, name) ? -1 : 0;
+}
+
 /*
  * Strangers reach the listen port before the real peer: a port scan, a reset, garbage, a
  * replayed handle, an HTTP probe, an idle connection and a trickle. accept() must never
@@ -870,13 +890,9 @@ int sc_strangers(struct side *s)
 		if (rdv_get(s, "st-in", NULL, 0, CONF_RDV_TIMEOUT_S))
 			goto out;
 		for (int k = 0; k < 2; k++) {
-			char name[32];
 			unsigned long warns = netapi_warn_count();
 			double t0 = now_s();
 			void *rc = NULL;
-			struct xfer_plan p;
-			struct xfer x;
-			int xr;
 
 			conf_step(s, "accept #%d behind %d strangers", k + 1, ST_COUNT);
 			while (!rc) {
@@ -902,15 +918,7 @@ int sc_strangers(struct side *s)
 				conf_fail(s, "strangers got WARN lines: they are no error (INFO only)");
 				goto out;
 			}
-			plan_stream(&p, s->seed + k, 20, 256 << 10, false);
-			snprintf(name, sizeof(name), "st-data%d", k);
-			xr = xfer_run(&x, s, rc, &p, false);
-			xfer_dereg(&x);
-			if (close_comms(s, NULL, rc, NULL))
-				xr = -1;
-			xfer_free(&x);
-			plan_free(&p);
-			if (xr || rdv_sync(s, name))
+			if (stranger_data(s, rc, k))
 				goto out;
 		}
 		ret = 0;
@@ -931,12 +939,9 @@ int sc_strangers(struct side *s)
 		if (rdv_put(s, "st-in", "", 0))
 			goto out;
 		for (int k = 0; k < 2; k++) {
-			char name[32], h[NCCL_NET_HANDLE_MAXSIZE];
+			char h[NCCL_NET_HANDLE_MAXSIZE];
 			double t0 = now_s();
 			void *sc = NULL;
-			struct xfer_plan p;
-			struct xfer x;
-			int xr;
 
 			memcpy(h, handle, sizeof(h));
 			conf_step(s, "connect #%d behind the strangers", k + 1);
@@ -951,15 +956,7 @@ int sc_strangers(struct side *s)
 				if (!sc)
 					idle_wait();
 			}
-			plan_stream(&p, s->seed + k, 20, 256 << 10, false);
-			snprintf(name, sizeof(name), "st-data%d", k);
-			xr = xfer_run(&x, s, sc, &p, true);
-			xfer_dereg(&x);
-			if (close_comms(s, sc, NULL, NULL))
-				xr = -1;
-			xfer_free(&x);
-			plan_free(&p);
-			if (xr || rdv_sync(s, name))
+			if (stranger_data(s, sc, k))
 				goto out;
 		}
 		ret = 0;

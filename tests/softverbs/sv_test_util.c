@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: MIT
 /* softverbs tests: shared helpers. */
 #include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 
 #include "tests/softverbs/sv_test_util.h"
 
@@ -14,6 +18,7 @@ uint32_t svt_flow_label;
 uint8_t svt_max_dest_rd_atomic = 16;
 uint32_t svt_max_inline_data = 64;
 int svt_sq_sig_all;
+pid_t svt_child = -1;
 
 void svt_fabric_init(void)
 {
@@ -38,6 +43,69 @@ void svt_fabric_done(void)
 const char *svt_fabric(void)
 {
 	return fabric_dir;
+}
+
+int svt_fabric_group_setup(void **state)
+{
+	svt_fabric_init();
+	return 0;
+}
+
+int svt_fabric_group_teardown(void **state)
+{
+	svt_fabric_done();
+	return 0;
+}
+
+int svt_fork_peer(int (*fn)(int sock, const void *arg), const void *arg)
+{
+	int sv[2];
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+		return -1;
+	svt_child = fork();
+	if (svt_child < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (svt_child == 0) {
+		close(sv[0]);
+		_exit(fn(sv[1], arg));
+	}
+	close(sv[1]);
+	return sv[0];
+}
+
+int svt_reap_child(int ms)
+{
+	int st = 0;
+
+	for (int i = 0; i < ms / 10; i++) {
+		if (waitpid(svt_child, &st, WNOHANG) == svt_child) {
+			svt_child = -1;
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		}
+		usleep(10000);
+	}
+	kill(svt_child, SIGKILL);
+	waitpid(svt_child, &st, 0);
+	svt_child = -1;
+	return -1;
+}
+
+int svt_child_teardown(void **state)
+{
+	if (svt_child > 0)
+		svt_reap_child(0);
+	return 0;
+}
+
+bool svt_read_within(int fd, void *p, size_t n, int ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+	return poll(&pfd, 1, ms) == 1 && read(fd, p, n) == (ssize_t)n;
 }
 
 uint64_t svt_now_ms(void)

@@ -5,7 +5,9 @@
 
 #include <infiniband/verbs.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* One side of a connection: its device context and objects. */
 struct svt_end {
@@ -28,6 +30,26 @@ struct svt_addr {
 void svt_fabric_init(void);
 void svt_fabric_done(void);
 const char *svt_fabric(void);
+/* cmocka group setup and teardown around svt_fabric_init and svt_fabric_done. */
+int svt_fabric_group_setup(void **state);
+int svt_fabric_group_teardown(void **state);
+
+/* The forked peer of a two-process test; -1 when there is none. */
+extern pid_t svt_child;
+/*
+ * Fork the peer, joined to this process by a socketpair: the child runs
+ * fn(its end, arg) and _exits with what fn returns. Sets svt_child. Returns
+ * this process's end of the socketpair, or -1 if socketpair or fork failed.
+ */
+int svt_fork_peer(int (*fn)(int sock, const void *arg), const void *arg);
+/* Reap svt_child, killing it if it does not end within ms: its exit status,
+ * 128 + the signal that ended it, or -1 if it had to be killed. */
+int svt_reap_child(int ms);
+/* cmocka teardown: kill and reap svt_child if a test left it behind. */
+int svt_child_teardown(void **state);
+/* One read() of n bytes from fd once it is readable, waiting at most ms;
+ * true if all n came. */
+bool svt_read_within(int fd, void *p, size_t n, int ms);
 
 struct ibv_context *svt_open(const char *name);
 /* Open name, make a PD, a CQ (with a channel if want_channel) and an RC QP. */

@@ -28,18 +28,6 @@
 #define ACC_ALL (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 #define NPAIRS 8
 
-static int group_setup(void **state)
-{
-	svt_fabric_init();
-	return 0;
-}
-
-static int group_teardown(void **state)
-{
-	svt_fabric_done();
-	return 0;
-}
-
 static int clear_env(void **state)
 {
 	static const char *const vars[] = {
@@ -503,5 +491,5 @@ int main(void)
 		cmocka_unit_test_teardown(test_fault_port_down_for_good, clear_env),
 	};
 
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return cmocka_run_group_tests(tests, svt_fabric_group_setup, svt_fabric_group_teardown);
 }

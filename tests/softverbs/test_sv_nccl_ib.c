@@ -29,7 +29,6 @@
  * copied, and it is our stand-in for running NCCL itself, which needs a GPU.
  */
 #include <errno.h>
-#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -39,7 +38,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <cmocka.h>
 
@@ -99,52 +97,6 @@ struct nib_cfg {
 	const char *dev;
 	bool ar;		/* adaptive routing: NCCL's default is on for IB */
 };
-
-static pid_t child = -1;
-
-static int group_setup(void **state)
-{
-	svt_fabric_init();
-	return 0;
-}
-
-static int group_teardown(void **state)
-{
-	svt_fabric_done();
-	return 0;
-}
-
-/* Reap the child, killing it if it does not end within ms. */
-static int reap(int ms)
-{
-	int st = 0;
-
-	for (int i = 0; i < ms / 10; i++) {
-		if (waitpid(child, &st, WNOHANG) == child) {
-			child = -1;
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		}
-		usleep(10000);
-	}
-	kill(child, SIGKILL);
-	waitpid(child, &st, 0);
-	child = -1;
-	return -1;
-}
-
-static int teardown_child(void **state)
-{
-	if (child > 0)
-		reap(0);
-	return 0;
-}
-
-static bool xread(int fd, void *p, size_t n)
-{
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
-
-	return poll(&pfd, 1, WAIT_MS) == 1 && read(fd, p, n) == (ssize_t)n;
-}
 
 static bool xwrite(int fd, const void *p, size_t n)
 {
@@ -501,8 +453,9 @@ static int sender_run(struct nib_send *s)
 	return 0;
 }
 
-static int sender_main(int sock, const struct nib_cfg *cfg)
+static int sender_main(int sock, const void *arg)
 {
+	const struct nib_cfg *cfg = arg;
 	struct nib_send s;
 	struct nib_info mine;
 	char c;
@@ -516,7 +469,8 @@ static int sender_main(int sock, const struct nib_cfg *cfg)
 	mine.raddr = (uintptr_t)s.fifo;
 	mine.rkey = s.fifo_mr->rkey;
 	rc = 1;
-	if (!xwrite(sock, &mine, sizeof(mine)) || !xread(sock, &s.peer, sizeof(s.peer))) {
+	if (!xwrite(sock, &mine, sizeof(mine)) ||
+	    !svt_read_within(sock, &s.peer, sizeof(s.peer), WAIT_MS)) {
 		fprintf(stderr, "sender: no connection metadata from the receiver\n");
 		goto out;
 	}
@@ -524,10 +478,10 @@ static int sender_main(int sock, const struct nib_cfg *cfg)
 		fprintf(stderr, "sender: cannot bring the QP to RTS\n");
 		goto out;
 	}
-	if (!xwrite(sock, "r", 1) || !xread(sock, &c, 1))
+	if (!xwrite(sock, "r", 1) || !svt_read_within(sock, &c, 1, WAIT_MS))
 		goto out;
 	rc = sender_run(&s);
-	if (!rc && (!xwrite(sock, "d", 1) || !xread(sock, &c, 1)))
+	if (!rc && (!xwrite(sock, "d", 1) || !svt_read_within(sock, &c, 1, WAIT_MS)))
 		rc = 1;
 out:
 	sender_close(&s);
@@ -696,8 +650,8 @@ static void receiver_wait(struct nib_recv *v, enum ibv_wc_opcode want, struct ib
 			v->cts_done++;
 			continue;
 		}
-		if (child > 0 && waitpid(child, &st, WNOHANG) == child) {
-			child = -1;
+		if (svt_child > 0 && waitpid(svt_child, &st, WNOHANG) == svt_child) {
+			svt_child = -1;
 			fail_msg("receiver: the sender exited (status 0x%x)", st);
 		}
 		if (svt_now_ms() > end)
@@ -801,27 +755,21 @@ static void run_nccl_ib(const struct nib_cfg *cfg)
 {
 	struct nib_recv v;
 	struct nib_info mine;
-	int sv[2];
+	int sock;
 	char c;
 
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	child = fork();
-	assert_true(child >= 0);
-	if (child == 0) {
-		close(sv[0]);
-		_exit(sender_main(sv[1], cfg));
-	}
-	close(sv[1]);
+	sock = svt_fork_peer(sender_main, cfg);
+	assert_true(sock >= 0);
 	receiver_open(&v, cfg->dev);
-	assert_true(xread(sv[0], &v.peer, sizeof(v.peer)));
+	assert_true(svt_read_within(sock, &v.peer, sizeof(v.peer), WAIT_MS));
 	memset(&mine, 0, sizeof(mine));	/* padding goes over the socket */
 	nib_addr(v.ctx, v.qp, v.roce, &mine.addr);
 	mine.raddr = (uintptr_t)v.records;
 	mine.rkey = v.records_mr->rkey;
-	assert_true(xwrite(sv[0], &mine, sizeof(mine)));
+	assert_true(xwrite(sock, &mine, sizeof(mine)));
 	receiver_connect(&v);
-	assert_true(xread(sv[0], &c, 1));
-	assert_true(xwrite(sv[0], "r", 1));
+	assert_true(svt_read_within(sock, &c, 1, WAIT_MS));
+	assert_true(xwrite(sock, "r", 1));
 
 	receiver_run(&v, cfg->ar);
 
@@ -838,12 +786,12 @@ static void run_nccl_ib(const struct nib_cfg *cfg)
 	assert_int_equal(v.cts_signaled, 2);
 	assert_int_equal(v.cts_done, v.cts_signaled);
 	assert_true(svt_no_wc(v.cq, 20));
-	assert_true(xread(sv[0], &c, 1));
+	assert_true(svt_read_within(sock, &c, 1, WAIT_MS));
 	assert_int_equal(c, 'd');
-	assert_true(xwrite(sv[0], "x", 1));
-	assert_int_equal(reap(WAIT_MS), 0);
+	assert_true(xwrite(sock, "x", 1));
+	assert_int_equal(svt_reap_child(WAIT_MS), 0);
 	receiver_close(&v);
-	close(sv[0]);
+	close(sock);
 }
 
 /* RoCE: NCCL leaves adaptive routing off by default. */
@@ -874,11 +822,11 @@ static void test_nccl_ib_roce_ar(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_nccl_ib_roce, teardown_child),
-		cmocka_unit_test_teardown(test_nccl_ib_ib, teardown_child),
-		cmocka_unit_test_teardown(test_nccl_ib_roce_ar, teardown_child),
+		cmocka_unit_test_teardown(test_nccl_ib_roce, svt_child_teardown),
+		cmocka_unit_test_teardown(test_nccl_ib_ib, svt_child_teardown),
+		cmocka_unit_test_teardown(test_nccl_ib_roce_ar, svt_child_teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);	/* a dead peer shows as a failed read/write */
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return cmocka_run_group_tests(tests, svt_fabric_group_setup, svt_fabric_group_teardown);
 }

@@ -26,18 +26,6 @@
 
 static const char *const devs[] = { "svroce0", "svib0" };
 
-static int group_setup(void **state)
-{
-	svt_fabric_init();
-	return 0;
-}
-
-static int group_teardown(void **state)
-{
-	svt_fabric_done();
-	return 0;
-}
-
 /* Test knobs back to their defaults, whatever the previous test did. */
 static int reset_knobs(void **state)
 {
@@ -47,8 +35,9 @@ static int reset_knobs(void **state)
 	return 0;
 }
 
-static void expect_wc_full(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_status st,
-			   enum ibv_wc_opcode op, uint32_t byte_len)
+/* The next completion on cq, which must come within WAIT_MS with status st
+ * and wr_id; returned for further checks. */
+static struct ibv_wc expect_wc(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_status st)
 {
 	struct ibv_wc wc;
 
@@ -59,23 +48,19 @@ static void expect_wc_full(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_status
 		fail_msg("wr %llu: status '%s', want '%s'", (unsigned long long)wc.wr_id,
 			 ibv_wc_status_str(wc.status), ibv_wc_status_str(st));
 	assert_int_equal(wc.wr_id, wr_id);
+	return wc;
+}
+
+/* expect_wc, and for a success its opcode and byte_len too. */
+static void expect_wc_full(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_status st,
+			   enum ibv_wc_opcode op, uint32_t byte_len)
+{
+	struct ibv_wc wc = expect_wc(cq, wr_id, st);
+
 	if (st != IBV_WC_SUCCESS)
 		return;
 	assert_int_equal(wc.opcode, op);
 	assert_int_equal(wc.byte_len, byte_len);
-}
-
-static void expect_wc(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_status st)
-{
-	struct ibv_wc wc;
-
-	if (svt_wait_wc(cq, &wc, WAIT_MS))
-		fail_msg("wr %llu: no completion within %d ms", (unsigned long long)wr_id,
-			 WAIT_MS);
-	if (wc.status != st)
-		fail_msg("wr %llu: status '%s', want '%s'", (unsigned long long)wc.wr_id,
-			 ibv_wc_status_str(wc.status), ibv_wc_status_str(st));
-	assert_int_equal(wc.wr_id, wr_id);
 }
 
 static void expect_async(struct ibv_context *ctx, enum ibv_event_type type, struct ibv_qp *qp)
@@ -858,5 +843,5 @@ int main(void)
 		cmocka_unit_test_setup(test_sq_sig_all_and_errors, reset_knobs),
 	};
 
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return cmocka_run_group_tests(tests, svt_fabric_group_setup, svt_fabric_group_teardown);
 }

@@ -20,18 +20,6 @@
 #define ACC_ALL (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 #define WAIT_MS 5000
 
-static int group_setup(void **state)
-{
-	svt_fabric_init();
-	return 0;
-}
-
-static int group_teardown(void **state)
-{
-	svt_fabric_done();
-	return 0;
-}
-
 static void expect_wc(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_status st,
 		      enum ibv_wc_opcode op)
 {
@@ -903,5 +891,5 @@ int main(void)
 		cmocka_unit_test(test_dmabuf_probe),
 	};
 
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return cmocka_run_group_tests(tests, svt_fabric_group_setup, svt_fabric_group_teardown);
 }

@@ -7,7 +7,6 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
-#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -18,7 +17,6 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <cmocka.h>
 
 #include "tests/softverbs/sv_test_util.h"
@@ -26,14 +24,13 @@
 #define ACC_ALL (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 #define MSG (32u << 20)
 #define INFLIGHT 32
+#define READ_MS 20000		/* the most a peer may take to answer on the socket */
 
 struct xchg {
 	struct svt_addr addr;
 	uint64_t buf;
 	uint32_t rkey;
 };
-
-static pid_t child = -1;
 
 /*
  * sendmsg() is interposed: the test's definition comes before libc's for
@@ -71,57 +68,13 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	return n;
 }
 
-static int group_setup(void **state)
-{
-	svt_fabric_init();
-	return 0;
-}
-
-static int group_teardown(void **state)
-{
-	svt_fabric_done();
-	return 0;
-}
-
-/* Reap the child, killing it if it does not end within ms. */
-static int reap(int ms)
-{
-	int st = 0;
-
-	for (int i = 0; i < ms / 10; i++) {
-		if (waitpid(child, &st, WNOHANG) == child) {
-			child = -1;
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		}
-		usleep(10000);
-	}
-	kill(child, SIGKILL);
-	waitpid(child, &st, 0);
-	child = -1;
-	return -1;
-}
-
-static int teardown_child(void **state)
-{
-	if (child > 0)
-		reap(0);
-	return 0;
-}
-
-static bool xread(int fd, void *p, size_t n)
-{
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
-
-	return poll(&pfd, 1, 20000) == 1 && read(fd, p, n) == (ssize_t)n;
-}
-
 static uint8_t pattern(size_t i)
 {
 	return (uint8_t)((i * 131) ^ (i >> 13));
 }
 
 /* Child of the bulk test: target of WRITEs and READs. */
-static int bulk_target(int sock)
+static int bulk_target(int sock, const void *arg)
 {
 	struct svt_end e;
 	struct xchg mine = { 0 }, peer;
@@ -138,7 +91,8 @@ static int bulk_target(int sock)
 	svt_addr_of(&e, 3, &mine.addr);
 	mine.buf = (uintptr_t)buf;
 	mine.rkey = mr->rkey;
-	if (write(sock, &mine, sizeof(mine)) != sizeof(mine) || !xread(sock, &peer, sizeof(peer)))
+	if (write(sock, &mine, sizeof(mine)) != sizeof(mine) ||
+	    !svt_read_within(sock, &peer, sizeof(peer), READ_MS))
 		return 12;
 	if (svt_connect(&e, &peer.addr, 3, ACC_ALL, 14, 7, 7) || svt_post_recv(e.qp, 1, NULL, 0, 0))
 		return 13;
@@ -151,7 +105,8 @@ static int bulk_target(int sock)
 	for (size_t i = 0; i < MSG; i++)
 		if (buf[i] != pattern(i))
 			return 16;
-	if (write(sock, "d", 1) != 1 || !xread(sock, &c, 1))	/* wait for the READs */
+	/* Wait for the READs. */
+	if (write(sock, "d", 1) != 1 || !svt_read_within(sock, &c, 1, READ_MS))
 		return 17;
 	ibv_dereg_mr(mr);
 	svt_end_fini(&e);
@@ -166,18 +121,12 @@ static void test_bulk_two_processes(void **state)
 	uint8_t *src, *back;
 	struct ibv_mr *mr, *bmr;
 	struct ibv_wc wc;
-	int sv[2];
+	int sock;
 	uint64_t t0, t1, t2;
 	char c;
 
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	child = fork();
-	assert_true(child >= 0);
-	if (child == 0) {
-		close(sv[0]);
-		_exit(bulk_target(sv[1]));
-	}
-	close(sv[1]);
+	sock = svt_fork_peer(bulk_target, NULL);
+	assert_true(sock >= 0);
 	/* Allocated after fork(), so the child owns nothing it cannot free. */
 	src = malloc(MSG);
 	back = malloc(MSG);
@@ -191,10 +140,10 @@ static void test_bulk_two_processes(void **state)
 	assert_non_null(mr);
 	assert_non_null(bmr);
 	svt_addr_of(&e, 3, &mine.addr);
-	assert_int_equal(write(sv[0], &mine, sizeof(mine)), sizeof(mine));
-	assert_true(xread(sv[0], &peer, sizeof(peer)));
+	assert_int_equal(write(sock, &mine, sizeof(mine)), sizeof(mine));
+	assert_true(svt_read_within(sock, &peer, sizeof(peer), READ_MS));
 	assert_int_equal(svt_connect(&e, &peer.addr, 3, ACC_ALL, 14, 7, 7), 0);
-	assert_true(xread(sv[0], &c, 1));
+	assert_true(svt_read_within(sock, &c, 1, READ_MS));
 
 	/* 1 GiB: 32 WRITEs of 32 MiB, all in flight; the last with imm. */
 	t0 = svt_now_ms();
@@ -212,7 +161,7 @@ static void test_bulk_two_processes(void **state)
 		assert_int_equal(wc.wr_id, (uint64_t)i);
 	}
 	t1 = svt_now_ms();
-	assert_true(xread(sv[0], &c, 1));
+	assert_true(svt_read_within(sock, &c, 1, READ_MS));
 	assert_int_equal(c, 'd');
 
 	/* 256 MiB of READs, 8 in flight. */
@@ -231,18 +180,18 @@ static void test_bulk_two_processes(void **state)
 	       "256 MiB RDMA READ in %.2f s\n", (double)(t1 - t0) / 1000,
 	       1.073741824 / ((double)(t1 - t0 + 1) / 1000), (double)(t2 - t1) / 1000);
 	assert_true(t1 - t0 < 30000);
-	assert_int_equal(write(sv[0], "x", 1), 1);
-	assert_int_equal(reap(20000), 0);
+	assert_int_equal(write(sock, "x", 1), 1);
+	assert_int_equal(svt_reap_child(20000), 0);
 	ibv_dereg_mr(mr);
 	ibv_dereg_mr(bmr);
 	svt_end_fini(&e);
-	close(sv[0]);
+	close(sock);
 	free(src);
 	free(back);
 }
 
 /* Child that connects, then dies without cleaning up. */
-static int doomed_peer(int sock)
+static int doomed_peer(int sock, const void *arg)
 {
 	struct svt_end e;
 	struct xchg mine = { 0 }, peer;
@@ -256,11 +205,12 @@ static int doomed_peer(int sock)
 	svt_addr_of(&e, 3, &mine.addr);
 	mine.buf = (uintptr_t)buf;
 	mine.rkey = mr ? mr->rkey : 0;
-	if (write(sock, &mine, sizeof(mine)) != sizeof(mine) || !xread(sock, &peer, sizeof(peer)))
+	if (write(sock, &mine, sizeof(mine)) != sizeof(mine) ||
+	    !svt_read_within(sock, &peer, sizeof(peer), READ_MS))
 		return 12;
 	if (svt_connect(&e, &peer.addr, 3, ACC_ALL, 14, 7, 7) || write(sock, "r", 1) != 1)
 		return 13;
-	xread(sock, &c, 1);
+	svt_read_within(sock, &c, 1, READ_MS);
 	_exit(0);	/* no destroy, no close: the process just goes */
 }
 
@@ -271,26 +221,20 @@ static void test_peer_death(void **state)
 	static char src[1 << 20];
 	struct ibv_mr *mr;
 	struct ibv_wc wc;
-	int sv[2], ok = 0, err = 0;
+	int sock, ok = 0, err = 0;
 	uint64_t t0, dt;
 	char c;
 
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	child = fork();
-	assert_true(child >= 0);
-	if (child == 0) {
-		close(sv[0]);
-		_exit(doomed_peer(sv[1]));
-	}
-	close(sv[1]);
+	sock = svt_fork_peer(doomed_peer, NULL);
+	assert_true(sock >= 0);
 	assert_int_equal(svt_end_init(&e, "svroce0", false, 64), 0);
 	mr = ibv_reg_mr(e.pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
 	svt_addr_of(&e, 3, &mine.addr);
-	assert_int_equal(write(sv[0], &mine, sizeof(mine)), sizeof(mine));
-	assert_true(xread(sv[0], &peer, sizeof(peer)));
+	assert_int_equal(write(sock, &mine, sizeof(mine)), sizeof(mine));
+	assert_true(svt_read_within(sock, &peer, sizeof(peer), READ_MS));
 	/* timeout 20, retry_cnt 7: 4.3 s * 8 tries, scaled by 0.01 = 344 ms. */
 	assert_int_equal(svt_connect(&e, &peer.addr, 3, ACC_ALL, 20, 7, 7), 0);
-	assert_true(xread(sv[0], &c, 1));
+	assert_true(svt_read_within(sock, &c, 1, READ_MS));
 
 	/* Traffic while the peer dies: some WRITEs may land, then the first
 	 * that cannot gets RETRY_EXC_ERR and the rest are flushed. */
@@ -298,8 +242,8 @@ static void test_peer_death(void **state)
 		assert_int_equal(svt_post_rdma(e.qp, IBV_WR_RDMA_WRITE, (uint64_t)i, src,
 					       sizeof(src), mr->lkey, peer.buf, peer.rkey, 0,
 					       IBV_SEND_SIGNALED), 0);
-	assert_int_equal(write(sv[0], "k", 1), 1);
-	assert_int_equal(reap(10000), 0);
+	assert_int_equal(write(sock, "k", 1), 1);
+	assert_int_equal(svt_reap_child(10000), 0);
 	t0 = svt_now_ms();
 	for (int i = 0; i < 16; i++) {
 		assert_int_equal(svt_wait_wc(e.cq, &wc, 10000), 0);
@@ -334,7 +278,7 @@ static void test_peer_death(void **state)
 	assert_int_equal(wc.status, IBV_WC_WR_FLUSH_ERR);
 	ibv_dereg_mr(mr);
 	svt_end_fini(&e);
-	close(sv[0]);
+	close(sock);
 }
 
 /* RC: a send completion means the responder has the data and the buffer is
@@ -348,25 +292,19 @@ static void test_completion_after_sendmsg(void **state)
 	static char src[64 << 10];
 	struct ibv_mr *mr;
 	struct ibv_wc wc;
-	int sv[2];
+	int sock;
 	char c;
 
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	child = fork();
-	assert_true(child >= 0);
-	if (child == 0) {
-		close(sv[0]);
-		_exit(doomed_peer(sv[1]));
-	}
-	close(sv[1]);
+	sock = svt_fork_peer(doomed_peer, NULL);
+	assert_true(sock >= 0);
 	assert_int_equal(svt_end_init(&e, "svroce0", false, 8), 0);
 	mr = ibv_reg_mr(e.pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
 	assert_non_null(mr);
 	svt_addr_of(&e, 3, &mine.addr);
-	assert_int_equal(write(sv[0], &mine, sizeof(mine)), sizeof(mine));
-	assert_true(xread(sv[0], &peer, sizeof(peer)));
+	assert_int_equal(write(sock, &mine, sizeof(mine)), sizeof(mine));
+	assert_true(svt_read_within(sock, &peer, sizeof(peer), READ_MS));
 	assert_int_equal(svt_connect(&e, &peer.addr, 3, ACC_ALL, 14, 7, 7), 0);
-	assert_true(xread(sv[0], &c, 1));
+	assert_true(svt_read_within(sock, &c, 1, READ_MS));
 
 	watch_len = sizeof(src);
 	__atomic_store_n(&watch_buf, src, __ATOMIC_RELEASE);
@@ -380,11 +318,11 @@ static void test_completion_after_sendmsg(void **state)
 			fail_msg("WR %d completed while sendmsg() still read its buffer", i);
 	}
 	__atomic_store_n(&watch_buf, NULL, __ATOMIC_RELEASE);
-	assert_int_equal(write(sv[0], "k", 1), 1);
-	assert_int_equal(reap(10000), 0);
+	assert_int_equal(write(sock, "k", 1), 1);
+	assert_int_equal(svt_reap_child(10000), 0);
 	ibv_dereg_mr(mr);
 	svt_end_fini(&e);
-	close(sv[0]);
+	close(sock);
 }
 
 static void test_timeout_scaling(void **state)
@@ -394,29 +332,23 @@ static void test_timeout_scaling(void **state)
 	char src[64] = { 0 };
 	struct ibv_mr *mr;
 	struct ibv_wc wc;
-	int sv[2];
+	int sock;
 	uint64_t t0, dt;
 	char c;
 
 	/* Peer gone before anything is sent: the WR fails after the whole
 	 * scaled budget, 4.096 us * 2^20 * 8 * 0.01 = 344 ms. */
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	child = fork();
-	assert_true(child >= 0);
-	if (child == 0) {
-		close(sv[0]);
-		_exit(doomed_peer(sv[1]));
-	}
-	close(sv[1]);
+	sock = svt_fork_peer(doomed_peer, NULL);
+	assert_true(sock >= 0);
 	assert_int_equal(svt_end_init(&e, "svroce0", false, 8), 0);
 	mr = ibv_reg_mr(e.pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
 	svt_addr_of(&e, 3, &mine.addr);
-	assert_int_equal(write(sv[0], &mine, sizeof(mine)), sizeof(mine));
-	assert_true(xread(sv[0], &peer, sizeof(peer)));
+	assert_int_equal(write(sock, &mine, sizeof(mine)), sizeof(mine));
+	assert_true(svt_read_within(sock, &peer, sizeof(peer), READ_MS));
 	assert_int_equal(svt_connect(&e, &peer.addr, 3, ACC_ALL, 20, 7, 7), 0);
-	assert_true(xread(sv[0], &c, 1));
-	assert_int_equal(write(sv[0], "k", 1), 1);
-	assert_int_equal(reap(10000), 0);
+	assert_true(svt_read_within(sock, &c, 1, READ_MS));
+	assert_int_equal(write(sock, "k", 1), 1);
+	assert_int_equal(svt_reap_child(10000), 0);
 	t0 = svt_now_ms();
 	assert_int_equal(svt_post_rdma(e.qp, IBV_WR_SEND, 1, src, 8, mr->lkey, 0, 0, 0,
 				       IBV_SEND_SIGNALED), 0);
@@ -426,21 +358,21 @@ static void test_timeout_scaling(void **state)
 	assert_true(dt >= 300 && dt < 3000);
 	ibv_dereg_mr(mr);
 	svt_end_fini(&e);
-	close(sv[0]);
+	close(sock);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_bulk_two_processes, teardown_child),
-		cmocka_unit_test_teardown(test_peer_death, teardown_child),
-		cmocka_unit_test_teardown(test_timeout_scaling, teardown_child),
-		cmocka_unit_test_teardown(test_completion_after_sendmsg, teardown_child),
+		cmocka_unit_test_teardown(test_bulk_two_processes, svt_child_teardown),
+		cmocka_unit_test_teardown(test_peer_death, svt_child_teardown),
+		cmocka_unit_test_teardown(test_timeout_scaling, svt_child_teardown),
+		cmocka_unit_test_teardown(test_completion_after_sendmsg, svt_child_teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);	/* a dead child shows as a failed read/write */
 	real_sendmsg = (ssize_t (*)(int, const struct msghdr *, int))dlsym(RTLD_NEXT, "sendmsg");
 	if (!real_sendmsg)
 		return 1;
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return cmocka_run_group_tests(tests, svt_fabric_group_setup, svt_fabric_group_teardown);
 }

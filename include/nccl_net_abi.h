@@ -39,8 +39,8 @@ typedef enum {
 #define NCCL_ENV 0x80UL
 #define NCCL_ALL (~0UL)
 
-typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags,
-				  const char *file, int line, const char *fmt, ...);
+typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags, const char *file,
+				  int line, const char *fmt, ...);
 /* braid never emits profiler events; the callback is kept opaque. */
 typedef ncclResult_t (*ncclProfilerCallback_t)(void **eHandle, int type, void *pHandle,
 					       int64_t pluginId, void *extData);
@@ -102,20 +102,20 @@ typedef struct {
 } ncclNetAttr_v11_t;
 
 /* The fields every version shares, in every version's order. */
-#define NCCL_NET_PROPS_COMMON_HEAD                                                        \
-	char *name;                                                                       \
-	char *pciPath;                                                                    \
-	uint64_t guid;                                                                    \
-	int ptrSupport;                                                                   \
+#define NCCL_NET_PROPS_COMMON_HEAD \
+	char *name;                \
+	char *pciPath;             \
+	uint64_t guid;             \
+	int ptrSupport;            \
 	int regIsGlobal
 
-#define NCCL_NET_PROPS_COMMON_TAIL                                                        \
-	int speed; /* Mbps */                                                             \
-	int port;                                                                         \
-	float latency; /* us */                                                           \
-	int maxComms;                                                                     \
-	int maxRecvs;                                                                     \
-	ncclNetDeviceType netDeviceType;                                                  \
+#define NCCL_NET_PROPS_COMMON_TAIL       \
+	int speed; /* Mbps */            \
+	int port;                        \
+	float latency; /* us */          \
+	int maxComms;                    \
+	int maxRecvs;                    \
+	ncclNetDeviceType netDeviceType; \
 	int netDeviceVersion
 
 typedef struct {
@@ -145,21 +145,20 @@ typedef struct {
 } ncclNetProperties_v11_t;
 
 /* Members identical in v8..v11 after connect/accept. */
-#define NCCL_NET_REG_MEMBERS                                                              \
-	ncclResult_t (*regMr)(void *comm, void *data, size_t size, int type,              \
-			      void **mhandle);                                            \
-	ncclResult_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type,        \
-				    uint64_t offset, int fd, void **mhandle);             \
+#define NCCL_NET_REG_MEMBERS                                                                  \
+	ncclResult_t (*regMr)(void *comm, void *data, size_t size, int type, void **mhandle); \
+	ncclResult_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type,            \
+				    uint64_t offset, int fd, void **mhandle);                 \
 	ncclResult_t (*deregMr)(void *comm, void *mhandle)
 
-#define NCCL_NET_TAIL_MEMBERS                                                             \
-	ncclResult_t (*iflush)(void *recvComm, int n, void **data, int *sizes,            \
-			       void **mhandles, void **request);                          \
-	ncclResult_t (*test)(void *request, int *done, int *sizes);                       \
-	ncclResult_t (*closeSend)(void *sendComm);                                        \
-	ncclResult_t (*closeRecv)(void *recvComm);                                        \
-	ncclResult_t (*closeListen)(void *listenComm);                                    \
-	ncclResult_t (*getDeviceMr)(void *comm, void *mhandle, void **dptr_mhandle);      \
+#define NCCL_NET_TAIL_MEMBERS                                                                   \
+	ncclResult_t (*iflush)(void *recvComm, int n, void **data, int *sizes, void **mhandles, \
+			       void **request);                                                 \
+	ncclResult_t (*test)(void *request, int *done, int *sizes);                             \
+	ncclResult_t (*closeSend)(void *sendComm);                                              \
+	ncclResult_t (*closeRecv)(void *recvComm);                                              \
+	ncclResult_t (*closeListen)(void *listenComm);                                          \
+	ncclResult_t (*getDeviceMr)(void *comm, void *mhandle, void **dptr_mhandle);            \
 	ncclResult_t (*irecvConsumed)(void *recvComm, int n, void *request)
 
 typedef struct {
@@ -205,8 +204,8 @@ typedef struct {
 	ncclResult_t (*devices)(int *ndev);
 	ncclResult_t (*getProperties)(int dev, ncclNetProperties_v10_t *props);
 	ncclResult_t (*listen)(int dev, void *handle, void **listenComm);
-	ncclResult_t (*connect)(int dev, ncclNetCommConfig_t *config, void *handle,
-				void **sendComm, ncclNetDeviceHandle_t **sendDevComm);
+	ncclResult_t (*connect)(int dev, ncclNetCommConfig_t *config, void *handle, void **sendComm,
+				ncclNetDeviceHandle_t **sendDevComm);
 	ncclResult_t (*accept)(void *listenComm, void **recvComm,
 			       ncclNetDeviceHandle_t **recvDevComm);
 	NCCL_NET_REG_MEMBERS;

@@ -72,8 +72,8 @@ struct ibv_dl {
 extern struct ibv_dl ibv;
 int ibv_dl_open(char *why, size_t whylen);
 
-#define IB_RING 32        /* receive groups in flight per comm (NCCL_NET_MAX_REQUESTS) */
-#define IB_MAX_QPS 8      /* QPs per connection */
+#define IB_RING 32   /* receive groups in flight per comm (NCCL_NET_MAX_REQUESTS) */
+#define IB_MAX_QPS 8 /* QPs per connection */
 #define IB_SQ_DEPTH (BRAID_MAX_RECVS * IB_RING + 8) /* a send uses <= 1 WR per QP */
 #define IB_RQ_DEPTH (BRAID_MAX_RECVS * IB_RING + 32)
 #define IB_MAX_CHUNK (1ULL << 30)
@@ -109,24 +109,24 @@ struct ib_dev {
 	char name[64];
 	int port;
 	struct ib_hca *hca;
-	int link_layer;          /* IBV_LINK_LAYER_* */
+	int link_layer; /* IBV_LINK_LAYER_* */
 	uint16_t lid;
 	enum ibv_mtu mtu;
 	uint32_t max_msg_sz;
 	int gid_index;
 	union ibv_gid gid;
-	int gid_type;            /* IBV_GID_TYPE_*, -1 unknown */
+	int gid_type; /* IBV_GID_TYPE_*, -1 unknown */
 	char gid_why[192];
 	int speed_mbps;
-	int nqps;                /* QPs per connection for this port */
-	int port_down;           /* atomic: set by IBV_EVENT_PORT_ERR, cleared by ACTIVE */
+	int nqps;      /* QPs per connection for this port */
+	int port_down; /* atomic: set by IBV_EVENT_PORT_ERR, cleared by ACTIVE */
 	struct braid_ctr_dev *ctr;
 	char pci_path[256];
-	int numa_node;           /* of the HCA, from topo/; -1 unknown */
+	int numa_node; /* of the HCA, from topo/; -1 unknown */
 };
 
 struct ib_mr {
-	uint32_t magic; /* BRAID_MAGIC_MR */
+	uint32_t magic;              /* BRAID_MAGIC_MR */
 	struct braid_mr_range range; /* references guarded by the HCA lock */
 	int dmabuf;
 	struct ib_hca *hca;
@@ -176,7 +176,7 @@ struct ib_qp {
 	struct ibv_qp *qp;
 	uint32_t remote_qpn;
 	uint32_t flow_label;
-	uint16_t sport; /* RoCEv2 UDP source port the label gives (0: not RoCEv2) */
+	uint16_t sport;      /* RoCEv2 UDP source port the label gives (0: not RoCEv2) */
 	uint32_t rq_reposts; /* receives consumed and not yet posted again */
 	struct braid_ctr_qp *ctr;
 };
@@ -187,7 +187,7 @@ struct ib_comm {
 	int is_send;
 	struct ib_dev *dev;
 	struct ib_hca *hca;
-	struct ib_comm *next; /* in hca->comms */
+	struct ib_comm *next;    /* in hca->comms */
 	struct braid_link *link; /* to the peer comm: set-up, liveness, goodbye */
 	char peer[64];
 	char peer_gid[48];
@@ -225,7 +225,7 @@ struct ib_comm {
 	ncclResult_t error; /* sticky */
 	int async_error;    /* atomic: set by the async event handler (an ncclResult_t) */
 	char async_why[160];
-	int async_qp;       /* the QP the event named (0 when it named none) */
+	int async_qp; /* the QP the event named (0 when it named none) */
 	int warned;
 	uint64_t next_liveness_ns;
 	struct braid_ctr_comm *ctr;
@@ -240,8 +240,6 @@ static inline struct ib_req *to_ib_req(void *request)
 {
 	return request;
 }
-
-
 
 /* ib_dev.c */
 struct ib_state {

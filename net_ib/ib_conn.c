@@ -26,7 +26,7 @@
 #include "plugin/params.h"
 
 #define IB_WIRE_MAGIC 0x62726962u /* "brib" */
-#define IB_WIRE_VERSION 2 /* 2: the nonce moved to plugin/link.c's hello */
+#define IB_WIRE_VERSION 2         /* 2: the nonce moved to plugin/link.c's hello */
 
 struct ib_wire {
 	uint32_t magic;
@@ -209,8 +209,8 @@ static int check_wire(struct ib_comm *c, const void *payload, uint32_t len, int 
 		return -EPROTO;
 	}
 	if (w->link_layer != c->dev->link_layer) {
-		BRAID_WARN("ib: %s %s: the peer's port %s:%u is %s, ours %s:%d is %s", side, c->peer,
-			   w->dev, w->port,
+		BRAID_WARN("ib: %s %s: the peer's port %s:%u is %s, ours %s:%d is %s", side,
+			   c->peer, w->dev, w->port,
 			   w->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
 			   c->dev->name, c->dev->port,
 			   c->dev->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand");
@@ -242,8 +242,8 @@ static int connect_qps(struct ib_comm *c, const struct ib_wire *w, const uint32_
 			struct braid_ctr_qp *q = &r->qps[k];
 			uint32_t expect = 0;
 
-			if (!__atomic_compare_exchange_n(&q->in_use, &expect, 1, 0, __ATOMIC_ACQ_REL,
-							 __ATOMIC_RELAXED))
+			if (!__atomic_compare_exchange_n(&q->in_use, &expect, 1, 0,
+							 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 				continue;
 			memset((char *)q + sizeof(q->in_use), 0, sizeof(*q) - sizeof(q->in_use));
 			q->dev = c->devidx;
@@ -265,8 +265,9 @@ static void log_ready(struct ib_comm *c)
 	size_t used = 0;
 
 	for (int i = 0; i < c->nqps && used < sizeof(labels); i++)
-		used += (size_t)snprintf(labels + used, sizeof(labels) - used, "%s%#x->%#x fl %#x sport %u",
-					 i ? ", " : "", c->qps[i].qp->qp_num, c->qps[i].remote_qpn,
+		used += (size_t)snprintf(labels + used, sizeof(labels) - used,
+					 "%s%#x->%#x fl %#x sport %u", i ? ", " : "",
+					 c->qps[i].qp->qp_num, c->qps[i].remote_qpn,
 					 c->qps[i].flow_label, c->qps[i].sport);
 	BRAID_INFO(NCCL_NET, "ib: %s comm %s %s on %s:%d ready, peer GID %s, %d QP(s): %s",
 		   c->is_send ? "send" : "receive", c->is_send ? "to" : "from", c->peer,
@@ -288,7 +289,6 @@ static int32_t ctr_index(const struct braid_ctr_comm *rec)
 		return -1;
 	return (int32_t)(rec - r->comms);
 }
-
 
 static int link_hello(void *comm, void *blob, uint32_t *len)
 {
@@ -360,8 +360,9 @@ ncclResult_t ib_listen(int dev, void *handle, void **listen_comm)
 /* A comm is ready: its counters, and the QPs' records name it. */
 static void comm_ready(struct ib_comm *c, int is_send)
 {
-	c->ctr = braid_counters_comm_get(c->devidx, is_send ? BRAID_CTR_COMM_SEND
-							     : BRAID_CTR_COMM_RECV, c->peer);
+	c->ctr = braid_counters_comm_get(c->devidx,
+					 is_send ? BRAID_CTR_COMM_SEND : BRAID_CTR_COMM_RECV,
+					 c->peer);
 	for (int i = 0; i < c->nqps; i++)
 		if (c->qps[i].ctr)
 			c->qps[i].ctr->comm = ctr_index(c->ctr);

@@ -55,10 +55,8 @@ static ncclResult_t wc_result(enum ibv_wc_status st)
 	case IBV_WC_RETRY_EXC_ERR:
 	case IBV_WC_RNR_RETRY_EXC_ERR:
 	case IBV_WC_REM_ABORT_ERR:
-	case IBV_WC_RESP_TIMEOUT_ERR:
-		return ncclRemoteError;
-	default:
-		return ncclSystemError;
+	case IBV_WC_RESP_TIMEOUT_ERR: return ncclRemoteError;
+	default: return ncclSystemError;
 	}
 }
 
@@ -118,14 +116,13 @@ static void data_arrived(struct ib_comm *c, const struct ibv_wc *wc)
 	int qi = qp_index(c, wc->qp_num);
 
 	if ((imm >> 24) != IB_IMM_MAGIC || !r || (r->seq & 0xff) != seq8 || idx >= r->n ||
-	    (r->chunks_want[idx] && r->chunks_want[idx] != nch) ||
-	    r->chunks_got[idx] >= nch) {
+	    (r->chunks_want[idx] && r->chunks_want[idx] != nch) || r->chunks_got[idx] >= nch) {
 		if (!c->warned) {
 			c->warned = 1;
 			BRAID_WARN("ib: receive comm %s:%d QP %#x (peer %s, GID %s): protocol error: "
 				   "data for group %u buffer %d (imm %#x) while at group %u",
-				   c->dev->name, c->dev->port, wc->qp_num, c->peer, c->peer_gid, seq8,
-				   idx, imm, c->seq);
+				   c->dev->name, c->dev->port, wc->qp_num, c->peer, c->peer_gid,
+				   seq8, idx, imm, c->seq);
 		}
 		comm_fail(c, ncclRemoteError);
 		return;
@@ -160,15 +157,12 @@ static void handle_wc(struct ib_comm *c, const struct ibv_wc *wc)
 		}
 		break;
 	case IB_WR_FIFO:
-	case IB_WR_FLUSH:
-		r->pending--;
-		break;
+	case IB_WR_FLUSH: r->pending--; break;
 	case IB_WR_RECV:
 		c->qps[wc->wr_id >> 2].rq_reposts++;
 		data_arrived(c, wc);
 		break;
-	default:
-		break;
+	default: break;
 	}
 }
 
@@ -220,9 +214,9 @@ static void check_health(struct ib_comm *c)
 	if (async) {
 		const struct ib_qp *q = &c->qps[c->async_qp];
 
-		BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): %s", side(c),
-			   c->dev->name, c->dev->port, q->qp->qp_num, q->remote_qpn, c->peer,
-			   c->peer_gid, c->async_why);
+		BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): %s",
+			   side(c), c->dev->name, c->dev->port, q->qp->qp_num, q->remote_qpn,
+			   c->peer, c->peer_gid, c->async_why);
 		comm_fail(c, (ncclResult_t)async);
 	} else if (__atomic_load_n(&c->dev->port_down, __ATOMIC_ACQUIRE)) {
 		BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): port %d is "
@@ -252,12 +246,13 @@ static void check_health(struct ib_comm *c)
 			break;
 		case BRAID_LINK_BYE:
 			if (was != BRAID_LINK_BYE)
-				BRAID_INFO(NCCL_NET, "ib: %s comm %s:%d: peer %s closed its comm, %d "
+				BRAID_INFO(NCCL_NET,
+					   "ib: %s comm %s:%d: peer %s closed its comm, %d "
 					   "request(s) in flight here",
-					   side(c), c->dev->name, c->dev->port, c->peer, c->inflight);
+					   side(c), c->dev->name, c->dev->port, c->peer,
+					   c->inflight);
 			break;
-		default:
-			break;
+		default: break;
 		}
 	}
 	if (c->error)
@@ -408,8 +403,8 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 		size_t len = size - off < chunk ? size - off : chunk;
 
 		rc = post_write(c, (int)((c->next_qp + (uint32_t)k) % (uint32_t)c->nqps), r,
-				(char *)data + off, (uint32_t)len, m->mr->lkey, e.addr + off, e.rkey,
-				ib_imm(c->seq, idx, nch));
+				(char *)data + off, (uint32_t)len, m->mr->lkey, e.addr + off,
+				e.rkey, ib_imm(c->seq, idx, nch));
 		if (!rc)
 			posted++;
 	}

@@ -34,14 +34,10 @@ void ib_gid_str(const union ibv_gid *gid, char *buf, size_t len)
 static const char *gid_type_name(int type)
 {
 	switch (type) {
-	case IBV_GID_TYPE_IB:
-		return "IB";
-	case IBV_GID_TYPE_ROCE_V1:
-		return "RoCEv1";
-	case IBV_GID_TYPE_ROCE_V2:
-		return "RoCEv2";
-	default:
-		return "unknown";
+	case IBV_GID_TYPE_IB: return "IB";
+	case IBV_GID_TYPE_ROCE_V1: return "RoCEv1";
+	case IBV_GID_TYPE_ROCE_V2: return "RoCEv2";
+	default: return "unknown";
 	}
 }
 
@@ -49,13 +45,13 @@ static const char *gid_type_name(int type)
 static int lane_mbps(uint8_t speed)
 {
 	switch (speed) {
-	case 1: return 2500;   /* SDR */
-	case 2: return 5000;   /* DDR */
-	case 4: return 10000;  /* QDR */
-	case 8: return 10000;  /* FDR10 */
-	case 16: return 14000; /* FDR */
-	case 32: return 25000; /* EDR */
-	case 64: return 50000; /* HDR */
+	case 1: return 2500;     /* SDR */
+	case 2: return 5000;     /* DDR */
+	case 4: return 10000;    /* QDR */
+	case 8: return 10000;    /* FDR10 */
+	case 16: return 14000;   /* FDR */
+	case 32: return 25000;   /* EDR */
+	case 64: return 50000;   /* HDR */
 	case 128: return 100000; /* NDR */
 	default: return 10000;
 	}
@@ -218,7 +214,8 @@ static int choose_gid(struct ib_dev *d, struct ibv_context *ctx, int tbl_len, ch
 		snprintf(d->gid_why, sizeof(d->gid_why), "first %s %s GID%s%s%s%s%s",
 			 type == -1 ? "(type unknown)" : gid_type_name(type),
 			 family == AF_INET ? "IPv4" : "IPv6", range.set ? " in " : "",
-			 range.set ? range_s : "", used ? " (skipped " : "", skipped, used ? ")" : "");
+			 range.set ? range_s : "", used ? " (skipped " : "", skipped,
+			 used ? ")" : "");
 		return 0;
 	}
 	if (v1 >= 0) {
@@ -271,10 +268,10 @@ static void detect_gdr(struct ib_hca *h)
 			h->gdr_dmabuf = 1;
 	}
 	BRAID_INFO(NCCL_INIT | NCCL_NET,
-		   "ib: %s: peer memory %s (%s%s, %s or %s); dma-buf %s (fd -1 probe: %s)",
-		   h->name, h->gdr_peermem ? "yes" : "no",
-		   braid_fsroot()[0] ? "under BRAID_FSROOT: " : "", peermem_files[0],
-		   peermem_files[1], peermem_files[2], h->gdr_dmabuf ? "yes" : "no",
+		   "ib: %s: peer memory %s (%s%s, %s or %s); dma-buf %s (fd -1 probe: %s)", h->name,
+		   h->gdr_peermem ? "yes" : "no", braid_fsroot()[0] ? "under BRAID_FSROOT: " : "",
+		   peermem_files[0], peermem_files[1], peermem_files[2],
+		   h->gdr_dmabuf ? "yes" : "no",
 		   ibv.reg_dmabuf_mr ? strerror(err) : "no ibv_reg_dmabuf_mr in libibverbs");
 }
 
@@ -347,15 +344,18 @@ static int add_port(struct ib_hca *h, int port, const struct ibv_port_attr *pa, 
 			return -1;
 	} else {
 		if (pa->lid == 0) {
-			snprintf(why, whylen, "%s:%d is InfiniBand without a LID (no subnet manager?)",
-				 d->name, port);
+			snprintf(why, whylen,
+				 "%s:%d is InfiniBand without a LID (no subnet manager?)", d->name,
+				 port);
 			return -1;
 		}
 		d->gid_index = 0;
 		d->gid_type = IBV_GID_TYPE_IB;
 		ibv.query_gid(h->ctx, (uint8_t)port, 0, &d->gid);
-		snprintf(d->gid_why, sizeof(d->gid_why), "InfiniBand: LID %u, GID 0 for the GRH "
-			 "across subnets", pa->lid);
+		snprintf(d->gid_why, sizeof(d->gid_why),
+			 "InfiniBand: LID %u, GID 0 for the GRH "
+			 "across subnets",
+			 pa->lid);
 	}
 	d->nqps = qps ? qps : d->link_layer == IBV_LINK_LAYER_ETHERNET ? 4 : 1;
 	pci_path_of(d);
@@ -442,7 +442,8 @@ static int ib_init(char *why, size_t whylen)
 		pthread_mutex_init(&h->lock, NULL);
 		h->ctx = ibv.open_device(list[i]);
 		if (!h->ctx || ibv.query_device(h->ctx, &h->attr)) {
-			BRAID_INFO(NCCL_INIT | NCCL_NET, "ib: cannot open %s: %s", name, strerror(errno));
+			BRAID_INFO(NCCL_INIT | NCCL_NET, "ib: cannot open %s: %s", name,
+				   strerror(errno));
 			hca_close(h);
 			continue;
 		}
@@ -456,15 +457,16 @@ static int ib_init(char *why, size_t whylen)
 			if (!braid_filter_match(&f, name, p))
 				continue;
 			if (add_port(h, p, &pa, pwhy, sizeof(pwhy))) {
-				BRAID_INFO(NCCL_INIT | NCCL_NET, "ib: skipping %s:%d: %s", name, p, pwhy);
+				BRAID_INFO(NCCL_INIT | NCCL_NET, "ib: skipping %s:%d: %s", name, p,
+					   pwhy);
 				if (!first_why[0])
 					snprintf(first_why, sizeof(first_why), "%s", pwhy);
 				continue;
 			}
 			nports++;
 			if (used < sizeof(ports))
-				used += (size_t)snprintf(ports + used, sizeof(ports) - used, "%s%s:%d",
-							 used ? " " : "", name, p);
+				used += (size_t)snprintf(ports + used, sizeof(ports) - used,
+							 "%s%s:%d", used ? " " : "", name, p);
 		}
 		if (ib.ndevs == first_dev) {
 			hca_close(h);
@@ -490,7 +492,8 @@ static int ib_init(char *why, size_t whylen)
 		if (active == 0)
 			snprintf(why, whylen, "no verbs device has an active port");
 		else if (first_why[0])
-			snprintf(why, whylen, "%d active port(s), none usable: %s", active, first_why);
+			snprintf(why, whylen, "%d active port(s), none usable: %s", active,
+				 first_why);
 		else
 			snprintf(why, whylen, "%d active verbs port(s), none selected by %s=\"%s\"",
 				 active, braid_param_source(BRAID_P_IB_HCA), spec);
@@ -605,12 +608,11 @@ static void handle_event(struct ib_hca *h, const struct ibv_async_event *e)
 		for (int d = 0; d < ib.ndevs; d++)
 			if (ib.devs[d].hca == h && ib.devs[d].port == e->element.port_num)
 				__atomic_store_n(&ib.devs[d].port_down,
-						 e->event_type == IBV_EVENT_PORT_ERR, __ATOMIC_RELEASE);
+						 e->event_type == IBV_EVENT_PORT_ERR,
+						 __ATOMIC_RELEASE);
 		BRAID_INFO(NCCL_NET, "ib: %s port %d: %s", h->name, e->element.port_num, what);
 		break;
-	default:
-		BRAID_TRACE("ib: %s: async event %s", h->name, what);
-		break;
+	default: BRAID_TRACE("ib: %s: async event %s", h->name, what); break;
 	}
 }
 

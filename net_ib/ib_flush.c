@@ -57,7 +57,8 @@ static int flush_qp_up(struct ib_comm *c)
 	}
 	rc = ibv.modify_qp(c->flush_qp, &a,
 			   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+				   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				   IBV_QP_MIN_RNR_TIMER);
 	if (rc)
 		return rc;
 	memset(&a, 0, sizeof(a));
@@ -124,7 +125,8 @@ ncclResult_t ib_iflush(void *recv_comm, int n, void **data, const int *sizes, vo
 	if (!r) {
 		/* A NULL request would tell NCCL there is nothing to flush: never that. */
 		BRAID_WARN("ib: receive comm %s:%d (peer %s): more than %d receives and flushes in "
-			   "flight", c->dev->name, c->dev->port, c->peer, c->reqs.nelem);
+			   "flight",
+			   c->dev->name, c->dev->port, c->peer, c->reqs.nelem);
 		return ncclInternalError;
 	}
 	r->comm = c;

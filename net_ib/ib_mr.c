@@ -70,8 +70,9 @@ ncclResult_t ib_reg_mr(void *comm, void *data, size_t size, int type, void **mha
 	m->mr = ibv.reg_mr(h->pd, (void *)m->range.base, m->range.len, ib_access_flags());
 	if (!m->mr) {
 		rc = errno ? errno : EIO;
-		BRAID_WARN("ib: ibv_reg_mr(%p, %zu bytes, %s) on %s failed: %s", (void *)m->range.base,
-			   m->range.len, type == NCCL_PTR_CUDA ? "CUDA" : "host", h->name, strerror(rc));
+		BRAID_WARN("ib: ibv_reg_mr(%p, %zu bytes, %s) on %s failed: %s",
+			   (void *)m->range.base, m->range.len,
+			   type == NCCL_PTR_CUDA ? "CUDA" : "host", h->name, strerror(rc));
 	}
 	if (!rc && use_cache)
 		rc = braid_mr_cache_add(&h->cache, &m->range);
@@ -96,14 +97,17 @@ ncclResult_t ib_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uin
 		return ib_reg_mr(comm, data, size, type, mhandle);
 	if (!h->gdr_dmabuf || !ibv.reg_dmabuf_mr) {
 		BRAID_WARN("ib: regMrDmaBuf on %s, which has no dma-buf support (ptrSupport did not "
-			   "offer it)", h->name);
+			   "offer it)",
+			   h->name);
 		return ncclInvalidUsage;
 	}
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return ncclSystemError;
 	/* The exact range: dma-buf registrations are never cached or widened. */
-	m->range = (struct braid_mr_range){ .base = (uintptr_t)data, .len = size, .type = type,
+	m->range = (struct braid_mr_range){ .base = (uintptr_t)data,
+					    .len = size,
+					    .type = type,
 					    .refs = 1 };
 	m->dmabuf = 1;
 	m->hca = h;

@@ -113,7 +113,7 @@ int ib_qp_post_recvs(struct ib_comm *c, struct ib_qp *q, uint32_t count)
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = (idx << 2) | IB_WR_RECV;
 	wr.sg_list = &none; /* not read (num_sge 0), but never NULL for providers that look */
-	wr.num_sge = 0; /* RDMA_WRITE_WITH_IMM consumes a receive but writes nothing to it */
+	wr.num_sge = 0;     /* RDMA_WRITE_WITH_IMM consumes a receive but writes nothing to it */
 	for (uint32_t i = 0; i < count; i++) {
 		int rc = ibv_post_recv(q->qp, &wr, &bad);
 
@@ -155,14 +155,16 @@ int ib_qp_connect(struct ib_comm *c, struct ib_qp *q, int i, uint32_t rqpn, uint
 		q->flow_label = 0;
 		if (roce && d->gid_type == IBV_GID_TYPE_ROCE_V2 &&
 		    braid_param_int(BRAID_P_IB_FLOW_LABEL))
-			q->flow_label = ib_flow_label(c->qps[0].qp->qp_num, c->qps[0].remote_qpn, i);
+			q->flow_label = ib_flow_label(c->qps[0].qp->qp_num, c->qps[0].remote_qpn,
+						      i);
 		a.ah_attr.grh.flow_label = q->flow_label;
 		if (roce && d->gid_type == IBV_GID_TYPE_ROCE_V2)
 			q->sport = ib_rocev2_sport(q->qp->qp_num, rqpn, q->flow_label);
 	}
 	rc = ibv.modify_qp(q->qp, &a,
 			   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+				   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				   IBV_QP_MIN_RNR_TIMER);
 	if (rc) {
 		BRAID_WARN("ib: QP %#x on %s:%d to RTR (remote QP %#x) failed: %s", q->qp->qp_num,
 			   d->name, d->port, rqpn, strerror(rc));

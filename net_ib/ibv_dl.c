@@ -18,7 +18,10 @@
 
 struct ibv_dl ibv;
 
-#define SYM(name, field, required) { name, offsetof(struct ibv_dl, field), required }
+#define SYM(name, field, required)                             \
+	{                                                      \
+		name, offsetof(struct ibv_dl, field), required \
+	}
 
 int ibv_dl_open(char *why, size_t whylen)
 {

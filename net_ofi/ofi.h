@@ -107,12 +107,12 @@ int ofi_tag_format_ok(uint64_t mem_tag_format, char *why, size_t whylen);
 /* Receiver -> sender: "group seq is posted: these buffers". Only the n used entries
  * travel (40 bytes for one buffer), so it usually fits the provider's inject size. */
 struct ofi_announce {
-	uint16_t dst;     /* the destination send comm's id (it is in the tag too) */
+	uint16_t dst; /* the destination send comm's id (it is in the tag too) */
 	uint16_t n;
-	uint32_t token;   /* the destination comm's: a message for an older comm is dropped */
+	uint32_t token; /* the destination comm's: a message for an older comm is dropped */
 	uint32_t seq;
 	uint32_t pad;
-	uint64_t first;   /* number of the group's first buffer */
+	uint64_t first; /* number of the group's first buffer */
 	struct {
 		uint64_t size;
 		int32_t tag;
@@ -144,7 +144,7 @@ struct ofi_dev {
 	int mr_endpoint;      /* MRs bind to one endpoint: no global registrations */
 	int mr_virt_addr;
 	int mr_prov_key;
-	int numa_node; /* of the NIC, from topo/; -1 unknown */
+	int numa_node;      /* of the NIC, from topo/; -1 unknown */
 	char pci_path[256]; /* from topo/; "" unknown */
 	struct braid_ctr_dev *ctr;
 	pthread_mutex_t lock; /* opening, comm ids, the comm list, the AV table, the MR cache */
@@ -165,10 +165,10 @@ struct ofi_dev {
 	uint32_t rx_cap;
 	uint32_t rx_posted;
 	uint64_t id_map[OFI_MAX_COMM_IDS / 64]; /* comm ids in use (parked comms keep theirs) */
-	uint32_t id_next;    /* ids are handed out round robin: a freed one is reused last */
-	struct ofi_comm **by_id; /* ep_lock: live send comms by id, for announcements */
-	struct ofi_comm *comms; /* every comm holding an id, parked ones included */
-	int nlive;              /* comms holding an id, parked ones not included */
+	uint32_t id_next;          /* ids are handed out round robin: a freed one is reused last */
+	struct ofi_comm **by_id;   /* ep_lock: live send comms by id, for announcements */
+	struct ofi_comm *comms;    /* every comm holding an id, parked ones included */
+	int nlive;                 /* comms holding an id, parked ones not included */
 	struct ofi_comm *deferred; /* ep_lock: comms with operations the provider refused */
 	struct ofi_av_entry *av_tab[OFI_AV_BUCKETS];
 	/* announcements land here, whichever comm they are for */
@@ -178,12 +178,12 @@ struct ofi_dev {
 	int ann_closing;        /* the endpoint closes: post none again */
 	struct fid_mr *ann_mr;
 	void *ann_desc;
-	uint64_t next_key;    /* requested MR keys when the provider does not pick them */
+	uint64_t next_key; /* requested MR keys when the provider does not pick them */
 	struct braid_mr_cache cache;
 };
 
 struct ofi_mr {
-	uint32_t magic; /* BRAID_MAGIC_MR */
+	uint32_t magic;              /* BRAID_MAGIC_MR */
 	struct braid_mr_range range; /* references guarded by the device lock */
 	struct ofi_dev *dev;
 	struct fid_mr *mr; /* NULL when the provider needs no registration for this */
@@ -221,9 +221,9 @@ struct ofi_req {
 	int pending;   /* completions still to come */
 	ncclResult_t status;
 	struct ofi_comm *comm;
-	uint64_t first;                /* number of the (first) buffer it fills */
-	size_t size[BRAID_MAX_RECVS];  /* receives: capacity, then what arrived */
-	void *buf[BRAID_MAX_RECVS];    /* receives: kept for deferred posting */
+	uint64_t first;               /* number of the (first) buffer it fills */
+	size_t size[BRAID_MAX_RECVS]; /* receives: capacity, then what arrived */
+	void *buf[BRAID_MAX_RECVS];   /* receives: kept for deferred posting */
 	void *desc[BRAID_MAX_RECVS];
 	struct ofi_op op[BRAID_MAX_RECVS + 1]; /* + the announcement */
 	struct ofi_announce ann;               /* receives */
@@ -250,15 +250,15 @@ struct ofi_comm {
 	uint32_t peer_token;
 	fi_addr_t peer_addr;
 	struct ofi_av_entry *av; /* the peer's AV entry, referenced */
-	int outstanding;  /* posted operations whose completion has not been read */
-	int closing;      /* closeSend/closeRecv started: errors are expected, not news */
-	int parked;       /* closed with operations outstanding: freed at fini */
+	int outstanding;         /* posted operations whose completion has not been read */
+	int closing;             /* closeSend/closeRecv started: errors are expected, not news */
+	int parked;              /* closed with operations outstanding: freed at fini */
 	struct ofi_comm *next, *prev; /* the device's comm list */
 
 	struct braid_pool reqs;
 	int inflight;
-	uint32_t seq;      /* receiver: next group; sender: group being sent to */
-	uint64_t nbufs;    /* receiver: buffers posted so far (the next one's number) */
+	uint32_t seq;       /* receiver: next group; sender: group being sent to */
+	uint64_t nbufs;     /* receiver: buffers posted so far (the next one's number) */
 	uint64_t sent_upto; /* sender: every buffer below was sent to */
 
 	struct fid_mr *pool_mr; /* receive requests hold announcements: registered once */

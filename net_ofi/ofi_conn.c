@@ -188,7 +188,8 @@ static void comm_free(struct ofi_comm *c)
 	if (left) {
 		/* Operations the provider may still complete into c: keep it until the
 		 * endpoint closes. */
-		BRAID_INFO(NCCL_NET, "ofi: comm %u on %s: %d operation(s) still outstanding "
+		BRAID_INFO(NCCL_NET,
+			   "ofi: comm %u on %s: %d operation(s) still outstanding "
 			   "after %d ms; parked until the endpoint closes",
 			   c->id, d->name, left, OFI_CLOSE_REAP_MS);
 	}
@@ -280,8 +281,8 @@ static int comm_open(struct ofi_comm *c)
 		return 0;
 	/* announcements go out of the receive requests */
 	step = "registering the request pool";
-	rc = ofi_mr_reg_raw(d, c->reqs.mem, c->reqs.elem_size * c->reqs.nelem, FI_SEND,
-			    &c->pool_mr, &c->pool_desc);
+	rc = ofi_mr_reg_raw(d, c->reqs.mem, c->reqs.elem_size * c->reqs.nelem, FI_SEND, &c->pool_mr,
+			    &c->pool_desc);
 	if (!rc)
 		return 0;
 fail:
@@ -293,7 +294,8 @@ fail:
 /* Our blob: the provider, the shared endpoint's name, our comm's id and token. */
 static void fill_blob(const struct ofi_comm *c, void *blob, uint32_t *len)
 {
-	struct ofi_blob b = { .name_len = (uint32_t)c->dev->ep_name_len, .comm_id = c->id,
+	struct ofi_blob b = { .name_len = (uint32_t)c->dev->ep_name_len,
+			      .comm_id = c->id,
 			      .token = c->token };
 
 	snprintf(b.provider, sizeof(b.provider), "%s", ofi.provider);
@@ -346,8 +348,8 @@ static int link_finish(void *comm, const void *blob, uint32_t len)
 	return rc;
 }
 
-static int link_answer(void *listen_comm, struct braid_link *lk, const void *blob,
-		       uint32_t len, void *reply, uint32_t *rlen, void **comm)
+static int link_answer(void *listen_comm, struct braid_link *lk, const void *blob, uint32_t len,
+		       void *reply, uint32_t *rlen, void **comm)
 {
 	struct ofi_comm *c = comm_new(to_listen_comm(listen_comm)->dev, 0, lk);
 	int rc;
@@ -393,8 +395,10 @@ ncclResult_t ofi_listen(int dev, void *handle, void **listen_comm)
 /* A comm is ready: its counters, and announcements may find it. */
 static void comm_ready(struct ofi_comm *c, int is_send)
 {
-	struct braid_ctr_comm *ctr = braid_counters_comm_get(
-		c->devidx, is_send ? BRAID_CTR_COMM_SEND : BRAID_CTR_COMM_RECV, c->peer);
+	struct braid_ctr_comm *ctr = braid_counters_comm_get(c->devidx,
+							     is_send ? BRAID_CTR_COMM_SEND
+								     : BRAID_CTR_COMM_RECV,
+							     c->peer);
 
 	pthread_mutex_lock(&c->dev->ep_lock); /* other comms' CQ reads may count for c */
 	c->ctr = ctr;

@@ -81,8 +81,8 @@ static int post_recv_parts(struct ofi_comm *c, struct ofi_req *r)
 			if (d->rx_cap && d->rx_posted >= d->rx_cap)
 				return -FI_EAGAIN; /* the provider's queue is full */
 			rc = fi_trecv(d->ep, r->size[i] ? r->buf[i] : &zero_byte, r->size[i],
-				      r->desc[i], FI_ADDR_UNSPEC, ofi_msg_tag(c->id, r->first + i), 0,
-				      &r->op[i].fictx);
+				      r->desc[i], FI_ADDR_UNSPEC, ofi_msg_tag(c->id, r->first + i),
+				      0, &r->op[i].fictx);
 			if (!rc)
 				d->rx_posted++;
 		} else {
@@ -242,8 +242,9 @@ static int handle_cq_error(struct ofi_dev *d)
 	}
 	BRAID_WARN("ofi: %s comm %u on %s peer %s: %s failed: %s (provider: %s)", comm_kind(c),
 		   c->id, d->name, c->peer,
-		   op->type == OFI_OP_SEND ? "a send" : op->type == OFI_OP_RECV ? "a receive"
-										: "an announcement",
+		   op->type == OFI_OP_SEND   ? "a send"
+		   : op->type == OFI_OP_RECV ? "a receive"
+					     : "an announcement",
 		   ofi_strerror(e.err),
 		   fi_cq_strerror(d->cq, e.prov_errno, e.err_data, buf, sizeof(buf)));
 	comm_fail(c, ncclRemoteError);
@@ -359,8 +360,8 @@ void ofi_comm_bye(struct ofi_comm *c, struct braid_link_bye *bye)
 
 		/* every buffer below sent_upto was sent to, and those of the current group
 		 * that are marked used */
-		braid_bye_init(bye, c->sent_upto, g->arrived ? g->ann.first + g->ann.n
-							     : c->sent_upto);
+		braid_bye_init(bye, c->sent_upto,
+			       g->arrived ? g->ann.first + g->ann.n : c->sent_upto);
 		for (uint32_t i = 0; g->arrived && i < g->ann.n; i++)
 			if (g->used & (1u << i))
 				braid_bye_add(bye, g->ann.first + i);
@@ -415,15 +416,15 @@ static void check_peer(struct ofi_comm *c, int now)
 		BRAID_WARN("ofi: %s comm %u on %s: peer %s reports: %s", comm_kind(c), c->id,
 			   c->dev->name, c->peer, c->link->peer_why);
 		comm_fail(c, c->link->peer_code == ncclInvalidUsage ? ncclInvalidUsage
-								     : ncclRemoteError);
+								    : ncclRemoteError);
 		break;
 	case BRAID_LINK_BYE:
-		BRAID_INFO(NCCL_NET, "ofi: %s comm %u on %s: peer %s closed its comm, %d "
-			   "request(s) in flight here", comm_kind(c), c->id, c->dev->name,
-			   c->peer, c->inflight);
+		BRAID_INFO(NCCL_NET,
+			   "ofi: %s comm %u on %s: peer %s closed its comm, %d "
+			   "request(s) in flight here",
+			   comm_kind(c), c->id, c->dev->name, c->peer, c->inflight);
 		break;
-	default:
-		break;
+	default: break;
 	}
 }
 
@@ -433,8 +434,8 @@ static ncclResult_t refuse_after_bye(struct ofi_comm *c)
 	if (c->link->state != BRAID_LINK_BYE)
 		return ncclSuccess;
 	BRAID_WARN("ofi: %s comm %u on %s: peer %s closed its comm; no %s can complete any "
-		   "more", comm_kind(c), c->id, c->dev->name, c->peer,
-		   c->is_send ? "send" : "receive");
+		   "more",
+		   comm_kind(c), c->id, c->dev->name, c->peer, c->is_send ? "send" : "receive");
 	comm_fail(c, ncclRemoteError);
 	return c->error;
 }
@@ -480,7 +481,7 @@ static struct ofi_group *current_group(struct ofi_comm *c)
 }
 
 static ncclResult_t isend_locked(struct ofi_comm *c, void *data, size_t size, int tag,
-				struct ofi_mr *m, void **request)
+				 struct ofi_mr *m, void **request)
 {
 	struct ofi_group *g;
 	struct ofi_req *r;
@@ -550,7 +551,8 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 	if (!braid_mr_range_covers(&m->range, data, size)) {
 		BRAID_WARN("ofi: isend of %zu bytes at %p on %s comm %u is outside its registration "
 			   "[%#lx, +%zu)",
-			   size, data, c->dev->name, c->id, (unsigned long)m->range.base, m->range.len);
+			   size, data, c->dev->name, c->id, (unsigned long)m->range.base,
+			   m->range.len);
 		return ncclInvalidArgument;
 	}
 	pthread_mutex_lock(&c->dev->ep_lock);
@@ -576,13 +578,18 @@ static ncclResult_t irecv_locked(struct ofi_comm *c, int n, void **data, const s
 	r->comm = c;
 	r->n = n;
 	r->first = c->nbufs;
-	r->ann = (struct ofi_announce){ .dst = c->peer_id, .n = (uint16_t)n,
-					.token = c->peer_token, .seq = c->seq, .first = c->nbufs };
+	r->ann = (struct ofi_announce){ .dst = c->peer_id,
+					.n = (uint16_t)n,
+					.token = c->peer_token,
+					.seq = c->seq,
+					.first = c->nbufs };
 	for (int i = 0; i < n; i++) {
 		r->size[i] = sizes[i];
 		r->buf[i] = data[i];
 		r->desc[i] = mr_of(mhandles[i])->desc;
-		r->op[i] = (struct ofi_op){ .type = OFI_OP_RECV, .idx = (uint8_t)i, .req = r,
+		r->op[i] = (struct ofi_op){ .type = OFI_OP_RECV,
+					    .idx = (uint8_t)i,
+					    .req = r,
 					    .comm = c };
 		r->ann.e[i].size = sizes[i];
 		r->ann.e[i].tag = tags[i];

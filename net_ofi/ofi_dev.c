@@ -79,8 +79,8 @@ static const char *choose_provider(struct fi_info *list, char *seen, size_t seen
 		const char *p = i->fabric_attr->prov_name;
 
 		if (!strstr(seen, p))
-			used += (size_t)snprintf(seen + used, used < seen_len ? seen_len - used : 0, "%s%s",
-						 used ? ", " : "", p);
+			used += (size_t)snprintf(seen + used, used < seen_len ? seen_len - used : 0,
+						 "%s%s", used ? ", " : "", p);
 		if (used >= seen_len)
 			used = seen_len - 1;
 	}
@@ -118,7 +118,8 @@ int ofi_tag_format_ok(uint64_t mem_tag_format, char *why, size_t whylen)
 
 	if (bits >= OFI_TAG_BITS)
 		return 0;
-	snprintf(why, whylen, "its tags have %d bits (mem_tag_format %#llx); braid needs %d "
+	snprintf(why, whylen,
+		 "its tags have %d bits (mem_tag_format %#llx); braid needs %d "
 		 "(comm id, buffer number, announcement flag)",
 		 bits, (unsigned long long)mem_tag_format, OFI_TAG_BITS);
 	return -1;
@@ -227,8 +228,10 @@ static void dev_quiesce(struct ofi_dev *d)
 	} while (left > 0 && braid_now_ns() < until);
 	pthread_mutex_unlock(&d->ep_lock);
 	if (left > 0)
-		BRAID_INFO(NCCL_NET, "ofi: device %s: %d operation(s) still outstanding at fini; "
-			   "closing the endpoint anyway", d->name, left);
+		BRAID_INFO(NCCL_NET,
+			   "ofi: device %s: %d operation(s) still outstanding at fini; "
+			   "closing the endpoint anyway",
+			   d->name, left);
 }
 
 /* The announcement buffers, registered and posted; ep_lock held. */
@@ -255,8 +258,9 @@ static int open_announce_bufs(struct ofi_dev *d)
 		d->ann_unposted[i / 64] |= 1ULL << (i % 64);
 	}
 	if (d->mr_local) {
-		uint64_t key = d->mr_prov_key ? 0 : __atomic_fetch_add(&d->next_key, 1,
-								      __ATOMIC_RELAXED);
+		uint64_t key = d->mr_prov_key
+				       ? 0
+				       : __atomic_fetch_add(&d->next_key, 1, __ATOMIC_RELAXED);
 
 		rc = fi_mr_reg(d->domain, d->ann, d->nann * sizeof(*d->ann), FI_RECV, 0, key, 0,
 			       &d->ann_mr, NULL);
@@ -397,8 +401,10 @@ static int ofi_init(char *why, size_t whylen)
 				 "datagram endpoint with tagged messages here: %s",
 				 named, ofi_strerror(rc));
 		else
-			snprintf(why, whylen, "libfabric found no provider with reliable datagram "
-					      "endpoints and tagged messages: %s", ofi_strerror(rc));
+			snprintf(why, whylen,
+				 "libfabric found no provider with reliable datagram "
+				 "endpoints and tagged messages: %s",
+				 ofi_strerror(rc));
 		return -1;
 	}
 	prov = named[0] ? list->fabric_attr->prov_name : choose_provider(list, seen, sizeof(seen));
@@ -417,7 +423,8 @@ static int ofi_init(char *why, size_t whylen)
 	rc = collect_devices(list, ofi.provider);
 	ofi_dl.freeinfo(list);
 	if (rc || ofi.ndevs == 0) {
-		snprintf(why, whylen, "provider %s has no usable domain (BRAID_DEBUG=INFO says why)",
+		snprintf(why, whylen,
+			 "provider %s has no usable domain (BRAID_DEBUG=INFO says why)",
 			 ofi.provider);
 		ofi_fini();
 		return -1;
@@ -484,8 +491,10 @@ static int open_ep(struct ofi_dev *d, int may_retry)
 	rc = open_announce_bufs(d);
 	if (rc)
 		goto fail;
-	BRAID_INFO(NCCL_NET, "ofi: device %s: endpoint open, shared by its comms; %u "
-		   "announcement buffers", d->name, d->nann);
+	BRAID_INFO(NCCL_NET,
+		   "ofi: device %s: endpoint open, shared by its comms; %u "
+		   "announcement buffers",
+		   d->name, d->nann);
 	return 0;
 fail:
 	if (rc == -FI_EBUSY && may_retry)

@@ -87,7 +87,8 @@ ncclResult_t ofi_reg_mr(void *comm, void *data, size_t size, int type, void **mh
 	int rc;
 
 	if (type != NCCL_PTR_HOST) {
-		BRAID_WARN("ofi: regMr of CUDA memory on %s, but ptrSupport did not offer it", d->name);
+		BRAID_WARN("ofi: regMr of CUDA memory on %s, but ptrSupport did not offer it",
+			   d->name);
 		return ncclInvalidUsage;
 	}
 	pthread_mutex_lock(&d->lock);

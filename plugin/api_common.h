@@ -23,22 +23,22 @@ static inline ncclResult_t braid_api_test(void *request, int *done, int *sizes)
 }
 
 /* The props' shared part; the caller adds its version's fields. */
-#define BRAID_API_GET_PROPS(dev, out, p)                          \
-	do {                                                      \
+#define BRAID_API_GET_PROPS(dev, out, p)                            \
+	do {                                                        \
 		ncclResult_t rc_ = braid_get_properties(dev, &(p)); \
-		if (rc_ != ncclSuccess)                           \
-			return rc_;                               \
-		BRAID_FILL_COMMON_PROPS(out, p);                  \
+		if (rc_ != ncclSuccess)                             \
+			return rc_;                                 \
+		BRAID_FILL_COMMON_PROPS(out, p);                    \
 	} while (0)
 
 /* v9+ fields. */
-#define BRAID_FILL_V9_PROPS(out, p, dev)                              \
-	do {                                                          \
-		(out)->forceFlush = (p)->force_flush;                 \
-		(out)->vProps.ndevs = 1;                              \
-		(out)->vProps.devs[0] = (dev);                        \
-		(out)->maxP2pBytes = (p)->max_p2p_bytes;              \
-		(out)->maxCollBytes = (p)->max_coll_bytes;            \
+#define BRAID_FILL_V9_PROPS(out, p, dev)                   \
+	do {                                               \
+		(out)->forceFlush = (p)->force_flush;      \
+		(out)->vProps.ndevs = 1;                   \
+		(out)->vProps.devs[0] = (dev);             \
+		(out)->maxP2pBytes = (p)->max_p2p_bytes;   \
+		(out)->maxCollBytes = (p)->max_coll_bytes; \
 	} while (0)
 
 #endif

@@ -98,7 +98,6 @@ static ncclResult_t v11_set_net_attr(void *ctx, ncclNetAttr_v11_t *attr)
 	return braid_ctx_check(ctx, "setNetAttr");
 }
 
-
 BRAID_EXPORT ncclNet_v11_t ncclNetPlugin_v11 = {
 	.name = "braid",
 	.init = v11_init,

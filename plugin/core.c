@@ -37,25 +37,26 @@ static void load_topology(void)
 
 	topology = braid_topo_load(NULL, err, sizeof(err));
 	if (!topology)
-		BRAID_INFO(NCCL_INIT, "topology: %s; NIC PCI paths and NUMA placement unknown", err);
+		BRAID_INFO(NCCL_INIT, "topology: %s; NIC PCI paths and NUMA placement unknown",
+			   err);
 }
 
-#define CHECK_OBJ(ptr, want, what)                                                         \
-	do {                                                                               \
+#define CHECK_OBJ(ptr, want, what)                                                          \
+	do {                                                                                \
 		if (!(ptr) || ((const struct braid_obj *)(ptr))->magic != (want)) {         \
 			BRAID_WARN("%s: %p is not a live braid %s (NCCL misuse or a stale " \
 				   "pointer)",                                              \
 				   __func__, (void *)(ptr), what);                          \
 			return ncclInternalError;                                           \
-		}                                                                          \
+		}                                                                           \
 	} while (0)
 
-#define CHECK_INIT()                                                             \
-	do {                                                                     \
-		if (!__atomic_load_n(&be, __ATOMIC_ACQUIRE)) {                   \
+#define CHECK_INIT()                                                                \
+	do {                                                                        \
+		if (!__atomic_load_n(&be, __ATOMIC_ACQUIRE)) {                      \
 			BRAID_WARN("%s called before a successful init", __func__); \
-			return ncclInvalidUsage;                                 \
-		}                                                                \
+			return ncclInvalidUsage;                                    \
+		}                                                                   \
 	} while (0)
 
 /*
@@ -125,7 +126,9 @@ static void report_gpudirect(const struct braid_backend_ops *ops)
 	snprintf(fb->gpudirect_mode, sizeof(fb->gpudirect_mode), "%s", first.mode);
 	snprintf(fb->gpudirect_why, sizeof(fb->gpudirect_why), "%s", first.why);
 	BRAID_INFO(NCCL_INIT | NCCL_NET, "GPUDirect for NCCL: %s%s: %s", off ? "off" : "on",
-		   in.ngpus < 0 ? " (GPUs unknown: no topology)" : in.ngpus == 0 ? " (no GPU)" : "",
+		   in.ngpus < 0    ? " (GPUs unknown: no topology)"
+		   : in.ngpus == 0 ? " (no GPU)"
+				   : "",
 		   first.why);
 	if (first_off >= 0 && first.warn)
 		BRAID_WARN("GPUDirect RDMA is off for %d of %d %s device(s) (first: %s) although the "
@@ -144,7 +147,8 @@ static ncclResult_t choose_backend(void)
 
 	if ((want == 0 || want == 1) && try_backend(&braid_ib_ops, why, sizeof(why)) == 0)
 		chosen = &braid_ib_ops;
-	if (!chosen && (want == 0 || want == 2) && try_backend(&braid_ofi_ops, why, sizeof(why)) == 0)
+	if (!chosen && (want == 0 || want == 2) &&
+	    try_backend(&braid_ofi_ops, why, sizeof(why)) == 0)
 		chosen = &braid_ofi_ops;
 
 	if (!chosen) {
@@ -155,7 +159,8 @@ static ncclResult_t choose_backend(void)
 		return ncclSystemError;
 	}
 	if (why[0])
-		BRAID_INFO(NCCL_INIT | NCCL_NET, "using the %s backend; not used: %s", chosen->name, why);
+		BRAID_INFO(NCCL_INIT | NCCL_NET, "using the %s backend; not used: %s", chosen->name,
+			   why);
 	record_choice(chosen, why);
 	be_ndevs = chosen->ndevs();
 	dev_props = calloc((size_t)be_ndevs, sizeof(*dev_props));
@@ -179,11 +184,13 @@ static ncclResult_t choose_backend(void)
 		BRAID_INFO(NCCL_INIT | NCCL_NET, "%s dev %d: %s, %d Mbps, PCI %s, NUMA node %d%s%s",
 			   chosen->name, d, dev_props[d].name, dev_props[d].speed_mbps,
 			   dev_props[d].pci_path[0] ? dev_props[d].pci_path : "unknown",
-			   dev_props[d].numa_node, ps & NCCL_PTR_CUDA ? ", CUDA by peer memory" : "",
+			   dev_props[d].numa_node,
+			   ps & NCCL_PTR_CUDA ? ", CUDA by peer memory" : "",
 			   ps & NCCL_PTR_DMABUF ? ", dma-buf" : "");
 	}
 	report_gpudirect(chosen);
-	braid_counters()->ndevs = (uint32_t)(be_ndevs < BRAID_CTR_MAX_DEVS ? be_ndevs : BRAID_CTR_MAX_DEVS);
+	braid_counters()->ndevs = (uint32_t)(be_ndevs < BRAID_CTR_MAX_DEVS ? be_ndevs
+									   : BRAID_CTR_MAX_DEVS);
 	__atomic_store_n(&be, chosen, __ATOMIC_RELEASE);
 	return ncclSuccess;
 }
@@ -277,7 +284,9 @@ ncclResult_t braid_listen(int dev, void *handle, void **listen_comm)
 ncclResult_t braid_connect(int dev, const struct braid_conn_opts *opts, void *handle,
 			   void **send_comm, ncclNetDeviceHandle_t **dev_handle)
 {
-	static const struct braid_conn_opts no_opts = { .traffic_class = NCCL_NET_TRAFFIC_CLASS_UNDEF };
+	static const struct braid_conn_opts no_opts = {
+		.traffic_class = NCCL_NET_TRAFFIC_CLASS_UNDEF
+	};
 
 	(void)dev_handle; /* no device offload: the host handle type needs none */
 	CHECK_INIT();

@@ -50,20 +50,20 @@ struct braid_ctx {
 ncclResult_t braid_ctx_check(void *ctx, const char *what);
 
 /* Fill the version-independent part of NCCL's properties (all versions share it). */
-#define BRAID_FILL_COMMON_PROPS(out, p)                                 \
-	do {                                                            \
-		(out)->name = (char *)(p)->name;                             \
+#define BRAID_FILL_COMMON_PROPS(out, p)                                           \
+	do {                                                                      \
+		(out)->name = (char *)(p)->name;                                  \
 		(out)->pciPath = (p)->pci_path[0] ? (char *)(p)->pci_path : NULL; \
-		(out)->guid = (p)->guid;                                \
-		(out)->ptrSupport = (p)->ptr_support;                   \
-		(out)->regIsGlobal = (p)->reg_is_global;                \
-		(out)->speed = (p)->speed_mbps;                         \
-		(out)->port = (p)->port;                                \
-		(out)->latency = (p)->latency_us;                       \
-		(out)->maxComms = (p)->max_comms;                       \
-		(out)->maxRecvs = (p)->max_recvs;                       \
-		(out)->netDeviceType = NCCL_NET_DEVICE_HOST;            \
-		(out)->netDeviceVersion = 0;                            \
+		(out)->guid = (p)->guid;                                          \
+		(out)->ptrSupport = (p)->ptr_support;                             \
+		(out)->regIsGlobal = (p)->reg_is_global;                          \
+		(out)->speed = (p)->speed_mbps;                                   \
+		(out)->port = (p)->port;                                          \
+		(out)->latency = (p)->latency_us;                                 \
+		(out)->maxComms = (p)->max_comms;                                 \
+		(out)->maxRecvs = (p)->max_recvs;                                 \
+		(out)->netDeviceType = NCCL_NET_DEVICE_HOST;                      \
+		(out)->netDeviceVersion = 0;                                      \
 	} while (0)
 
 #endif

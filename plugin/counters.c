@@ -87,14 +87,17 @@ static void sweep_orphans(void)
 		if (fd < 0)
 			continue;
 		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-		    now - st.st_mtime > 10 && flock(fd, LOCK_EX | LOCK_NB) == 0 && unlink(path) == 0)
+		    now - st.st_mtime > 10 && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+		    unlink(path) == 0)
 			removed++;
 		close(fd);
 	}
 	closedir(d);
 	if (removed)
-		BRAID_INFO(NCCL_INIT, "counters: removed %d file(s) of processes that ended without "
-			   "cleaning up", removed);
+		BRAID_INFO(NCCL_INIT,
+			   "counters: removed %d file(s) of processes that ended without "
+			   "cleaning up",
+			   removed);
 }
 
 static struct braid_ctr_region *map_shared(void)
@@ -217,8 +220,9 @@ void braid_counters_print_summary(void)
 	if (!region || braid_log_level() < BRAID_LOG_INFO)
 		return;
 	fb = &region->fallback;
-	BRAID_INFO(NCCL_NET, "summary: backend %s, provider %s%s", fb->backend[0] ? fb->backend : "none",
-		   fb->provider[0] ? fb->provider : "-", fb->slow_path ? " (SLOW PATH)" : "");
+	BRAID_INFO(NCCL_NET, "summary: backend %s, provider %s%s",
+		   fb->backend[0] ? fb->backend : "none", fb->provider[0] ? fb->provider : "-",
+		   fb->slow_path ? " (SLOW PATH)" : "");
 	if (fb->why[0])
 		BRAID_INFO(NCCL_NET, "summary: why: %s", fb->why);
 	BRAID_INFO(NCCL_NET, "summary: GPUDirect RDMA %s%s%s", fb->gpudirect ? "on" : "off",

@@ -38,7 +38,11 @@ struct braid_ctr_dev {
 	uint64_t strangers;  /* connections to a listen port dropped: not a braid peer of it */
 };
 
-enum braid_ctr_comm_kind { BRAID_CTR_COMM_FREE = 0, BRAID_CTR_COMM_SEND = 1, BRAID_CTR_COMM_RECV = 2 };
+enum braid_ctr_comm_kind {
+	BRAID_CTR_COMM_FREE = 0,
+	BRAID_CTR_COMM_SEND = 1,
+	BRAID_CTR_COMM_RECV = 2
+};
 
 struct braid_ctr_comm {
 	uint32_t kind; /* enum braid_ctr_comm_kind; 0 = slot free */
@@ -49,19 +53,19 @@ struct braid_ctr_comm {
 
 /* Why the job runs the way it does: the record a fabric engineer reads first. */
 struct braid_ctr_fallback {
-	char backend[16];     /* "ofi", "ib", "" when init failed */
-	char provider[64];    /* libfabric provider, or verbs device list */
-	char why[512];        /* the backend's reason for its choice, then the core's: "first
+	char backend[16];  /* "ofi", "ib", "" when init failed */
+	char provider[64]; /* libfabric provider, or verbs device list */
+	char why[512];     /* the backend's reason for its choice, then the core's: "first
 	                         choice" or "not used: <the other backends and why>" */
-	int32_t slow_path;    /* 1 when braid runs on a provider it considers slow (tcp, ...) */
-	int32_t gpudirect;    /* 1 when NCCL will use GPUDirect RDMA with every device, from
+	int32_t slow_path; /* 1 when braid runs on a provider it considers slow (tcp, ...) */
+	int32_t gpudirect; /* 1 when NCCL will use GPUDirect RDMA with every device, from
 	                         their ptrSupport (plugin/gpudirect.h), 0 not */
 	char gpudirect_why[256];
 	/* version 2: the verbs backend's addressing ("" / -1 with other backends) */
-	char link_layer[16];  /* "RoCE", "InfiniBand" */
-	int32_t gid_index;    /* chosen GID index of device 0, -1 none */
-	char gid_type[16];    /* "RoCEv2", "RoCEv1", "IB" */
-	int32_t mtu;          /* active MTU in bytes */
+	char link_layer[16];     /* "RoCE", "InfiniBand" */
+	int32_t gid_index;       /* chosen GID index of device 0, -1 none */
+	char gid_type[16];       /* "RoCEv2", "RoCEv1", "IB" */
+	int32_t mtu;             /* active MTU in bytes */
 	char gpudirect_mode[16]; /* "peermem", "dma-buf", "none"; set for every backend */
 };
 
@@ -69,11 +73,11 @@ struct braid_ctr_fallback {
 struct braid_ctr_qp {
 	uint32_t in_use;
 	int32_t dev;
-	int32_t comm;       /* index in comms[], -1 unknown */
+	int32_t comm; /* index in comms[], -1 unknown */
 	uint32_t qpn;
 	uint32_t remote_qpn;
 	uint32_t flow_label;
-	uint32_t sport;     /* RoCEv2 UDP source port, 0 when not RoCEv2 */
+	uint32_t sport; /* RoCEv2 UDP source port, 0 when not RoCEv2 */
 	uint32_t pad;
 	uint64_t tx_bytes;
 	uint64_t tx_msgs;

@@ -71,7 +71,8 @@ int braid_handle_decode(const void *in, struct braid_handle *h, char *why, size_
 	memcpy(&w, in, sizeof(w));
 	memset(h, 0, sizeof(*h));
 	if (ntohl(w.magic) != BRAID_HANDLE_MAGIC) {
-		snprintf(why, whylen, "not a braid connection handle (magic 0x%08x)", ntohl(w.magic));
+		snprintf(why, whylen, "not a braid connection handle (magic 0x%08x)",
+			 ntohl(w.magic));
 		return -1;
 	}
 	if (ntohs(w.version) != BRAID_WIRE_VERSION) {
@@ -127,7 +128,9 @@ void *braid_handle_stage_get(const void *handle)
 
 void braid_handle_stage_set(void *handle, void *comm)
 {
-	struct stage s = { .magic = comm ? STAGE_MAGIC : 0, .pid = (int32_t)getpid(), .comm = comm };
+	struct stage s = { .magic = comm ? STAGE_MAGIC : 0,
+			   .pid = (int32_t)getpid(),
+			   .comm = comm };
 
 	memcpy((char *)handle + STAGE_OFFSET, &s, sizeof(s));
 }

@@ -14,7 +14,8 @@
 #include "nccl_net_abi.h"
 
 #define BRAID_HANDLE_MAGIC 0x62726169u /* "brai" */
-#define BRAID_WIRE_VERSION 3 /* 3: plugin/link.c set-up and goodbye; net_ofi size announcements always */
+#define BRAID_WIRE_VERSION \
+	3 /* 3: plugin/link.c set-up and goodbye; net_ofi size announcements always */
 
 struct braid_handle {
 	uint8_t backend; /* enum braid_backend_kind */

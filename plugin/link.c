@@ -135,8 +135,8 @@ int braid_link_judge(const struct braid_link *lk, const uint64_t *bufs, int n, i
 	if (waited <= braid_link_grace_ns())
 		return 0; /* its data was on its way: it completes */
 	BRAID_WARN("%s: a request on buffer %llu is not complete %.1f s after peer %s closed its "
-		   "comm", who, (unsigned long long)(n ? bufs[0] : 0), (double)waited / 1e9,
-		   lk->peer);
+		   "comm",
+		   who, (unsigned long long)(n ? bufs[0] : 0), (double)waited / 1e9, lk->peer);
 	return -1;
 }
 
@@ -288,8 +288,7 @@ static int connect_step(struct braid_link *lk, const struct braid_link_ops *ops,
 			return rc;
 		lk->stage = STAGE_UP;
 		return 0;
-	case STAGE_UP:
-		return 0;
+	case STAGE_UP: return 0;
 	}
 	return -EINVAL;
 }
@@ -382,7 +381,8 @@ static void take_new(struct braid_listener *l, const struct braid_link_ops *ops)
 
 			for (int i = 0; i < l->npending; i++)
 				if (l->pending[i].lk->stage == STAGE_HELLO &&
-				    now - l->pending[i].lk->opened_ns > ms_to_ns(BRAID_LISTEN_EVICT_MS) &&
+				    now - l->pending[i].lk->opened_ns >
+					    ms_to_ns(BRAID_LISTEN_EVICT_MS) &&
 				    (oldest < 0 || l->pending[i].lk->opened_ns <
 							   l->pending[oldest].lk->opened_ns))
 					oldest = i;
@@ -450,7 +450,8 @@ static int answer_step(struct braid_listener *l, const struct braid_link_ops *op
 			rc = -EPROTO;
 		}
 		if (!rc && hello->nonce != l->nonce) {
-			snprintf(why, sizeof(why), "it holds the handle of another listener (a rank "
+			snprintf(why, sizeof(why),
+				 "it holds the handle of another listener (a rank "
 				 "of an earlier job, or a replay)");
 			rc = -EPROTO;
 		}
@@ -481,8 +482,8 @@ static int answer_step(struct braid_listener *l, const struct braid_link_ops *op
 		if (rc == -EAGAIN)
 			return past_deadline(lk, ops->who, "accept from");
 		if (rc) {
-			BRAID_WARN("%s: accept on %s: peer %s went away during set-up (%s)", ops->who,
-				   l->addr, lk->peer, strerror(-rc));
+			BRAID_WARN("%s: accept on %s: peer %s went away during set-up (%s)",
+				   ops->who, l->addr, lk->peer, strerror(-rc));
 			return rc;
 		}
 		lk->stage = STAGE_READY;
@@ -604,7 +605,8 @@ enum braid_link_state braid_link_check(struct braid_link *lk, int now)
 		uint16_t type;
 		uint32_t len;
 		char why[160];
-		int rc = braid_oob_chan_recv_any(&lk->chan, &type, &payload, &len, why, sizeof(why));
+		int rc = braid_oob_chan_recv_any(&lk->chan, &type, &payload, &len, why,
+						 sizeof(why));
 
 		if (rc == -EAGAIN)
 			break;
@@ -627,8 +629,7 @@ enum braid_link_state braid_link_check(struct braid_link *lk, int now)
 }
 
 /* A goodbye or error report: small, on an idle socket; wait a moment for room. */
-static void post_and_flush(struct braid_link *lk, uint16_t type, const void *payload,
-			   uint32_t len)
+static void post_and_flush(struct braid_link *lk, uint16_t type, const void *payload, uint32_t len)
 {
 	uint64_t until = braid_now_ns() + 100000000ULL;
 

@@ -73,9 +73,9 @@ struct braid_link {
 	/* after set-up */
 	enum braid_link_state state;
 	uint64_t next_check_ns;
-	uint64_t bye_ns;      /* when the goodbye came */
+	uint64_t bye_ns; /* when the goodbye came */
 	struct braid_link_bye peer_bye;
-	int peer_code;        /* BRAID_LINK_FAILED: the peer's ncclResult_t */
+	int peer_code; /* BRAID_LINK_FAILED: the peer's ncclResult_t */
 	char peer_why[200];
 };
 
@@ -115,8 +115,8 @@ struct braid_pending {
 struct braid_listener {
 	int fd;
 	int dev;
-	uint64_t nonce; /* the connector presents it: it holds this listener's handle */
-	char addr[64];  /* for messages */
+	uint64_t nonce;            /* the connector presents it: it holds this listener's handle */
+	char addr[64];             /* for messages */
 	struct braid_ctr_dev *ctr; /* strangers are counted here; may be NULL */
 	int npending;
 	struct braid_pending pending[BRAID_LISTEN_PENDING];

@@ -37,14 +37,10 @@ enum braid_log_level braid_log_level(void)
 static ncclDebugLogLevel to_nccl_level(enum braid_log_level level)
 {
 	switch (level) {
-	case BRAID_LOG_WARN:
-		return NCCL_LOG_WARN;
-	case BRAID_LOG_INFO:
-		return NCCL_LOG_INFO;
-	case BRAID_LOG_TRACE:
-		return NCCL_LOG_TRACE;
-	default:
-		return NCCL_LOG_NONE;
+	case BRAID_LOG_WARN: return NCCL_LOG_WARN;
+	case BRAID_LOG_INFO: return NCCL_LOG_INFO;
+	case BRAID_LOG_TRACE: return NCCL_LOG_TRACE;
+	default: return NCCL_LOG_NONE;
 	}
 }
 

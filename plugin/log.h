@@ -25,11 +25,11 @@ void braid_log(enum braid_log_level level, unsigned long subsys, const char *fil
 	braid_log(BRAID_LOG_WARN, NCCL_NET, __FILE__, __LINE__, fmt, ##__VA_ARGS__)
 #define BRAID_INFO(subsys, fmt, ...) \
 	braid_log(BRAID_LOG_INFO, subsys, __FILE__, __LINE__, fmt, ##__VA_ARGS__)
-#define BRAID_TRACE(fmt, ...)                                                     \
-	do {                                                                      \
-		if (braid_log_level() >= BRAID_LOG_TRACE)                         \
+#define BRAID_TRACE(fmt, ...)                                                         \
+	do {                                                                          \
+		if (braid_log_level() >= BRAID_LOG_TRACE)                             \
 			braid_log(BRAID_LOG_TRACE, NCCL_NET, __FILE__, __LINE__, fmt, \
-				  ##__VA_ARGS__);                                 \
+				  ##__VA_ARGS__);                                     \
 	} while (0)
 
 #endif

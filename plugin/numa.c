@@ -29,7 +29,8 @@ void *braid_numa_alloc(size_t len, int node)
 	if (node >= 0 && node < 1024) {
 		unsigned long mask[1024 / (8 * sizeof(unsigned long))] = { 0 };
 
-		mask[node / (8 * sizeof(unsigned long))] = 1UL << (node % (8 * sizeof(unsigned long)));
+		mask[node / (8 * sizeof(unsigned long))] = 1UL
+							   << (node % (8 * sizeof(unsigned long)));
 		if (syscall(SYS_mbind, p, size, MPOL_PREFERRED, mask, 1024UL, 0UL) != 0)
 			BRAID_TRACE("numa: mbind to node %d: errno %d; memory stays where it lands",
 				    node, errno);

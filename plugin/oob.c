@@ -94,7 +94,8 @@ int braid_oob_pick_addr(struct sockaddr_storage *addr, char *ifname, size_t ifna
 
 			if (!usable_addr(ifa) || ifa->ifa_addr->sa_family != want_family)
 				continue;
-			if (spec[0] ? !braid_filter_match(&f, ifa->ifa_name, -1) : loop != want_loop)
+			if (spec[0] ? !braid_filter_match(&f, ifa->ifa_name, -1)
+				    : loop != want_loop)
 				continue;
 			pick = ifa;
 		}
@@ -102,7 +103,8 @@ int braid_oob_pick_addr(struct sockaddr_storage *addr, char *ifname, size_t ifna
 	if (!pick) {
 		freeifaddrs(list);
 		BRAID_WARN("no usable network interface for the handshake%s%s%s",
-			   spec[0] ? " matches " : "", spec[0] ? braid_param_source(BRAID_P_SOCKET_IFNAME) : "",
+			   spec[0] ? " matches " : "",
+			   spec[0] ? braid_param_source(BRAID_P_SOCKET_IFNAME) : "",
 			   spec[0] ? "" : " (no interface is up)");
 		return -ENODEV;
 	}
@@ -151,7 +153,8 @@ int braid_oob_accept(int lfd, int *fd_out)
 	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
 	if (fd < 0)
-		return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? -EAGAIN : -errno;
+		return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? -EAGAIN
+										   : -errno;
 	tune_socket(fd);
 	*fd_out = fd;
 	return 0;
@@ -196,8 +199,7 @@ void braid_oob_chan_init(struct braid_oob_chan *ch, int fd)
 	ch->rx_off = 0;
 }
 
-int braid_oob_chan_post(struct braid_oob_chan *ch, uint16_t type, const void *payload,
-			uint32_t len)
+int braid_oob_chan_post(struct braid_oob_chan *ch, uint16_t type, const void *payload, uint32_t len)
 {
 	struct oob_hdr h = {
 		.magic = htonl(OOB_MAGIC),

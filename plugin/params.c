@@ -58,9 +58,7 @@ int braid_param_parse(const struct braid_param_desc *d, const char *text, int64_
 	long long v;
 
 	switch (d->type) {
-	case BRAID_PARAM_STR:
-		*out = 0;
-		return strlen(text) < sizeof(values[0].str) ? 0 : -1;
+	case BRAID_PARAM_STR: *out = 0; return strlen(text) < sizeof(values[0].str) ? 0 : -1;
 	case BRAID_PARAM_ENUM:
 		v = enum_index(d->choices, text);
 		if (v < 0)
@@ -68,13 +66,13 @@ int braid_param_parse(const struct braid_param_desc *d, const char *text, int64_
 		*out = v;
 		return 0;
 	case BRAID_PARAM_BOOL:
-		if (!strcasecmp(text, "1") || !strcasecmp(text, "true") || !strcasecmp(text, "yes") ||
-		    !strcasecmp(text, "on")) {
+		if (!strcasecmp(text, "1") || !strcasecmp(text, "true") ||
+		    !strcasecmp(text, "yes") || !strcasecmp(text, "on")) {
 			*out = 1;
 			return 0;
 		}
-		if (!strcasecmp(text, "0") || !strcasecmp(text, "false") || !strcasecmp(text, "no") ||
-		    !strcasecmp(text, "off")) {
+		if (!strcasecmp(text, "0") || !strcasecmp(text, "false") ||
+		    !strcasecmp(text, "no") || !strcasecmp(text, "off")) {
 			*out = 0;
 			return 0;
 		}

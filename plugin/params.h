@@ -20,81 +20,81 @@ enum braid_param_type {
  * X(id, name, type, default, min, max, choices, alias, doc)
  * alias: an NCCL_* variable honoured when the BRAID_* one is unset (NULL: none).
  */
-#define BRAID_PARAM_LIST(X)                                                                      \
-	X(DEBUG, "BRAID_DEBUG", BRAID_PARAM_ENUM, "WARN", 0, 0, "NONE|WARN|INFO|TRACE", NULL,    \
-	  "What braid prints to stderr when NCCL gave it no logger (tools, tests). Under NCCL, " \
-	  "NCCL_DEBUG decides.")                                                                 \
-	X(BACKEND, "BRAID_BACKEND", BRAID_PARAM_ENUM, "auto", 0, 0, "auto|ib|ofi", NULL,         \
-	  "Which backend to use. auto: verbs (ib) where a verbs device has an active port, else " \
-	  "libfabric (ofi).")                                                                    \
-	X(OFI_PROVIDER, "BRAID_OFI_PROVIDER", BRAID_PARAM_STR, "", 0, 0, NULL, NULL,             \
-	  "libfabric provider to use (e.g. efa, \"tcp;ofi_rxm\", shm). Unset: efa first, then "  \
-	  "other RDMA-capable providers; tcp, shm, sockets and udp are used only when named.")  \
-	X(SOCKET_IFNAME, "BRAID_SOCKET_IFNAME", BRAID_PARAM_STR, "", 0, 0, NULL,                 \
-	  "NCCL_SOCKET_IFNAME",                                                                  \
-	  "Interface(s) for the out-of-band TCP handshake: comma list of name prefixes, ^ to "   \
-	  "exclude, = for exact names. Unset: the first up non-loopback interface, else lo.")   \
-	X(CONN_TIMEOUT_MS, "BRAID_CONN_TIMEOUT_MS", BRAID_PARAM_INT, "120000", 100, 3600000,     \
-	  NULL, NULL,                                                                            \
-	  "How long connect/accept may stay unfinished after the peer was reached before they " \
-	  "fail with an error naming the peer.")                                                 \
-	X(LIVENESS_MS, "BRAID_LIVENESS_MS", BRAID_PARAM_INT, "100", 1, 60000, NULL, NULL,        \
-	  "While a request waits, how often test() checks that the peer process is still "      \
-	  "there (one poll() on the handshake socket).")                                         \
-	X(MR_CACHE, "BRAID_MR_CACHE", BRAID_PARAM_BOOL, "1", 0, 1, NULL, NULL,                   \
-	  "Registration cache: a regMr of a range already registered is a lookup. With it off, " \
-	  "regIsGlobal is reported as 0.")                                                       \
-	X(COUNTERS, "BRAID_COUNTERS", BRAID_PARAM_BOOL, "1", 0, 1, NULL, NULL,                   \
-	  "Publish counters in /dev/shm/braid-<pid> (layout: plugin/counters.h) for tools and "  \
-	  "monitoring agents; removed when the process ends.")                                   \
-	X(FSROOT, "BRAID_FSROOT", BRAID_PARAM_STR, "", 0, 0, NULL, NULL,                         \
-	  "Directory braid reads host files under instead of / (as hwloc's HWLOC_FSROOT): "      \
-	  "today the GPUDirect peer-memory checks (/sys/kernel/mm/memory_peers/nv_mem*, "        \
-	  "/sys/module/nvidia_peermem). Tests describe hosts with it. Unset: the real root.")    \
-	X(IB_HCA, "BRAID_IB_HCA", BRAID_PARAM_STR, "", 0, 0, NULL, "NCCL_IB_HCA",                \
-	  "Verbs devices and ports the ib backend uses: comma list of device name prefixes, "   \
-	  "each with an optional :port; ^ excludes, = asks for exact names. Unset: every "      \
-	  "active port.")                                                                        \
-	X(IB_GID_INDEX, "BRAID_IB_GID_INDEX", BRAID_PARAM_INT, "-1", -1, 255, NULL,             \
-	  "NCCL_IB_GID_INDEX",                                                                   \
-	  "RoCE GID index. -1: choose (the first RoCEv2 GID of BRAID_IB_ADDR_FAMILY within "    \
-	  "BRAID_IB_ADDR_RANGE, link-local skipped; RoCEv1 only when no RoCEv2 GID fits).")    \
-	X(IB_ADDR_FAMILY, "BRAID_IB_ADDR_FAMILY", BRAID_PARAM_ENUM, "AF_INET", 0, 0,             \
-	  "AF_INET|AF_INET6", "NCCL_IB_ADDR_FAMILY",                                             \
-	  "Address family of the RoCE GID chosen automatically.")                                \
-	X(IB_ADDR_RANGE, "BRAID_IB_ADDR_RANGE", BRAID_PARAM_STR, "", 0, 0, NULL,                 \
-	  "NCCL_IB_ADDR_RANGE",                                                                  \
-	  "Only RoCE GIDs within this prefix (e.g. 10.0.0.0/8, fd00::/8) are chosen "          \
-	  "automatically. Unset: any.")                                                          \
-	X(IB_TC, "BRAID_IB_TC", BRAID_PARAM_INT, "0", 0, 255, NULL, "NCCL_IB_TC",                \
-	  "Traffic class of the GRH (RoCE: DSCP << 2 | ECN). A communicator's trafficClass "    \
-	  "(NCCL v10+) overrides it.")                                                           \
-	X(IB_SL, "BRAID_IB_SL", BRAID_PARAM_INT, "0", 0, 15, NULL, "NCCL_IB_SL",                 \
-	  "InfiniBand service level of every QP.")                                               \
-	X(IB_TIMEOUT, "BRAID_IB_TIMEOUT", BRAID_PARAM_INT, "20", 1, 31, NULL, "NCCL_IB_TIMEOUT", \
-	  "QP local ACK timeout exponent: 4.096 us * 2^value before a retry.")                   \
-	X(IB_RETRY_CNT, "BRAID_IB_RETRY_CNT", BRAID_PARAM_INT, "7", 0, 7, NULL,                  \
-	  "NCCL_IB_RETRY_CNT", "QP transport retries before a work request fails.")              \
-	X(IB_QPS_PER_CONN, "BRAID_IB_QPS_PER_CONN", BRAID_PARAM_INT, "0", 0, 8, NULL,            \
-	  "NCCL_IB_QPS_PER_CONNECTION",                                                          \
-	  "RC QPs per connection, 1 to 8. 0: 4 on RoCE (ECMP entropy, docs/ib.md), 1 on "       \
-	  "InfiniBand.")                                                                         \
-	X(IB_SPLIT_BYTES, "BRAID_IB_SPLIT_BYTES", BRAID_PARAM_INT, "65536", 0, 1073741824, NULL, \
-	  NULL,                                                                                  \
-	  "Messages larger than this are split evenly across the connection's QPs; smaller "    \
-	  "ones take the QPs in turn.")                                                          \
-	X(IB_FLOW_LABEL, "BRAID_IB_FLOW_LABEL", BRAID_PARAM_BOOL, "1", 0, 1, NULL, NULL,         \
-	  "Give every RoCEv2 QP a distinct, deterministic, non-zero flow label (hence UDP "      \
-	  "source port). 0 leaves it 0, as NCCL does: the port then comes from the QP numbers.") \
-	X(IB_FLUSH, "BRAID_IB_FLUSH", BRAID_PARAM_ENUM, "auto", 0, 0, "auto|always|never", NULL, \
-	  "iflush after a receive into GPU memory: auto (an RDMA READ when GPUDirect is in "     \
+#define BRAID_PARAM_LIST(X)                                                                        \
+	X(DEBUG, "BRAID_DEBUG", BRAID_PARAM_ENUM, "WARN", 0, 0, "NONE|WARN|INFO|TRACE", NULL,      \
+	  "What braid prints to stderr when NCCL gave it no logger (tools, tests). Under NCCL, "   \
+	  "NCCL_DEBUG decides.")                                                                   \
+	X(BACKEND, "BRAID_BACKEND", BRAID_PARAM_ENUM, "auto", 0, 0, "auto|ib|ofi", NULL,           \
+	  "Which backend to use. auto: verbs (ib) where a verbs device has an active port, else "  \
+	  "libfabric (ofi).")                                                                      \
+	X(OFI_PROVIDER, "BRAID_OFI_PROVIDER", BRAID_PARAM_STR, "", 0, 0, NULL, NULL,               \
+	  "libfabric provider to use (e.g. efa, \"tcp;ofi_rxm\", shm). Unset: efa first, then "    \
+	  "other RDMA-capable providers; tcp, shm, sockets and udp are used only when named.")     \
+	X(SOCKET_IFNAME, "BRAID_SOCKET_IFNAME", BRAID_PARAM_STR, "", 0, 0, NULL,                   \
+	  "NCCL_SOCKET_IFNAME",                                                                    \
+	  "Interface(s) for the out-of-band TCP handshake: comma list of name prefixes, ^ to "     \
+	  "exclude, = for exact names. Unset: the first up non-loopback interface, else lo.")      \
+	X(CONN_TIMEOUT_MS, "BRAID_CONN_TIMEOUT_MS", BRAID_PARAM_INT, "120000", 100, 3600000, NULL, \
+	  NULL,                                                                                    \
+	  "How long connect/accept may stay unfinished after the peer was reached before they "    \
+	  "fail with an error naming the peer.")                                                   \
+	X(LIVENESS_MS, "BRAID_LIVENESS_MS", BRAID_PARAM_INT, "100", 1, 60000, NULL, NULL,          \
+	  "While a request waits, how often test() checks that the peer process is still "         \
+	  "there (one poll() on the handshake socket).")                                           \
+	X(MR_CACHE, "BRAID_MR_CACHE", BRAID_PARAM_BOOL, "1", 0, 1, NULL, NULL,                     \
+	  "Registration cache: a regMr of a range already registered is a lookup. With it off, "   \
+	  "regIsGlobal is reported as 0.")                                                         \
+	X(COUNTERS, "BRAID_COUNTERS", BRAID_PARAM_BOOL, "1", 0, 1, NULL, NULL,                     \
+	  "Publish counters in /dev/shm/braid-<pid> (layout: plugin/counters.h) for tools and "    \
+	  "monitoring agents; removed when the process ends.")                                     \
+	X(FSROOT, "BRAID_FSROOT", BRAID_PARAM_STR, "", 0, 0, NULL, NULL,                           \
+	  "Directory braid reads host files under instead of / (as hwloc's HWLOC_FSROOT): "        \
+	  "today the GPUDirect peer-memory checks (/sys/kernel/mm/memory_peers/nv_mem*, "          \
+	  "/sys/module/nvidia_peermem). Tests describe hosts with it. Unset: the real root.")      \
+	X(IB_HCA, "BRAID_IB_HCA", BRAID_PARAM_STR, "", 0, 0, NULL, "NCCL_IB_HCA",                  \
+	  "Verbs devices and ports the ib backend uses: comma list of device name prefixes, "      \
+	  "each with an optional :port; ^ excludes, = asks for exact names. Unset: every "         \
+	  "active port.")                                                                          \
+	X(IB_GID_INDEX, "BRAID_IB_GID_INDEX", BRAID_PARAM_INT, "-1", -1, 255, NULL,                \
+	  "NCCL_IB_GID_INDEX",                                                                     \
+	  "RoCE GID index. -1: choose (the first RoCEv2 GID of BRAID_IB_ADDR_FAMILY within "       \
+	  "BRAID_IB_ADDR_RANGE, link-local skipped; RoCEv1 only when no RoCEv2 GID fits).")        \
+	X(IB_ADDR_FAMILY, "BRAID_IB_ADDR_FAMILY", BRAID_PARAM_ENUM, "AF_INET", 0, 0,               \
+	  "AF_INET|AF_INET6", "NCCL_IB_ADDR_FAMILY",                                               \
+	  "Address family of the RoCE GID chosen automatically.")                                  \
+	X(IB_ADDR_RANGE, "BRAID_IB_ADDR_RANGE", BRAID_PARAM_STR, "", 0, 0, NULL,                   \
+	  "NCCL_IB_ADDR_RANGE",                                                                    \
+	  "Only RoCE GIDs within this prefix (e.g. 10.0.0.0/8, fd00::/8) are chosen "              \
+	  "automatically. Unset: any.")                                                            \
+	X(IB_TC, "BRAID_IB_TC", BRAID_PARAM_INT, "0", 0, 255, NULL, "NCCL_IB_TC",                  \
+	  "Traffic class of the GRH (RoCE: DSCP << 2 | ECN). A communicator's trafficClass "       \
+	  "(NCCL v10+) overrides it.")                                                             \
+	X(IB_SL, "BRAID_IB_SL", BRAID_PARAM_INT, "0", 0, 15, NULL, "NCCL_IB_SL",                   \
+	  "InfiniBand service level of every QP.")                                                 \
+	X(IB_TIMEOUT, "BRAID_IB_TIMEOUT", BRAID_PARAM_INT, "20", 1, 31, NULL, "NCCL_IB_TIMEOUT",   \
+	  "QP local ACK timeout exponent: 4.096 us * 2^value before a retry.")                     \
+	X(IB_RETRY_CNT, "BRAID_IB_RETRY_CNT", BRAID_PARAM_INT, "7", 0, 7, NULL,                    \
+	  "NCCL_IB_RETRY_CNT", "QP transport retries before a work request fails.")                \
+	X(IB_QPS_PER_CONN, "BRAID_IB_QPS_PER_CONN", BRAID_PARAM_INT, "0", 0, 8, NULL,              \
+	  "NCCL_IB_QPS_PER_CONNECTION",                                                            \
+	  "RC QPs per connection, 1 to 8. 0: 4 on RoCE (ECMP entropy, docs/ib.md), 1 on "          \
+	  "InfiniBand.")                                                                           \
+	X(IB_SPLIT_BYTES, "BRAID_IB_SPLIT_BYTES", BRAID_PARAM_INT, "65536", 0, 1073741824, NULL,   \
+	  NULL,                                                                                    \
+	  "Messages larger than this are split evenly across the connection's QPs; smaller "       \
+	  "ones take the QPs in turn.")                                                            \
+	X(IB_FLOW_LABEL, "BRAID_IB_FLOW_LABEL", BRAID_PARAM_BOOL, "1", 0, 1, NULL, NULL,           \
+	  "Give every RoCEv2 QP a distinct, deterministic, non-zero flow label (hence UDP "        \
+	  "source port). 0 leaves it 0, as NCCL does: the port then comes from the QP numbers.")   \
+	X(IB_FLUSH, "BRAID_IB_FLUSH", BRAID_PARAM_ENUM, "auto", 0, 0, "auto|always|never", NULL,   \
+	  "iflush after a receive into GPU memory: auto (an RDMA READ when GPUDirect is in "       \
 	  "use), always (also for host memory: a test hook), never.")
 
 enum braid_param_id {
 #define BRAID_PARAM_ENUM_ID(id, ...) BRAID_P_##id,
 	BRAID_PARAM_LIST(BRAID_PARAM_ENUM_ID)
 #undef BRAID_PARAM_ENUM_ID
-	BRAID_P_COUNT
+		BRAID_P_COUNT
 };
 
 struct braid_param_desc {
@@ -112,7 +112,7 @@ void braid_params_load(void);
 /* Forget what was read, so a test can change the environment and load again. */
 void braid_params_reset(void);
 
-int64_t braid_param_int(enum braid_param_id id);   /* INT, BOOL and ENUM (the index) */
+int64_t braid_param_int(enum braid_param_id id);     /* INT, BOOL and ENUM (the index) */
 const char *braid_param_str(enum braid_param_id id); /* STR; "" when unset */
 /* Where the value came from: "default", the variable's name, or its alias. */
 const char *braid_param_source(enum braid_param_id id);

@@ -30,7 +30,8 @@ static int ms_left(double deadline)
 
 int boot_listen(const char *host, int port, int *bound_port, char *err, size_t errlen)
 {
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+	struct addrinfo hints = { .ai_family = AF_UNSPEC,
+				  .ai_socktype = SOCK_STREAM,
 				  .ai_flags = AI_PASSIVE };
 	struct addrinfo *res, *ai;
 	char service[16];
@@ -64,9 +65,9 @@ int boot_listen(const char *host, int port, int *bound_port, char *err, size_t e
 		socklen_t sl = sizeof(ss);
 
 		getsockname(fd, (struct sockaddr *)&ss, &sl);
-		*bound_port = ntohs(ss.ss_family == AF_INET6 ?
-				    ((struct sockaddr_in6 *)&ss)->sin6_port :
-				    ((struct sockaddr_in *)&ss)->sin_port);
+		*bound_port = ntohs(ss.ss_family == AF_INET6
+					    ? ((struct sockaddr_in6 *)&ss)->sin6_port
+					    : ((struct sockaddr_in *)&ss)->sin_port);
 	}
 	return fd;
 }
@@ -166,7 +167,8 @@ int boot_send(int fd, const void *buf, size_t len, double timeout_s, char *err, 
 		if (n < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (n <= 0) {
-			snprintf(err, errlen, "send to peer: %s", n < 0 ? strerror(errno) : "closed");
+			snprintf(err, errlen, "send to peer: %s",
+				 n < 0 ? strerror(errno) : "closed");
 			return -1;
 		}
 		done += n;

@@ -16,7 +16,8 @@ struct command {
 
 static const struct command commands[] = {
 	{ "version", braid_cmd_version, "braid's version and what the plugin .so exports" },
-	{ "perf", braid_cmd_perf, "bandwidth and latency between two processes through the "
+	{ "perf", braid_cmd_perf,
+	  "bandwidth and latency between two processes through the "
 	  "plugin, as NCCL drives it" },
 #ifdef BRAID_HAVE_TOPO
 	{ "topo", braid_cmd_topo, "GPUs, NICs, rails and PCIe paths of this machine" },

@@ -43,8 +43,8 @@ static int log_level_wanted(void)
 	return level;
 }
 
-void netapi_logger(ncclDebugLogLevel level, unsigned long flags, const char *file,
-		   int line, const char *fmt, ...)
+void netapi_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+		   const char *fmt, ...)
 {
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	const char *tag;
@@ -59,8 +59,10 @@ void netapi_logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
 	if ((level == NCCL_LOG_INFO && log_level_wanted() < NCCL_LOG_INFO) ||
 	    (level == NCCL_LOG_TRACE && log_level_wanted() < NCCL_LOG_TRACE))
 		return;
-	tag = level == NCCL_LOG_WARN ? "WARN" : level == NCCL_LOG_INFO ? "INFO" :
-	      level == NCCL_LOG_TRACE ? "TRACE" : "ABORT";
+	tag = level == NCCL_LOG_WARN    ? "WARN"
+	      : level == NCCL_LOG_INFO  ? "INFO"
+	      : level == NCCL_LOG_TRACE ? "TRACE"
+					: "ABORT";
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
@@ -68,8 +70,7 @@ void netapi_logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
 	fprintf(stderr, "%s:%d:%ld NCCL %s %s%s%s:%d\n", netapi_log_prefix, (int)getpid(),
 		(long)syscall(SYS_gettid), tag, msg,
 		level == NCCL_LOG_TRACE || level == NCCL_LOG_WARN ? "  @" : "",
-		level == NCCL_LOG_TRACE || level == NCCL_LOG_WARN ? (file ? file : "?") : "",
-		line);
+		level == NCCL_LOG_TRACE || level == NCCL_LOG_WARN ? (file ? file : "?") : "", line);
 	pthread_mutex_unlock(&lock);
 	(void)flags;
 }
@@ -77,9 +78,9 @@ void netapi_logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
 const char *netapi_result_str(ncclResult_t r)
 {
 	static const char *const names[] = {
-		"ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError",
-		"ncclInternalError", "ncclInvalidArgument", "ncclInvalidUsage",
-		"ncclRemoteError", "ncclInProgress",
+		"ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError",
+		"ncclInternalError", "ncclInvalidArgument",    "ncclInvalidUsage",
+		"ncclRemoteError",   "ncclInProgress",
 	};
 
 	if ((unsigned)r < sizeof(names) / sizeof(names[0]))
@@ -87,8 +88,7 @@ const char *netapi_result_str(ncclResult_t r)
 	return "ncclResult(unknown)";
 }
 
-void *netapi_open(const char *value, char *loaded, size_t loaded_len, char *err,
-		  size_t err_len)
+void *netapi_open(const char *value, char *loaded, size_t loaded_len, char *err, size_t err_len)
 {
 	char name[PATH_MAX];
 	void *dl;
@@ -166,8 +166,8 @@ static ncclResult_t v8_connect(const struct net_api *api, void *ctx, int dev, vo
 	return T8(api)->connect(dev, handle, sc, &dh);
 }
 
-static ncclResult_t v8_isend(const struct net_api *api, void *sc, void *data, size_t size,
-			     int tag, void *mh, void **req)
+static ncclResult_t v8_isend(const struct net_api *api, void *sc, void *data, size_t size, int tag,
+			     void *mh, void **req)
 {
 	if (size > INT_MAX)
 		return ncclInvalidArgument; /* v8 cannot express it; NCCL never asks */
@@ -247,8 +247,8 @@ static ncclResult_t v9_connect(const struct net_api *api, void *ctx, int dev, vo
 	return T9(api)->connect(dev, handle, sc, &dh);
 }
 
-static ncclResult_t v9_isend(const struct net_api *api, void *sc, void *data, size_t size,
-			     int tag, void *mh, void **req)
+static ncclResult_t v9_isend(const struct net_api *api, void *sc, void *data, size_t size, int tag,
+			     void *mh, void **req)
 {
 	return T9(api)->isend(sc, data, size, tag, mh, req);
 }
@@ -304,8 +304,8 @@ static ncclResult_t v10_connect(const struct net_api *api, void *ctx, int dev, v
 	return T10(api)->connect(dev, &config, handle, sc, &dh);
 }
 
-static ncclResult_t v10_isend(const struct net_api *api, void *sc, void *data, size_t size,
-			      int tag, void *mh, void **req)
+static ncclResult_t v10_isend(const struct net_api *api, void *sc, void *data, size_t size, int tag,
+			      void *mh, void **req)
 {
 	return T10(api)->isend(sc, data, size, tag, mh, NULL, req);
 }
@@ -372,8 +372,8 @@ static ncclResult_t v11_connect(const struct net_api *api, void *ctx, int dev, v
 	return T11(api)->connect(ctx, dev, handle, sc, &dh);
 }
 
-static ncclResult_t v11_isend(const struct net_api *api, void *sc, void *data, size_t size,
-			      int tag, void *mh, void **req)
+static ncclResult_t v11_isend(const struct net_api *api, void *sc, void *data, size_t size, int tag,
+			      void *mh, void **req)
 {
 	return T11(api)->isend(sc, data, size, tag, mh, NULL, req);
 }
@@ -402,51 +402,50 @@ static ncclResult_t no_finalize(const struct net_api *api, void *ctx)
  * offsets (v9+ insert nothing before isend, but v11 changes init/listen/connect), so
  * each version calls through its own table type.
  */
-#define COMMON_OPS(V, T)                                                                  \
-	static ncclResult_t V##_devices(const struct net_api *api, int *n)                \
-	{                                                                                 \
-		return T(api)->devices(n);                                                \
-	}                                                                                 \
-	static ncclResult_t V##_accept(const struct net_api *api, void *lc, void **rc)    \
-	{                                                                                 \
-		ncclNetDeviceHandle_t *dh = NULL;                                         \
-		return T(api)->accept(lc, rc, &dh);                                       \
-	}                                                                                 \
-	static ncclResult_t V##_reg_mr(const struct net_api *api, void *comm, void *data, \
-				       size_t size, void **mh)                            \
-	{                                                                                 \
-		return T(api)->regMr(comm, data, size, NCCL_PTR_HOST, mh);                \
-	}                                                                                 \
-	static ncclResult_t V##_reg_mr_type(const struct net_api *api, void *comm,        \
-					    void *data, size_t size, int type, void **mh) \
-	{                                                                                 \
-		return T(api)->regMr(comm, data, size, type, mh);                         \
-	}                                                                                 \
-	static ncclResult_t V##_dereg_mr(const struct net_api *api, void *comm, void *mh) \
-	{                                                                                 \
-		return T(api)->deregMr(comm, mh);                                         \
-	}                                                                                 \
-	static ncclResult_t V##_iflush(const struct net_api *api, void *rc, int n,        \
-				       void **data, int *sizes, void **mh, void **req)    \
-	{                                                                                 \
-		return T(api)->iflush(rc, n, data, sizes, mh, req);                       \
-	}                                                                                 \
-	static ncclResult_t V##_test(const struct net_api *api, void *req, int *done,     \
-				     int *sizes)                                          \
-	{                                                                                 \
-		return T(api)->test(req, done, sizes);                                    \
-	}                                                                                 \
-	static ncclResult_t V##_close_send(const struct net_api *api, void *c)            \
-	{                                                                                 \
-		return T(api)->closeSend(c);                                              \
-	}                                                                                 \
-	static ncclResult_t V##_close_recv(const struct net_api *api, void *c)            \
-	{                                                                                 \
-		return T(api)->closeRecv(c);                                              \
-	}                                                                                 \
-	static ncclResult_t V##_close_listen(const struct net_api *api, void *c)          \
-	{                                                                                 \
-		return T(api)->closeListen(c);                                            \
+#define COMMON_OPS(V, T)                                                                          \
+	static ncclResult_t V##_devices(const struct net_api *api, int *n)                        \
+	{                                                                                         \
+		return T(api)->devices(n);                                                        \
+	}                                                                                         \
+	static ncclResult_t V##_accept(const struct net_api *api, void *lc, void **rc)            \
+	{                                                                                         \
+		ncclNetDeviceHandle_t *dh = NULL;                                                 \
+		return T(api)->accept(lc, rc, &dh);                                               \
+	}                                                                                         \
+	static ncclResult_t V##_reg_mr(const struct net_api *api, void *comm, void *data,         \
+				       size_t size, void **mh)                                    \
+	{                                                                                         \
+		return T(api)->regMr(comm, data, size, NCCL_PTR_HOST, mh);                        \
+	}                                                                                         \
+	static ncclResult_t V##_reg_mr_type(const struct net_api *api, void *comm, void *data,    \
+					    size_t size, int type, void **mh)                     \
+	{                                                                                         \
+		return T(api)->regMr(comm, data, size, type, mh);                                 \
+	}                                                                                         \
+	static ncclResult_t V##_dereg_mr(const struct net_api *api, void *comm, void *mh)         \
+	{                                                                                         \
+		return T(api)->deregMr(comm, mh);                                                 \
+	}                                                                                         \
+	static ncclResult_t V##_iflush(const struct net_api *api, void *rc, int n, void **data,   \
+				       int *sizes, void **mh, void **req)                         \
+	{                                                                                         \
+		return T(api)->iflush(rc, n, data, sizes, mh, req);                               \
+	}                                                                                         \
+	static ncclResult_t V##_test(const struct net_api *api, void *req, int *done, int *sizes) \
+	{                                                                                         \
+		return T(api)->test(req, done, sizes);                                            \
+	}                                                                                         \
+	static ncclResult_t V##_close_send(const struct net_api *api, void *c)                    \
+	{                                                                                         \
+		return T(api)->closeSend(c);                                                      \
+	}                                                                                         \
+	static ncclResult_t V##_close_recv(const struct net_api *api, void *c)                    \
+	{                                                                                         \
+		return T(api)->closeRecv(c);                                                      \
+	}                                                                                         \
+	static ncclResult_t V##_close_listen(const struct net_api *api, void *c)                  \
+	{                                                                                         \
+		return T(api)->closeListen(c);                                                    \
 	}
 
 COMMON_OPS(v8, T8)
@@ -454,25 +453,25 @@ COMMON_OPS(v9, T9)
 COMMON_OPS(v10, T10)
 COMMON_OPS(v11, T11)
 
-#define FILL(V, FIN)                                                                      \
-	do {                                                                              \
-		api->init = V##_init;                                                     \
-		api->finalize = FIN;                                                      \
-		api->devices = V##_devices;                                               \
-		api->get_props = V##_get_props;                                           \
-		api->listen = V##_listen;                                                 \
-		api->connect = V##_connect;                                               \
-		api->accept = V##_accept;                                                 \
-		api->reg_mr = V##_reg_mr;                                                 \
-		api->reg_mr_type = V##_reg_mr_type;                                       \
-		api->dereg_mr = V##_dereg_mr;                                             \
-		api->isend = V##_isend;                                                   \
-		api->irecv = V##_irecv;                                                   \
-		api->iflush = V##_iflush;                                                 \
-		api->test = V##_test;                                                     \
-		api->close_send = V##_close_send;                                         \
-		api->close_recv = V##_close_recv;                                         \
-		api->close_listen = V##_close_listen;                                     \
+#define FILL(V, FIN)                                  \
+	do {                                          \
+		api->init = V##_init;                 \
+		api->finalize = FIN;                  \
+		api->devices = V##_devices;           \
+		api->get_props = V##_get_props;       \
+		api->listen = V##_listen;             \
+		api->connect = V##_connect;           \
+		api->accept = V##_accept;             \
+		api->reg_mr = V##_reg_mr;             \
+		api->reg_mr_type = V##_reg_mr_type;   \
+		api->dereg_mr = V##_dereg_mr;         \
+		api->isend = V##_isend;               \
+		api->irecv = V##_irecv;               \
+		api->iflush = V##_iflush;             \
+		api->test = V##_test;                 \
+		api->close_send = V##_close_send;     \
+		api->close_recv = V##_close_recv;     \
+		api->close_listen = V##_close_listen; \
 	} while (0)
 
 int netapi_bind(void *dl, int version, struct net_api *api)
@@ -490,20 +489,11 @@ int netapi_bind(void *dl, int version, struct net_api *api)
 	/* name is the first member of every version's table */
 	api->name = *(const char *const *)table;
 	switch (version) {
-	case 8:
-		FILL(v8, no_finalize);
-		break;
-	case 9:
-		FILL(v9, no_finalize);
-		break;
-	case 10:
-		FILL(v10, no_finalize);
-		break;
-	case 11:
-		FILL(v11, v11_finalize);
-		break;
-	default:
-		return -1;
+	case 8: FILL(v8, no_finalize); break;
+	case 9: FILL(v9, no_finalize); break;
+	case 10: FILL(v10, no_finalize); break;
+	case 11: FILL(v11, v11_finalize); break;
+	default: return -1;
 	}
 	return 0;
 }

@@ -30,14 +30,14 @@ struct net_props {
 	int max_recvs;
 	int net_device_type;
 	int vdev_ndevs;
-	size_t max_p2p_bytes;   /* v9+; 0 for v8 */
-	size_t max_coll_bytes;  /* v9+; 0 for v8 */
+	size_t max_p2p_bytes;       /* v9+; 0 for v8 */
+	size_t max_coll_bytes;      /* v9+; 0 for v8 */
 	int max_multi_request_size; /* v11; 0 before */
 };
 
 struct net_api {
 	int version;
-	const char *name; /* the plugin's own name field */
+	const char *name;  /* the plugin's own name field */
 	const void *table; /* the ncclNet_vN_t */
 
 	/* v11: one ctx per call (a communicator); v8..v10: init once, *ctx = NULL. */
@@ -53,11 +53,11 @@ struct net_api {
 	ncclResult_t (*reg_mr)(const struct net_api *api, void *comm, void *data, size_t size,
 			       void **mhandle);
 	/* regMr with NCCL's pointer type (NCCL_PTR_HOST, NCCL_PTR_CUDA); reg_mr is HOST. */
-	ncclResult_t (*reg_mr_type)(const struct net_api *api, void *comm, void *data,
-				    size_t size, int type, void **mhandle);
+	ncclResult_t (*reg_mr_type)(const struct net_api *api, void *comm, void *data, size_t size,
+				    int type, void **mhandle);
 	ncclResult_t (*dereg_mr)(const struct net_api *api, void *comm, void *mhandle);
-	ncclResult_t (*isend)(const struct net_api *api, void *send_comm, void *data,
-			      size_t size, int tag, void *mhandle, void **request);
+	ncclResult_t (*isend)(const struct net_api *api, void *send_comm, void *data, size_t size,
+			      int tag, void *mhandle, void **request);
 	ncclResult_t (*irecv)(const struct net_api *api, void *recv_comm, int n, void **data,
 			      const size_t *sizes, const int *tags, void **mhandles,
 			      void **request);
@@ -75,8 +75,7 @@ struct net_api {
  * the handle and writes the name that loaded into `loaded`; on failure NULL and the
  * dlerror() of each attempt into `err`.
  */
-void *netapi_open(const char *value, char *loaded, size_t loaded_len, char *err,
-		  size_t err_len);
+void *netapi_open(const char *value, char *loaded, size_t loaded_len, char *err, size_t err_len);
 
 /* Bind `api` to the plugin's ncclNetPlugin_v<version>. 0 on success, -1 if absent. */
 int netapi_bind(void *dl, int version, struct net_api *api);
@@ -88,8 +87,8 @@ const char *netapi_result_str(ncclResult_t r);
  * A logger that prints like NCCL: WARN always, INFO with NCCL_DEBUG=INFO, TRACE with
  * NCCL_DEBUG=TRACE, each line prefixed with netapi_log_prefix. Thread-safe.
  */
-void netapi_logger(ncclDebugLogLevel level, unsigned long flags, const char *file,
-		   int line, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void netapi_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+		   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 extern char netapi_log_prefix[128];
 /* How many WARN lines the plugin logged through netapi_logger. */
 unsigned long netapi_warn_count(void);

@@ -46,8 +46,7 @@ void pattern_fill(void *buf, size_t len, uint64_t seed, uint64_t msg)
 		p[off] = (uint8_t)(word_at(base, off / 8) >> (8 * (off % 8)));
 }
 
-size_t pattern_check_range(const void *buf, size_t from, size_t to, uint64_t seed,
-			   uint64_t msg)
+size_t pattern_check_range(const void *buf, size_t from, size_t to, uint64_t seed, uint64_t msg)
 {
 	uint64_t base = base_of(seed, msg);
 	const unsigned char *p = buf;

@@ -16,8 +16,7 @@ void pattern_fill(void *buf, size_t len, uint64_t seed, uint64_t msg);
 size_t pattern_check(const void *buf, size_t len, uint64_t seed, uint64_t msg);
 
 /* The same for bytes [from, to) of a buffer filled over [0, ...). */
-size_t pattern_check_range(const void *buf, size_t from, size_t to, uint64_t seed,
-			   uint64_t msg);
+size_t pattern_check_range(const void *buf, size_t from, size_t to, uint64_t seed, uint64_t msg);
 
 /* The byte pattern_fill() puts at `off`, for error messages. */
 uint8_t pattern_byte(uint64_t seed, uint64_t msg, size_t off);

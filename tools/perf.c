@@ -31,7 +31,7 @@
 #define PERF_DEFAULT_PORT 18515
 #define PERF_WIRE_MAGIC 0x62726166u /* "braf" */
 #define PERF_WIRE_PROTO 1
-#define PERF_PHASE_TIMEOUT_S 120.0   /* one size, one phase; far above any real run */
+#define PERF_PHASE_TIMEOUT_S 120.0 /* one size, one phase; far above any real run */
 #define PERF_CONNECT_TIMEOUT_S 30.0
 #define PERF_MAX_WINDOW NCCL_NET_MAX_REQUESTS
 #define PERF_CTRL_BYTES 16
@@ -47,16 +47,16 @@ struct perf_opts {
 	int dev;
 	size_t min, max;
 	int window;
-	int iters;          /* 0: by size */
-	int warmup;         /* -1: by iterations */
+	int iters;  /* 0: by size */
+	int warmup; /* -1: by iterations */
 	size_t lat_size;
 	int lat_iters;
 	bool bw, lat;
 	enum perf_mode mode;
 	const char *host;
 	int port;
-	double timeout;     /* waiting for the peer to show up */
-	bool local_child;   /* the peer process `braid perf` started for itself */
+	double timeout;   /* waiting for the peer to show up */
+	bool local_child; /* the peer process `braid perf` started for itself */
 };
 
 /*
@@ -83,7 +83,7 @@ struct perf {
 	void *ctx;
 	struct net_props props;
 	void *lc, *sc, *rc;
-	bool streamer;              /* server: sends the stream and prints */
+	bool streamer; /* server: sends the stream and prints */
 	int boot;
 	/* streaming: check[0], check[1], bulk, each max bytes, on sc (streamer) or rc */
 	char *big;
@@ -165,9 +165,21 @@ static int parse_size(const char *s, size_t *out)
 	unsigned long long v = strtoull(s, &end, 0);
 
 	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
+	case 'k':
+	case 'K':
+		v <<= 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		v <<= 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		v <<= 30;
+		end++;
+		break;
 	default: break;
 	}
 	if (*end == 'B' || *end == 'b')
@@ -180,9 +192,27 @@ static int parse_size(const char *s, size_t *out)
 
 static int parse_opts(int argc, char **argv, struct perf_opts *o)
 {
-	enum { O_API = 256, O_BACKEND, O_PROVIDER, O_DEV, O_PLUGIN, O_MIN, O_MAX, O_WINDOW,
-	       O_ITERS, O_WARMUP, O_LATSIZE, O_LATITERS, O_BWONLY, O_LATONLY, O_SERVER,
-	       O_CLIENT, O_PORT, O_TIMEOUT, O_CHILD };
+	enum {
+		O_API = 256,
+		O_BACKEND,
+		O_PROVIDER,
+		O_DEV,
+		O_PLUGIN,
+		O_MIN,
+		O_MAX,
+		O_WINDOW,
+		O_ITERS,
+		O_WARMUP,
+		O_LATSIZE,
+		O_LATITERS,
+		O_BWONLY,
+		O_LATONLY,
+		O_SERVER,
+		O_CLIENT,
+		O_PORT,
+		O_TIMEOUT,
+		O_CHILD
+	};
 	static const struct option longopts[] = {
 		{ "api", required_argument, NULL, O_API },
 		{ "backend", required_argument, NULL, O_BACKEND },
@@ -208,9 +238,17 @@ static int parse_opts(int argc, char **argv, struct perf_opts *o)
 	};
 	int c;
 
-	*o = (struct perf_opts){ .api = 11, .min = 8, .max = 64 << 20, .window = 16,
-				 .warmup = -1, .lat_size = 8, .lat_iters = 1000, .bw = true,
-				 .lat = true, .port = PERF_DEFAULT_PORT, .timeout = 60 };
+	*o = (struct perf_opts){ .api = 11,
+				 .min = 8,
+				 .max = 64 << 20,
+				 .window = 16,
+				 .warmup = -1,
+				 .lat_size = 8,
+				 .lat_iters = 1000,
+				 .bw = true,
+				 .lat = true,
+				 .port = PERF_DEFAULT_PORT,
+				 .timeout = 60 };
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -238,7 +276,10 @@ static int parse_opts(int argc, char **argv, struct perf_opts *o)
 		case O_BWONLY: o->lat = false; break;
 		case O_LATONLY: o->bw = false; break;
 		case O_SERVER: o->mode = MODE_SERVER; break;
-		case O_CLIENT: o->mode = MODE_CLIENT; o->host = optarg; break;
+		case O_CLIENT:
+			o->mode = MODE_CLIENT;
+			o->host = optarg;
+			break;
 		case O_PORT: o->port = atoi(optarg); break;
 		case O_TIMEOUT: o->timeout = atof(optarg); break;
 		case O_CHILD: o->local_child = true; break;
@@ -304,14 +345,15 @@ static int post_one(struct perf *p, bool send, void *buf, size_t size, void *mh,
 
 	for (;;) {
 		*req = NULL;
-		r = send ? p->api.isend(&p->api, p->sc, buf, size, tag, mh, req) :
-			   p->api.irecv(&p->api, p->rc, 1, &buf, &size, &tag, &mh, req);
+		r = send ? p->api.isend(&p->api, p->sc, buf, size, tag, mh, req)
+			 : p->api.irecv(&p->api, p->rc, 1, &buf, &size, &tag, &mh, req);
 		if (check_call(p, r, what))
 			return -1;
 		if (*req)
 			return 0;
 		if ((++polls & 255) == 0 && now_us() > deadline)
-			return perr(p, "%s: not accepted within %.0f s", what, PERF_PHASE_TIMEOUT_S);
+			return perr(p, "%s: not accepted within %.0f s", what,
+				    PERF_PHASE_TIMEOUT_S);
 		sched_yield();
 	}
 }
@@ -378,8 +420,8 @@ static uint64_t check_id(size_t size, int first_or_last)
 }
 
 /* One phase: n messages of `size`, window in flight. Returns 0, sets *ok, *usec. */
-static int stream_phase(struct perf *p, size_t size, int n, bool verify, uint64_t seq,
-			bool *ok, double *usec)
+static int stream_phase(struct perf *p, size_t size, int n, bool verify, uint64_t seq, bool *ok,
+			double *usec)
 {
 	void *reqs[PERF_MAX_WINDOW] = { 0 };
 	int idx[PERF_MAX_WINDOW];
@@ -400,7 +442,8 @@ static int stream_phase(struct perf *p, size_t size, int n, bool verify, uint64_
 		}
 		/* wait for "go": the receiver has its window posted */
 		if (post_one(p, false, p->rsmall, PERF_CTRL_BYTES, p->rsmall_mh, &ctrl_req,
-			     "irecv(go)") || recv_ctrl(p, &c, ctrl_req))
+			     "irecv(go)") ||
+		    recv_ctrl(p, &c, ctrl_req))
 			return -1;
 		if (c.kind != 1 || c.seq != seq)
 			return perr(p, "out of step: control %u/%llu, expected go/%llu", c.kind,
@@ -423,7 +466,8 @@ static int stream_phase(struct perf *p, size_t size, int n, bool verify, uint64_
 			for (slot = 0; reqs[slot]; slot++)
 				;
 			if (p->streamer) {
-				r = p->api.isend(&p->api, p->sc, buf, size, tag, p->big_mh, &reqs[slot]);
+				r = p->api.isend(&p->api, p->sc, buf, size, tag, p->big_mh,
+						 &reqs[slot]);
 			} else {
 				size_t sz = size;
 				void *b = buf;
@@ -471,7 +515,8 @@ static int stream_phase(struct perf *p, size_t size, int n, bool verify, uint64_
 				continue;
 			if ((size_t)sizes[0] != size) {
 				if (*ok) /* the first one says enough */
-					perr(p, "iteration %d of %zu bytes: test() reported %d bytes",
+					perr(p,
+					     "iteration %d of %zu bytes: test() reported %d bytes",
 					     idx[s], size, sizes[0]);
 				*ok = false;
 			}
@@ -575,7 +620,8 @@ static int run_latency(struct perf *p, bool *all_ok)
 			if (check)
 				pattern_fill(p->ssmall, size, PERF_SEED, 1000 + i);
 			t0 = now_us();
-			if (post_one(p, true, p->ssmall, size, p->ssmall_mh, &sreq, "isend(ping)") ||
+			if (post_one(p, true, p->ssmall, size, p->ssmall_mh, &sreq,
+				     "isend(ping)") ||
 			    wait_one(p, sreq, NULL, "test(isend ping)") ||
 			    wait_one(p, rreq, &got, "test(irecv pong)"))
 				goto out;
@@ -600,7 +646,8 @@ static int run_latency(struct perf *p, bool *all_ok)
 		if (!p->streamer) {
 			if (check)
 				pattern_fill(p->ssmall, size, PERF_SEED, 2000 + i);
-			if (post_one(p, true, p->ssmall, size, p->ssmall_mh, &sreq, "isend(pong)") ||
+			if (post_one(p, true, p->ssmall, size, p->ssmall_mh, &sreq,
+				     "isend(pong)") ||
 			    wait_one(p, sreq, NULL, "test(isend pong)"))
 				goto out;
 		}
@@ -612,11 +659,13 @@ static int run_latency(struct perf *p, bool *all_ok)
 		for (int i = 0; i < n; i++)
 			sum += half[i];
 		printf("# latency: %zu-byte ping-pong, %d iterations (+%d warm-up), half round "
-		       "trip:\n", size, n, wu);
+		       "trip:\n",
+		       size, n, wu);
 		printf("#   avg %.2f us   p50 %.2f us   p99 %.2f us   min %.2f us   max %.2f us"
-		       "   check %s\n", sum / n, half[n / 2], half[(size_t)n * 99 / 100 < (size_t)n ?
-		       (size_t)n * 99 / 100 : (size_t)n - 1], half[0], half[n - 1],
-		       ok ? "ok" : "WRONG DATA");
+		       "   check %s\n",
+		       sum / n, half[n / 2],
+		       half[(size_t)n * 99 / 100 < (size_t)n ? (size_t)n * 99 / 100 : (size_t)n - 1],
+		       half[0], half[n - 1], ok ? "ok" : "WRONG DATA");
 	}
 	if (!ok)
 		*all_ok = false;
@@ -645,7 +694,8 @@ static int exchange_opts(struct perf *p, char *err, size_t errlen)
 		return -1;
 	}
 	if (memcmp(&mine, &peer, sizeof(mine))) {
-		snprintf(err, errlen, "the two sides were given different options (api, sizes, "
+		snprintf(err, errlen,
+			 "the two sides were given different options (api, sizes, "
 			 "window, iterations or --bw-only/--lat-only must match)");
 		return -1;
 	}
@@ -694,9 +744,11 @@ static int connect_peer(struct perf *p)
 		if (!p->rc && check_call(p, p->api.accept(&p->api, p->lc, &p->rc), "accept"))
 			return -1;
 		if (now_us() > deadline)
-			return perr(p, "connect/accept not ready after %.0f s (send comm %s, "
-				    "receive comm %s)", PERF_CONNECT_TIMEOUT_S,
-				    p->sc ? "up" : "pending", p->rc ? "up" : "pending");
+			return perr(p,
+				    "connect/accept not ready after %.0f s (send comm %s, "
+				    "receive comm %s)",
+				    PERF_CONNECT_TIMEOUT_S, p->sc ? "up" : "pending",
+				    p->rc ? "up" : "pending");
 		sleep_us(100);
 	}
 	return 0;
@@ -716,8 +768,9 @@ static int setup_buffers(struct perf *p)
 	memset(p->ssmall, 0, p->small_len);
 	memset(p->rsmall, 0, p->small_len);
 	/* registered once, as NCCL does with its buffers */
-	if (check_call(p, p->api.reg_mr(&p->api, p->streamer ? p->sc : p->rc, p->big, big,
-					&p->big_mh), "regMr(stream buffers)") ||
+	if (check_call(p,
+		       p->api.reg_mr(&p->api, p->streamer ? p->sc : p->rc, p->big, big, &p->big_mh),
+		       "regMr(stream buffers)") ||
 	    check_call(p, p->api.reg_mr(&p->api, p->sc, p->ssmall, p->small_len, &p->ssmall_mh),
 		       "regMr(small send buffer)") ||
 	    check_call(p, p->api.reg_mr(&p->api, p->rc, p->rsmall, p->small_len, &p->rsmall_mh),
@@ -757,8 +810,8 @@ static void print_header(const struct perf *p, const char *loaded)
 	       p->props.name, p->props.speed, backend ? backend : "(unset)",
 	       prov ? prov : "(unset)");
 	printf("# peer: %s; window %d requests; first and last timed iteration of each size "
-	       "verified\n", p->o.mode == MODE_LOCAL ? "a second local process" : "remote",
-	       p->o.window);
+	       "verified\n",
+	       p->o.mode == MODE_LOCAL ? "a second local process" : "remote", p->o.window);
 	fflush(stdout);
 }
 
@@ -787,8 +840,8 @@ static int run_session(struct perf *p)
 		goto out;
 	}
 	if (p->streamer)
-		printf("# data check: %s\n", all_ok ? "every verified iteration was right" :
-		       "WRONG DATA (see the errors above)");
+		printf("# data check: %s\n", all_ok ? "every verified iteration was right"
+						    : "WRONG DATA (see the errors above)");
 	rc = all_ok ? 0 : -1;
 out:
 	teardown(p);
@@ -809,7 +862,7 @@ static pid_t spawn_local_peer(int argc, char **argv, int port)
 	snprintf(portstr, sizeof(portstr), "%d", port);
 	args[n++] = self;
 	for (int i = 0; i < argc; i++)
-		args[n++] = argv[i];  /* argv[0] is "perf" */
+		args[n++] = argv[i]; /* argv[0] is "perf" */
 	args[n++] = "--client";
 	args[n++] = "127.0.0.1";
 	args[n++] = "--port";
@@ -868,7 +921,9 @@ int braid_cmd_perf(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	snprintf(netapi_log_prefix, sizeof(netapi_log_prefix), "braid-perf%s",
-		 p.o.mode != MODE_CLIENT ? "" : p.o.local_child ? "(peer)" : "(client)");
+		 p.o.mode != MODE_CLIENT ? ""
+		 : p.o.local_child       ? "(peer)"
+					 : "(client)");
 	switch (p.o.mode) {
 	case MODE_LOCAL:
 	case MODE_SERVER: {

@@ -19,16 +19,15 @@ int braid_cmd_topo(int argc, char **argv);
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: braid topo [--xml FILE] [--json]\n"
-		"\n"
-		"Show the GPUs and NICs of this machine (or of a saved hwloc topology), which\n"
-		"NICs each GPU uses (its rail) with PCIe path types, and warnings to act on.\n"
-		"\n"
-		"  --xml FILE  read the topology from FILE (`lstopo --of xml FILE`) instead of\n"
-		"              this machine; $HWLOC_XMLFILE does the same when --xml is absent\n"
-		"  --json      print JSON (schema in docs/topology.md)\n"
-		"  -h, --help  this text\n");
+	fprintf(f, "usage: braid topo [--xml FILE] [--json]\n"
+		   "\n"
+		   "Show the GPUs and NICs of this machine (or of a saved hwloc topology), which\n"
+		   "NICs each GPU uses (its rail) with PCIe path types, and warnings to act on.\n"
+		   "\n"
+		   "  --xml FILE  read the topology from FILE (`lstopo --of xml FILE`) instead of\n"
+		   "              this machine; $HWLOC_XMLFILE does the same when --xml is absent\n"
+		   "  --json      print JSON (schema in docs/topology.md)\n"
+		   "  -h, --help  this text\n");
 }
 
 static const char *warn_code_name(enum braid_topo_warn_code c)
@@ -373,7 +372,8 @@ static void json_warnings(const struct braid_topo *t)
 		struct braid_topo_warning w;
 
 		braid_topo_warning(t, i, &w);
-		printf("%s\n    {\"code\": \"%s\", \"gpu\": ", i ? "," : "", warn_code_name(w.code));
+		printf("%s\n    {\"code\": \"%s\", \"gpu\": ", i ? "," : "",
+		       warn_code_name(w.code));
 		json_opt_int(w.gpu);
 		printf(", \"nic\": ");
 		json_opt_int(w.nic);

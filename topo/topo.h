@@ -24,12 +24,12 @@ struct braid_topo *braid_topo_load(const char *xml_file, char *err, size_t errle
 void braid_topo_free(struct braid_topo *topo);
 
 struct braid_topo_nic_place {
-	char bus_id[16];     /* "0000:17:00.0", "" when the NIC has no PCI device (virtual) */
-	char pci_path[256];  /* realpath of the NIC's sysfs PCI device when it exists on this
+	char bus_id[16];    /* "0000:17:00.0", "" when the NIC has no PCI device (virtual) */
+	char pci_path[256]; /* realpath of the NIC's sysfs PCI device when it exists on this
 	                        machine, else a path synthesized from the hwloc PCI ancestry
 	                        ("/sys/devices/pci0000:10/0000:10:01.0/0000:17:00.0"), "" if none */
-	int numa_node;       /* -1 when unknown */
-	int rail;            /* rail group index (see braid_topo_rail_*), -1 when none */
+	int numa_node;      /* -1 when unknown */
+	int rail;           /* rail group index (see braid_topo_rail_*), -1 when none */
 };
 
 /* Find a NIC by OS device name ("mlx5_0", "efa_0", "rdmap16s27", "eth0", "ib0") or by PCI
@@ -81,28 +81,28 @@ const char *braid_topo_path_name(enum braid_topo_path path);      /* "PIX", ... 
 const char *braid_topo_nic_kind_name(enum braid_topo_nic_kind k); /* "verbs", "EFA", "netdev" */
 
 struct braid_topo_gpu_info {
-	char bus_id[16];     /* "0000:17:00.0" */
-	char osdev[32];      /* "cuda0" / "nvml0" when hwloc saw one, else "" */
-	char model[96];      /* PCI device name from the topology, "" if unknown */
-	int cuda_index;      /* from a cudaN/nvmlN OS device; when no GPU has one, the position
+	char bus_id[16];        /* "0000:17:00.0" */
+	char osdev[32];         /* "cuda0" / "nvml0" when hwloc saw one, else "" */
+	char model[96];         /* PCI device name from the topology, "" if unknown */
+	int cuda_index;         /* from a cudaN/nvmlN OS device; when no GPU has one, the position
 	                        in PCI bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID); -1 unknown */
 	int cuda_index_guessed; /* 1 when cuda_index is the PCI-order position */
-	double link_gbytes;  /* PCIe link speed in GB/s as hwloc reports it, 0 unknown */
-	int numa_node;       /* -1 when unknown */
-	int rail;            /* -1 when none */
+	double link_gbytes;     /* PCIe link speed in GB/s as hwloc reports it, 0 unknown */
+	int numa_node;          /* -1 when unknown */
+	int rail;               /* -1 when none */
 };
 
 struct braid_topo_nic_info {
-	char name[64];       /* verbs/EFA device name, else the network interface name */
-	char netdev[64];     /* the interface of a verbs device ("ib0"), "" if none */
-	char model[96];      /* PCI device name from the topology, "" if unknown */
+	char name[64];   /* verbs/EFA device name, else the network interface name */
+	char netdev[64]; /* the interface of a verbs device ("ib0"), "" if none */
+	char model[96];  /* PCI device name from the topology, "" if unknown */
 	enum braid_topo_nic_kind kind;
-	int rdma;            /* 1 for verbs and EFA */
-	char bus_id[16];     /* "" when virtual */
-	char pci_path[256];  /* as in braid_topo_nic_place */
-	double link_gbytes;  /* PCIe link speed in GB/s, 0 unknown */
-	int numa_node;       /* -1 when unknown */
-	int rail;            /* -1 when none */
+	int rdma;           /* 1 for verbs and EFA */
+	char bus_id[16];    /* "" when virtual */
+	char pci_path[256]; /* as in braid_topo_nic_place */
+	double link_gbytes; /* PCIe link speed in GB/s, 0 unknown */
+	int numa_node;      /* -1 when unknown */
+	int rail;           /* -1 when none */
 };
 
 /* Counts and the i-th entry (0 <= i < count; GPUs and NICs are sorted by PCI bus id,
@@ -115,23 +115,23 @@ int braid_topo_nic_info(const struct braid_topo *topo, int nic, struct braid_top
 /* Path type and distance from GPU index to NIC index. The distance counts the links
  * between the two devices in hwloc's tree (each bridge, host bridge and CPU package
  * crossed adds to it); -1 when the NIC has no PCI device. Returns 0 or -ENOENT. */
-int braid_topo_path(const struct braid_topo *topo, int gpu, int nic,
-		    enum braid_topo_path *path, int *distance);
+int braid_topo_path(const struct braid_topo *topo, int gpu, int nic, enum braid_topo_path *path,
+		    int *distance);
 
 /* What a user should act on. */
 enum braid_topo_warn_code {
-	BRAID_TOPO_WARN_GPU_SYS = 1,   /* a GPU's nearest NIC is SYS-distant */
-	BRAID_TOPO_WARN_NIC_FAR,       /* an RDMA NIC that no GPU is near (all SYS) */
-	BRAID_TOPO_WARN_MIXED_SPEED,   /* NICs of one rail with different link speeds */
-	BRAID_TOPO_WARN_NO_RDMA,       /* no verbs or EFA device at all */
+	BRAID_TOPO_WARN_GPU_SYS = 1, /* a GPU's nearest NIC is SYS-distant */
+	BRAID_TOPO_WARN_NIC_FAR,     /* an RDMA NIC that no GPU is near (all SYS) */
+	BRAID_TOPO_WARN_MIXED_SPEED, /* NICs of one rail with different link speeds */
+	BRAID_TOPO_WARN_NO_RDMA,     /* no verbs or EFA device at all */
 };
 
 struct braid_topo_warning {
 	enum braid_topo_warn_code code;
-	int gpu;             /* GPU index it is about, -1 if none */
-	int nic;             /* NIC index it is about, -1 if none */
-	int rail;            /* rail it is about, -1 if none */
-	const char *text;    /* one line: the problem, then what to do */
+	int gpu;          /* GPU index it is about, -1 if none */
+	int nic;          /* NIC index it is about, -1 if none */
+	int rail;         /* rail it is about, -1 if none */
+	const char *text; /* one line: the problem, then what to do */
 };
 
 int braid_topo_warning_count(const struct braid_topo *topo);

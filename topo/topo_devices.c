@@ -25,8 +25,8 @@ static void format_bus_id(hwloc_obj_t pci, char out[16])
 {
 	const struct hwloc_pcidev_attr_s *a = &pci->attr->pcidev;
 
-	snprintf(out, 16, "%04x:%02x:%02x.%01x", (unsigned)a->domain & 0xffff,
-		 (unsigned)a->bus, (unsigned)a->dev & 0x1f, (unsigned)a->func & 0x7);
+	snprintf(out, 16, "%04x:%02x:%02x.%01x", (unsigned)a->domain & 0xffff, (unsigned)a->bus,
+		 (unsigned)a->dev & 0x1f, (unsigned)a->func & 0x7);
 }
 
 static void copy_str(char *dst, size_t len, const char *src)
@@ -100,8 +100,8 @@ static void synth_pci_path(hwloc_obj_t pci, char *out, size_t len)
 		out[0] = '\0'; /* a truncated path would point at the wrong device */
 }
 
-static void pci_path_of(const struct braid_topo *t, hwloc_obj_t pci, const char *bus_id,
-			char *out, size_t len)
+static void pci_path_of(const struct braid_topo *t, hwloc_obj_t pci, const char *bus_id, char *out,
+			size_t len)
 {
 	char sys[64], real[PATH_MAX];
 
@@ -156,8 +156,7 @@ static void *grow(void *arr, int n, size_t elem)
 	return realloc(arr, (size_t)(n + 1) * elem);
 }
 
-static struct braid_topo_gpu_rec *add_gpu(struct braid_topo *t, hwloc_topology_t h,
-					  hwloc_obj_t pci)
+static struct braid_topo_gpu_rec *add_gpu(struct braid_topo *t, hwloc_topology_t h, hwloc_obj_t pci)
 {
 	struct braid_topo_gpu_rec *g, *arr = grow(t->gpus, t->ngpus, sizeof(*g));
 
@@ -190,9 +189,8 @@ static struct braid_topo_gpu_rec *gpu_by_pci(struct braid_topo *t, hwloc_obj_t p
 	return NULL;
 }
 
-static struct braid_topo_nic_rec *add_nic(struct braid_topo *t, hwloc_topology_t h,
-					  hwloc_obj_t os, hwloc_obj_t pci,
-					  enum braid_topo_nic_kind kind)
+static struct braid_topo_nic_rec *add_nic(struct braid_topo *t, hwloc_topology_t h, hwloc_obj_t os,
+					  hwloc_obj_t pci, enum braid_topo_nic_kind kind)
 {
 	struct braid_topo_nic_rec *n, *arr = grow(t->nics, t->nnics, sizeof(*n));
 
@@ -328,8 +326,7 @@ int braid_topo_scan_devices(struct braid_topo *t, hwloc_topology_t h)
 }
 
 /* Bus ids are zero-padded lower-case hex, so strcmp orders them; no bus id goes last. */
-static int cmp_key(const char *bus_a, const char *name_a, const char *bus_b,
-		   const char *name_b)
+static int cmp_key(const char *bus_a, const char *name_a, const char *bus_b, const char *name_b)
 {
 	int c;
 

@@ -40,10 +40,10 @@ struct braid_topo_warn_rec {
 };
 
 struct braid_topo {
-	char source[256];    /* "this machine" or the XML file */
-	int thissystem;      /* sysfs paths can be trusted */
-	int npcidev;         /* PCI devices hwloc saw */
-	int numa_nodes;      /* NUMA nodes in the topology */
+	char source[256]; /* "this machine" or the XML file */
+	int thissystem;   /* sysfs paths can be trusted */
+	int npcidev;      /* PCI devices hwloc saw */
+	int numa_nodes;   /* NUMA nodes in the topology */
 
 	struct braid_topo_gpu_rec *gpus;
 	int ngpus;
@@ -71,20 +71,20 @@ int braid_topo_build_rails(struct braid_topo *t);
 /* topo_warn.c: warnings and notes. */
 int braid_topo_build_warnings(struct braid_topo *t);
 
-__attribute__((format(printf, 2, 3)))
-int braid_topo_add_note(struct braid_topo *t, const char *fmt, ...);
-__attribute__((format(printf, 6, 7)))
-int braid_topo_add_warning(struct braid_topo *t, enum braid_topo_warn_code code, int gpu,
-			   int nic, int rail, const char *fmt, ...);
+__attribute__((format(printf, 2, 3))) int braid_topo_add_note(struct braid_topo *t, const char *fmt,
+							      ...);
+__attribute__((format(printf, 6, 7))) int braid_topo_add_warning(struct braid_topo *t,
+								 enum braid_topo_warn_code code,
+								 int gpu, int nic, int rail,
+								 const char *fmt, ...);
 
 /* NIC record by any of its names or bus id, NULL if none. */
-const struct braid_topo_nic_rec *braid_topo_find_nic(const struct braid_topo *t,
-						     const char *name);
+const struct braid_topo_nic_rec *braid_topo_find_nic(const struct braid_topo *t, const char *name);
 /* Normalize "17:00.0" / "0000:17:00.0" (any case) into out[16]; -EINVAL if not a bus id. */
 int braid_topo_parse_bus_id(const char *s, char out[16]);
 
-static inline const struct braid_topo_link *braid_topo_link_at(const struct braid_topo *t,
-							       int gpu, int nic)
+static inline const struct braid_topo_link *braid_topo_link_at(const struct braid_topo *t, int gpu,
+							       int nic)
 {
 	return &t->links[(size_t)gpu * (size_t)t->nnics + (size_t)nic];
 }

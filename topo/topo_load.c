@@ -62,8 +62,7 @@ static int check_xml_file(const char *xml, const char *origin, char *err, size_t
 
 static const char *const skip_components[] = { "opencl", "gl", "rsmi", "levelzero", "pci" };
 
-static hwloc_topology_t open_hwloc(const char *xml, const char *origin, char *err,
-				   size_t errlen)
+static hwloc_topology_t open_hwloc(const char *xml, const char *origin, char *err, size_t errlen)
 {
 	hwloc_topology_t h;
 
@@ -87,7 +86,8 @@ static hwloc_topology_t open_hwloc(const char *xml, const char *origin, char *er
 	if (xml && hwloc_topology_set_xml(h, xml) < 0) {
 		set_err(err, errlen,
 			"cannot load topology XML %s%s: not a valid hwloc XML topology "
-			"(check it with `lstopo -i %s`)", xml, origin, xml);
+			"(check it with `lstopo -i %s`)",
+			xml, origin, xml);
 		hwloc_topology_destroy(h);
 		return NULL;
 	}
@@ -95,8 +95,8 @@ static hwloc_topology_t open_hwloc(const char *xml, const char *origin, char *er
 		if (xml)
 			set_err(err, errlen,
 				"cannot load topology XML %s%s: not a valid hwloc XML topology "
-				"(hwloc: %s; check it with `lstopo -i %s`)", xml, origin,
-				strerror(errno), xml);
+				"(hwloc: %s; check it with `lstopo -i %s`)",
+				xml, origin, strerror(errno), xml);
 		else
 			set_err(err, errlen, "hwloc could not discover this machine: %s",
 				strerror(errno));

@@ -45,8 +45,7 @@ static int nic_has_name(const struct braid_topo_nic_rec *n, const char *name)
 	return 0;
 }
 
-const struct braid_topo_nic_rec *braid_topo_find_nic(const struct braid_topo *t,
-						     const char *name)
+const struct braid_topo_nic_rec *braid_topo_find_nic(const struct braid_topo *t, const char *name)
 {
 	char bus[16], base[64];
 	const char *dash;

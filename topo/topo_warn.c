@@ -43,8 +43,8 @@ int braid_topo_add_note(struct braid_topo *t, const char *fmt, ...)
 	return 0;
 }
 
-int braid_topo_add_warning(struct braid_topo *t, enum braid_topo_warn_code code, int gpu,
-			   int nic, int rail, const char *fmt, ...)
+int braid_topo_add_warning(struct braid_topo *t, enum braid_topo_warn_code code, int gpu, int nic,
+			   int rail, const char *fmt, ...)
 {
 	struct braid_topo_warn_rec *arr;
 	va_list ap;
@@ -105,14 +105,17 @@ static int warn_no_rdma(struct braid_topo *t)
 	int n, count = 0;
 
 	if (!t->nnics)
-		return braid_topo_add_warning(t, BRAID_TOPO_WARN_NO_RDMA, -1, -1, -1,
+		return braid_topo_add_warning(
+			t, BRAID_TOPO_WARN_NO_RDMA, -1, -1, -1,
 			"no NIC found at all: braid has nothing to send through; check that the "
 			"NIC drivers are loaded (`ip link`, `ibv_devices`)");
 	for (n = 0; n < t->nnics; n++)
 		list_add(names, sizeof(names), &count, t->nics[n].info.name);
-	return braid_topo_add_warning(t, BRAID_TOPO_WARN_NO_RDMA, -1, -1, -1,
+	return braid_topo_add_warning(
+		t, BRAID_TOPO_WARN_NO_RDMA, -1, -1, -1,
 		"no RDMA NIC (verbs or EFA) found, only network interfaces (%s): braid can only "
-		"use TCP; install rdma-core and load the NIC's RDMA driver (mlx5_ib, efa)", names);
+		"use TCP; install rdma-core and load the NIC's RDMA driver (mlx5_ib, efa)",
+		names);
 }
 
 /* A GPU whose nearest candidate NIC is SYS-distant. */
@@ -129,9 +132,9 @@ static int warn_gpu_sys(struct braid_topo *t, int g, int rdma)
 			continue;
 		if (l->path != BRAID_TOPO_PATH_SYS)
 			return 0; /* something nearer exists */
-		if (best < 0 || (l->distance >= 0 &&
-				 (braid_topo_link_at(t, g, best)->distance < 0 ||
-				  l->distance < braid_topo_link_at(t, g, best)->distance)))
+		if (best < 0 ||
+		    (l->distance >= 0 && (braid_topo_link_at(t, g, best)->distance < 0 ||
+					  l->distance < braid_topo_link_at(t, g, best)->distance)))
 			best = n;
 	}
 	if (best < 0)
@@ -149,14 +152,17 @@ static int warn_gpu_sys(struct braid_topo *t, int g, int rdma)
 	numa_label(gi->numa_node, gnuma, sizeof(gnuma));
 	numa_label(t->nics[best].info.numa_node, nnuma, sizeof(nnuma));
 	if (virt || !gi->bus_id[0])
-		return braid_topo_add_warning(t, BRAID_TOPO_WARN_GPU_SYS, g, best,
-			gi->rail, "%s: nearest NIC %s has no known place on PCI, so its traffic "
-			"may cross CPU sockets; give it a PCI NIC on its own socket", label, names);
-	return braid_topo_add_warning(t, BRAID_TOPO_WARN_GPU_SYS, g, best, gi->rail,
+		return braid_topo_add_warning(
+			t, BRAID_TOPO_WARN_GPU_SYS, g, best, gi->rail,
+			"%s: nearest NIC %s has no known place on PCI, so its traffic "
+			"may cross CPU sockets; give it a PCI NIC on its own socket",
+			label, names);
+	return braid_topo_add_warning(
+		t, BRAID_TOPO_WARN_GPU_SYS, g, best, gi->rail,
 		"%s on %s: nearest NIC%s %s %s SYS-distant (%s), so its traffic crosses the "
 		"CPU interconnect at up to half line rate; put a NIC on the GPU's socket or "
-		"move the GPU next to one", label, gnuma, count > 1 ? "s" : "", names,
-		count > 1 ? "are" : "is", nnuma);
+		"move the GPU next to one",
+		label, gnuma, count > 1 ? "s" : "", names, count > 1 ? "are" : "is", nnuma);
 }
 
 /* An RDMA NIC that every GPU reaches only across sockets. */
@@ -172,11 +178,14 @@ static int warn_nic_far(struct braid_topo *t, int n)
 		if (braid_topo_link_at(t, g, n)->path != BRAID_TOPO_PATH_SYS)
 			return 0;
 	if (!ni->bus_id[0])
-		return braid_topo_add_warning(t, BRAID_TOPO_WARN_NIC_FAR, -1, n, ni->rail,
+		return braid_topo_add_warning(
+			t, BRAID_TOPO_WARN_NIC_FAR, -1, n, ni->rail,
 			"NIC %s has no PCI device, so no GPU is known to be near it; prefer PCI "
-			"NICs next to the GPUs for GPU traffic", ni->name);
+			"NICs next to the GPUs for GPU traffic",
+			ni->name);
 	numa_label(ni->numa_node, numa, sizeof(numa));
-	return braid_topo_add_warning(t, BRAID_TOPO_WARN_NIC_FAR, -1, n, ni->rail,
+	return braid_topo_add_warning(
+		t, BRAID_TOPO_WARN_NIC_FAR, -1, n, ni->rail,
 		"NIC %s (%s, %s) is not near any GPU (all SYS-distant): GPU traffic through it "
 		"crosses the CPU interconnect; move it to a PCIe slot on a GPU's socket",
 		ni->name, ni->bus_id, numa);
@@ -204,10 +213,12 @@ static int warn_mixed_speed(struct braid_topo *t, int r)
 	/* hwloc's speeds are exact per PCIe generation and width; 1% absorbs rounding. */
 	if (count < 2 || hi <= lo * 1.01)
 		return 0;
-	return braid_topo_add_warning(t, BRAID_TOPO_WARN_MIXED_SPEED, -1, -1, r,
+	return braid_topo_add_warning(
+		t, BRAID_TOPO_WARN_MIXED_SPEED, -1, -1, r,
 		"rail %d mixes NIC PCIe link speeds (%s): striping runs at the slowest NIC's "
 		"pace; use NICs of one model and slot width in a rail, or check `lspci -vv` "
-		"LnkSta for a link that trained down", r, list);
+		"LnkSta for a link that trained down",
+		r, list);
 }
 
 static int add_notes(struct braid_topo *t)
@@ -216,22 +227,26 @@ static int add_notes(struct braid_topo *t)
 	int i, count = 0, rc = 0, speeds = 0, pcidevs = 0;
 
 	if (!t->npcidev)
-		rc = braid_topo_add_note(t, "hwloc saw no PCI devices (a VM or container "
-			"without PCI in sysfs?): bus ids, PCI paths, link speeds and path types "
-			"are unknown");
+		rc = braid_topo_add_note(
+			t, "hwloc saw no PCI devices (a VM or container "
+			   "without PCI in sysfs?): bus ids, PCI paths, link speeds and path types "
+			   "are unknown");
 	if (!rc && !t->ngpus)
 		rc = braid_topo_add_note(t, "no GPU found (no NVIDIA PCI display or 3D "
-			"controller, no CUDA or NVML device): no rails");
+					    "controller, no CUDA or NVML device): no rails");
 	if (!rc && t->ngpus && t->gpus[0].info.cuda_index_guessed)
-		rc = braid_topo_add_note(t, "no CUDA or NVML devices in the topology (hwloc "
-			"without its CUDA/NVML plugins): CUDA indexes assume PCI bus order "
-			"(CUDA_DEVICE_ORDER=PCI_BUS_ID)");
+		rc = braid_topo_add_note(t,
+					 "no CUDA or NVML devices in the topology (hwloc "
+					 "without its CUDA/NVML plugins): CUDA indexes assume PCI bus order "
+					 "(CUDA_DEVICE_ORDER=PCI_BUS_ID)");
 	for (i = 0; i < t->ngpus; i++)
 		if (t->gpus[i].info.cuda_index < 0)
 			list_add(names, sizeof(names), &count, t->gpus[i].info.bus_id);
 	if (!rc && count)
-		rc = braid_topo_add_note(t, "%d GPU%s without a CUDA or NVML device (%s): "
-			"CUDA index unknown", count, count > 1 ? "s" : "", names);
+		rc = braid_topo_add_note(t,
+					 "%d GPU%s without a CUDA or NVML device (%s): "
+					 "CUDA index unknown",
+					 count, count > 1 ? "s" : "", names);
 	names[0] = '\0';
 	count = 0;
 	for (i = 0; i < t->nnics; i++) {
@@ -241,15 +256,16 @@ static int add_notes(struct braid_topo *t)
 			pcidevs++, speeds += t->nics[i].info.link_gbytes > 0;
 	}
 	if (!rc && count)
-		rc = braid_topo_add_note(t, "%d NIC%s without a PCI device (%s): virtual or "
-			"unplaced, NUMA node and distance to GPUs unknown", count,
-			count > 1 ? "s" : "", names);
+		rc = braid_topo_add_note(t,
+					 "%d NIC%s without a PCI device (%s): virtual or "
+					 "unplaced, NUMA node and distance to GPUs unknown",
+					 count, count > 1 ? "s" : "", names);
 	for (i = 0; i < t->ngpus; i++)
 		if (t->gpus[i].info.bus_id[0])
 			pcidevs++, speeds += t->gpus[i].info.link_gbytes > 0;
 	if (!rc && pcidevs && !speeds)
 		rc = braid_topo_add_note(t, "the topology has no PCIe link speeds: link speeds "
-			"unknown, mixed-speed rails cannot be detected");
+					    "unknown, mixed-speed rails cannot be detected");
 	return rc;
 }
 

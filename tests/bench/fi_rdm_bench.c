@@ -33,7 +33,7 @@
 
 struct bench {
 	bool sender;
-	int sock;                   /* socketpair to the peer, for addresses only */
+	int sock; /* socketpair to the peer, for addresses only */
 	struct fi_info *info;
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
@@ -41,8 +41,8 @@ struct bench {
 	struct fid_cq *cq;
 	struct fid_av *av;
 	fi_addr_t peer;
-	char *buf;                  /* data */
-	char *ctrl;                 /* 64 bytes: control and latency messages, 2 halves */
+	char *buf;  /* data */
+	char *ctrl; /* 64 bytes: control and latency messages, 2 halves */
 	struct fid_mr *mr;
 	void *desc;
 	struct fi_context data_ctx[MAX_WINDOW];
@@ -102,17 +102,17 @@ static void progress(struct bench *b)
 	}
 }
 
-#define RETRY(call, what)                                                                 \
-	do {                                                                              \
-		double dl_ = now_us() + TIMEOUT_US;                                       \
-		ssize_t rc_;                                                              \
-		while ((rc_ = (call)) == -FI_EAGAIN) {                                    \
-			progress(b);                                                      \
-			if (now_us() > dl_)                                               \
-				die(what " (timed out)", rc_);                            \
-		}                                                                         \
-		if (rc_)                                                                  \
-			die(what, rc_);                                                   \
+#define RETRY(call, what)                                      \
+	do {                                                   \
+		double dl_ = now_us() + TIMEOUT_US;            \
+		ssize_t rc_;                                   \
+		while ((rc_ = (call)) == -FI_EAGAIN) {         \
+			progress(b);                           \
+			if (now_us() > dl_)                    \
+				die(what " (timed out)", rc_); \
+		}                                              \
+		if (rc_)                                       \
+			die(what, rc_);                        \
 	} while (0)
 
 static void wait_flag(struct bench *b, int *flag, const char *what)
@@ -139,7 +139,8 @@ static void ctrl_send(struct bench *b, size_t len)
 static void ctrl_post_recv(struct bench *b, size_t len)
 {
 	RETRY(fi_trecv(b->ep, b->ctrl + 32, len, b->desc, FI_ADDR_UNSPEC, TAG_CTRL, 0,
-		       &b->ctrl_recv_ctx), "fi_trecv(ctrl)");
+		       &b->ctrl_recv_ctx),
+	      "fi_trecv(ctrl)");
 }
 
 static void setup(struct bench *b, const char *prov)
@@ -190,11 +191,12 @@ static void setup(struct bench *b, const char *prov)
 
 		if ((rc = fi_mr_reg(b->domain, b->buf, b->size, FI_SEND | FI_RECV, 0, 0, 0, &b->mr,
 				    NULL)) ||
-		    (rc = fi_mr_reg(b->domain, b->ctrl, 64, FI_SEND | FI_RECV, 0, 1, 0, &cmr, NULL)))
+		    (rc = fi_mr_reg(b->domain, b->ctrl, 64, FI_SEND | FI_RECV, 0, 1, 0, &cmr,
+				    NULL)))
 			die("fi_mr_reg", rc);
 		b->desc = fi_mr_desc(b->mr);
 		fprintf(stderr, "fi_rdm_bench: provider wants FI_MR_LOCAL; control buffer "
-			"registered separately\n");
+				"registered separately\n");
 	}
 }
 
@@ -215,7 +217,8 @@ static double stream(struct bench *b, int n)
 				int slot = posted % w;
 
 				RETRY(fi_tsend(b->ep, b->buf, b->size, b->desc, b->peer, TAG_DATA,
-					       &b->data_ctx[slot]), "fi_tsend(data)");
+					       &b->data_ctx[slot]),
+				      "fi_tsend(data)");
 				posted++;
 			}
 			progress(b);
@@ -230,7 +233,8 @@ static double stream(struct bench *b, int n)
 	}
 	for (; posted < w && posted < n; posted++)
 		RETRY(fi_trecv(b->ep, b->buf, b->size, NULL, FI_ADDR_UNSPEC, TAG_DATA, 0,
-			       &b->data_ctx[posted % w]), "fi_trecv(data)");
+			       &b->data_ctx[posted % w]),
+		      "fi_trecv(data)");
 	ctrl_send(b, 8);
 	while (done < n) {
 		progress(b);
@@ -267,7 +271,8 @@ static void latency(struct bench *b, size_t size)
 
 		if (b->sender) {
 			RETRY(fi_tsend(b->ep, b->ctrl, size, b->desc, b->peer, TAG_CTRL,
-				       &b->ctrl_send_ctx), "fi_tsend(ping)");
+				       &b->ctrl_send_ctx),
+			      "fi_tsend(ping)");
 			wait_flag(b, &b->ctrl_send_done, "ping sent");
 			wait_flag(b, &b->ctrl_recv_done, "pong");
 			if (i >= wu)
@@ -279,7 +284,8 @@ static void latency(struct bench *b, size_t size)
 			if (i + 1 < total)
 				ctrl_post_recv(b, size);
 			RETRY(fi_tsend(b->ep, b->ctrl, size, b->desc, b->peer, TAG_CTRL,
-				       &b->ctrl_send_ctx), "fi_tsend(pong)");
+				       &b->ctrl_send_ctx),
+			      "fi_tsend(pong)");
 			wait_flag(b, &b->ctrl_send_done, "pong sent");
 		}
 	}
@@ -290,7 +296,8 @@ static void latency(struct bench *b, size_t size)
 		for (int i = 0; i < n; i++)
 			sum += half[i];
 		printf("# latency: %zu-byte ping-pong, %d iterations (+%d warm-up), half round "
-		       "trip:\n", size, n, wu);
+		       "trip:\n",
+		       size, n, wu);
 		printf("#   avg %.2f us   p50 %.2f us   p99 %.2f us   min %.2f us   max %.2f us\n",
 		       sum / n, half[n / 2], half[n * 99 / 100], half[0], half[n - 1]);
 	}
@@ -302,9 +309,10 @@ static int run(struct bench *b, const char *prov, size_t lat_size)
 	setup(b, prov);
 	if (b->sender)
 		printf("# fi_rdm_bench: provider %s (fabric %s, domain %s), FI_EP_RDM tagged, "
-		       "window %d\n#%12s %8s %12s %10s %10s %12s\n", b->info->fabric_attr->prov_name,
-		       b->info->fabric_attr->name, b->info->domain_attr->name, b->window, "bytes",
-		       "iters", "time(us)", "GB/s", "Gbit/s", "msg/s");
+		       "window %d\n#%12s %8s %12s %10s %10s %12s\n",
+		       b->info->fabric_attr->prov_name, b->info->fabric_attr->name,
+		       b->info->domain_attr->name, b->window, "bytes", "iters", "time(us)", "GB/s",
+		       "Gbit/s", "msg/s");
 	stream(b, b->warmup);
 	double usec = stream(b, b->iters);
 
@@ -337,7 +345,10 @@ int main(int argc, char **argv)
 		{ "lat-iters", required_argument, NULL, 'L' },
 		{ 0 },
 	};
-	struct bench b = { .size = 4 << 20, .window = 16, .iters = 256, .warmup = 16,
+	struct bench b = { .size = 4 << 20,
+			   .window = 16,
+			   .iters = 256,
+			   .warmup = 16,
 			   .lat_iters = 1000 };
 	const char *prov = "tcp;ofi_rxm";
 	size_t lat_size = 8;
@@ -354,7 +365,8 @@ int main(int argc, char **argv)
 		case 'l': lat_size = strtoull(optarg, NULL, 0); break;
 		case 'L': b.lat_iters = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: fi_rdm_bench [--provider P] [--size B] [--iters N] "
+			fprintf(stderr,
+				"usage: fi_rdm_bench [--provider P] [--size B] [--iters N] "
 				"[--warmup N] [--window W] [--lat-size B (<= 32)] [--lat-iters N]\n");
 			return 2;
 		}

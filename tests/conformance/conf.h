@@ -14,24 +14,24 @@
 #include "tools/netapi.h"
 
 /* Wall-clock limits; every wait in the harness is bounded by one of these. */
-#define CONF_CONNECT_TIMEOUT_S 20.0  /* listen..connect/accept ready */
-#define CONF_RDV_TIMEOUT_S 60.0      /* waiting for the peer at a meeting point */
-#define CONF_XFER_TIMEOUT_S 90.0     /* one transfer plan, start to end */
-#define CONF_ERROR_BOUND_S 15.0      /* a peer's death or a size error must surface by then */
-#define CONF_CLOSE_TIMEOUT_S 10.0    /* closing after an error */
-#define CONF_SCENARIO_ALARM_S 150    /* whole scenario process: SIGALRM kills it */
+#define CONF_CONNECT_TIMEOUT_S 20.0 /* listen..connect/accept ready */
+#define CONF_RDV_TIMEOUT_S 60.0     /* waiting for the peer at a meeting point */
+#define CONF_XFER_TIMEOUT_S 90.0    /* one transfer plan, start to end */
+#define CONF_ERROR_BOUND_S 15.0     /* a peer's death or a size error must surface by then */
+#define CONF_CLOSE_TIMEOUT_S 10.0   /* closing after an error */
+#define CONF_SCENARIO_ALARM_S 150   /* whole scenario process: SIGALRM kills it */
 
 /* One side of one scenario, in its own process. */
 struct side {
-	char role;            /* 'a' (listens, usually receives) or 'b' (connects) */
+	char role; /* 'a' (listens, usually receives) or 'b' (connects) */
 	const struct net_api *api;
 	int dev;
-	const char *dir;      /* rendezvous directory */
-	char key[96];         /* "v11.stream": prefix of every rendezvous name */
+	const char *dir; /* rendezvous directory */
+	char key[96];    /* "v11.stream": prefix of every rendezvous name */
 	uint64_t seed;
-	void *ctx;            /* v11 context from init; NULL before */
+	void *ctx; /* v11 context from init; NULL before */
 	struct net_props props;
-	char what[128];       /* the step in progress, for messages */
+	char what[128]; /* the step in progress, for messages */
 };
 
 /* ---- log.c ---- */
@@ -59,8 +59,7 @@ bool rdv_peer_aborted(const struct side *s);
 
 /* ---- link.c: establishing comms the way NCCL does ---- */
 /* listen, publish the handle under `name`, poll accept until ready. */
-int link_accept(struct side *s, void *ctx, const char *name, void **listen_comm,
-		void **recv_comm);
+int link_accept(struct side *s, void *ctx, const char *name, void **listen_comm, void **recv_comm);
 /* fetch the handle published under `name`, poll connect until ready. */
 int link_connect(struct side *s, void *ctx, const char *name, void **send_comm);
 /* Close with a bound: the process is killed by alarm if a close hangs. */
@@ -70,15 +69,15 @@ int close_comms(struct side *s, void *send_comm, void *recv_comm, void *listen_c
 #define XFER_MAX_GROUP 8
 
 struct xfer_msg {
-	uint64_t id;    /* pattern message number */
-	size_t size;    /* bytes the sender sends */
-	size_t cap;     /* receive buffer size (>= size, or < size to provoke an error) */
+	uint64_t id; /* pattern message number */
+	size_t size; /* bytes the sender sends */
+	size_t cap;  /* receive buffer size (>= size, or < size to provoke an error) */
 	int tag;
 };
 
 struct xfer_group {
-	int first;      /* index of its first message in plan.msgs */
-	int n;          /* messages in the group: one irecv(n), n consecutive isends */
+	int first; /* index of its first message in plan.msgs */
+	int n;     /* messages in the group: one irecv(n), n consecutive isends */
 	int send_order[XFER_MAX_GROUP]; /* the order the sender sends them in (shuffled) */
 };
 
@@ -87,12 +86,12 @@ struct xfer_plan {
 	int nmsgs;
 	struct xfer_group *groups;
 	int ngroups;
-	int recv_window;         /* irecv requests in flight, <= 32 */
-	int send_window;         /* isend requests in flight, <= 8 * 32 */
-	size_t inflight_bytes;   /* memory bound per side */
-	bool arena;              /* sub-ranges of one registered region, not one MR each */
-	int kill_after;          /* > 0: SIGKILL ourselves after this many messages done */
-	bool expect_error;       /* an error is the expected end: do not log it as failure */
+	int recv_window;       /* irecv requests in flight, <= 32 */
+	int send_window;       /* isend requests in flight, <= 8 * 32 */
+	size_t inflight_bytes; /* memory bound per side */
+	bool arena;            /* sub-ranges of one registered region, not one MR each */
+	int kill_after;        /* > 0: SIGKILL ourselves after this many messages done */
+	bool expect_error;     /* an error is the expected end: do not log it as failure */
 };
 
 struct xfer_slot;
@@ -106,12 +105,12 @@ struct xfer {
 	int nslots;
 	char *arena;
 	size_t arena_len;
-	size_t stride;          /* arena bytes per buffer */
+	size_t stride; /* arena bytes per buffer */
 	void *arena_mh;
 	/* the first error */
 	ncclResult_t err_rc;
 	char err_call[160];
-	double err_after_s;     /* seconds from the start to the error */
+	double err_after_s; /* seconds from the start to the error */
 	size_t bytes_done;
 	int msgs_done;
 };
@@ -119,8 +118,7 @@ struct xfer {
 /* Runs the plan as sender or receiver. 0 when all done and verified, 1 when a plugin
  * call returned an error (x->err_rc, x->err_call), -1 on a verification or harness
  * failure. */
-int xfer_run(struct xfer *x, struct side *s, void *comm, const struct xfer_plan *p,
-	     bool sender);
+int xfer_run(struct xfer *x, struct side *s, void *comm, const struct xfer_plan *p, bool sender);
 /* After xfer_run (whatever it returned): deregister what is still registered. Call
  * before closing the comm; free after closing it. */
 void xfer_dereg(struct xfer *x);
@@ -129,8 +127,7 @@ void xfer_free(struct xfer *x);
 /* Plans (plan.c): deterministic from the seed, so both sides build the same one. */
 void plan_stream(struct xfer_plan *p, uint64_t seed, int nrandom, size_t max_random,
 		 bool with_huge);
-void plan_groups(struct xfer_plan *p, uint64_t seed, int ngroups, int max_recvs,
-		 size_t max_size);
+void plan_groups(struct xfer_plan *p, uint64_t seed, int ngroups, int max_recvs, size_t max_size);
 void plan_fixed(struct xfer_plan *p, int nmsgs, size_t size, size_t cap, uint64_t id0);
 void plan_free(struct xfer_plan *p);
 
@@ -143,10 +140,10 @@ struct scenario {
 	const char *doc;
 	int (*run)(struct side *s);
 	int min_version;
-	bool one_sided;        /* only side a runs; there is no peer process */
-	char victim;           /* 'a' or 'b': that side's process ends by SIGKILL; 0 none */
-	bool quick;            /* part of the short list (valgrind) */
-	bool own_init;         /* the scenario calls init/finalize itself */
+	bool one_sided; /* only side a runs; there is no peer process */
+	char victim;    /* 'a' or 'b': that side's process ends by SIGKILL; 0 none */
+	bool quick;     /* part of the short list (valgrind) */
+	bool own_init;  /* the scenario calls init/finalize itself */
 };
 
 extern const struct scenario scenarios[];

@@ -4,8 +4,7 @@
 
 #include <string.h>
 
-int link_accept(struct side *s, void *ctx, const char *name, void **listen_comm,
-		void **recv_comm)
+int link_accept(struct side *s, void *ctx, const char *name, void **listen_comm, void **recv_comm)
 {
 	char handle[NCCL_NET_HANDLE_MAXSIZE];
 	double start, deadline;
@@ -17,8 +16,8 @@ int link_accept(struct side *s, void *ctx, const char *name, void **listen_comm,
 	conf_step(s, "listen(dev %d) for '%s'", s->dev, name);
 	r = s->api->listen(s->api, ctx, s->dev, handle, listen_comm);
 	if (r != ncclSuccess || !*listen_comm)
-		return conf_fail(s, "listen returned %s (%d), listenComm %p",
-				 netapi_result_str(r), r, *listen_comm);
+		return conf_fail(s, "listen returned %s (%d), listenComm %p", netapi_result_str(r),
+				 r, *listen_comm);
 	if (rdv_put(s, name, handle, sizeof(handle)))
 		return -1;
 	conf_step(s, "accept polling for '%s'", name);

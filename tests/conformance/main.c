@@ -29,37 +29,57 @@ const struct scenario scenarios[] = {
 	  .one_sided = true, .quick = true },
 	{ SC("tiny", sc_zero_and_tiny, 8, "600 messages of 0..16 bytes, the window full"),
 	  .quick = true },
-	{ SC("stream", sc_stream, 8, "0, 1, odd, page-crossing sizes up to 64 MiB, 32 in "
+	{ SC("stream", sc_stream, 8,
+	     "0, 1, odd, page-crossing sizes up to 64 MiB, 32 in "
 	     "flight, receive buffers larger than the message") },
-	{ SC("groups", sc_groups, 8, "grouped receives of 1..maxRecvs buffers, tags sent "
+	{ SC("groups", sc_groups, 8,
+	     "grouped receives of 1..maxRecvs buffers, tags sent "
 	     "in shuffled order, sub-ranges of one registration") },
-	{ SC("threads", sc_threads, 8, "two comms, one each way, driven from two threads "
+	{ SC("threads", sc_threads, 8,
+	     "two comms, one each way, driven from two threads "
 	     "at once (v11: each thread its own init)") },
-	{ SC("init-twice", sc_init_twice, 11, "v11: init twice, finalize one, the other "
-	     "still works, finalize it, init again"), .own_init = true },
-	{ SC("bad-handle", sc_bad_handle, 8, "garbage and truncated handles fail with "
+	{ SC("init-twice", sc_init_twice, 11,
+	     "v11: init twice, finalize one, the other "
+	     "still works, finalize it, init again"),
+	  .own_init = true },
+	{ SC("bad-handle", sc_bad_handle, 8,
+	     "garbage and truncated handles fail with "
 	     "ncclInvalidArgument quickly; connect+accept to self from one thread"),
 	  .one_sided = true },
-	{ SC("kill-sender", sc_kill_sender, 8, "the sender SIGKILLs itself mid-transfer: "
-	     "the receiver gets an error in bounded time and closes"), .victim = 'b' },
-	{ SC("kill-receiver", sc_kill_receiver, 8, "the receiver SIGKILLs itself "
+	{ SC("kill-sender", sc_kill_sender, 8,
+	     "the sender SIGKILLs itself mid-transfer: "
+	     "the receiver gets an error in bounded time and closes"),
+	  .victim = 'b' },
+	{ SC("kill-receiver", sc_kill_receiver, 8,
+	     "the receiver SIGKILLs itself "
 	     "mid-transfer: the sender gets an error in bounded time and closes"),
 	  .victim = 'a' },
-	{ SC("tag-order", sc_tag_order, 8, "grouped receives whose sends come in another "
+	{ SC("tag-order", sc_tag_order, 8,
+	     "grouped receives whose sends come in another "
 	     "order, and isends with no free buffer yet: NULL request, called again") },
-	{ SC("truncate", sc_truncate, 8, "messages larger than their receive buffers arrive "
+	{ SC("truncate", sc_truncate, 8,
+	     "messages larger than their receive buffers arrive "
 	     "truncated, the send succeeds, test() reports what arrived") },
-	{ SC("isolation", sc_isolation, 8, "one comm truncates and fails while another on "
+	{ SC("isolation", sc_isolation, 8,
+	     "one comm truncates and fails while another on "
 	     "the same device streams 1 GiB, verified") },
-	{ SC("reuse-close", sc_reuse_close, 8, "200 connections through one listen comm, "
-	     "closed in either order as soon as done: no error"), .own_init = true },
-	{ SC("strangers", sc_strangers, 8, "scans, garbage, a replayed handle and idle "
+	{ SC("reuse-close", sc_reuse_close, 8,
+	     "200 connections through one listen comm, "
+	     "closed in either order as soon as done: no error"),
+	  .own_init = true },
+	{ SC("strangers", sc_strangers, 8,
+	     "scans, garbage, a replayed handle and idle "
 	     "connections on the listen port: accept drops them, the peer gets through") },
-	{ SC("flush", sc_flush, 8, "iflush of 32 receives on each of 64 comms, all in "
-	     "flight at once: never an error"), .own_init = true },
-	{ SC("ring", sc_ring, 8, "rings of 2, 3 and 4 processes: irecv, then isend until "
-	     "taken, 1,000 times: no deadlock"), .own_init = true },
-	{ SC("many-comms", sc_many_comms, 11, "1,024 comms opened and closed 10 times: "
+	{ SC("flush", sc_flush, 8,
+	     "iflush of 32 receives on each of 64 comms, all in "
+	     "flight at once: never an error"),
+	  .own_init = true },
+	{ SC("ring", sc_ring, 8,
+	     "rings of 2, 3 and 4 processes: irecv, then isend until "
+	     "taken, 1,000 times: no deadlock"),
+	  .own_init = true },
+	{ SC("many-comms", sc_many_comms, 11,
+	     "1,024 comms opened and closed 10 times: "
 	     "descriptors, AV entries and memory come back") },
 };
 const int nscenarios = sizeof(scenarios) / sizeof(scenarios[0]);
@@ -67,7 +87,7 @@ const int nscenarios = sizeof(scenarios) / sizeof(scenarios[0]);
 struct options {
 	const char *plugin;
 	const char *dir;
-	char role;          /* 0: both, locally */
+	char role; /* 0: both, locally */
 	int dev;
 	uint64_t seed;
 	bool versions[NETAPI_MAX_VERSION + 1];
@@ -89,8 +109,7 @@ static void on_alarm(int sig)
 }
 
 /* One side of one scenario on one version: this is the whole life of the process. */
-static int run_side(const struct options *o, const struct scenario *sc, int version,
-		    char role)
+static int run_side(const struct options *o, const struct scenario *sc, int version, char role)
 {
 	char loaded[512], err[1024];
 	struct net_api api;
@@ -131,8 +150,10 @@ static int run_side(const struct options *o, const struct scenario *sc, int vers
 		conf_step(&s, "devices");
 		r = api.devices(&api, &ndev);
 		if (r != ncclSuccess || ndev < 1 || o->dev >= ndev)
-			return conf_fail(&s, "devices returned %s (%d), %d devices; want "
-					 "device %d", netapi_result_str(r), r, ndev, o->dev);
+			return conf_fail(&s,
+					 "devices returned %s (%d), %d devices; want "
+					 "device %d",
+					 netapi_result_str(r), r, ndev, o->dev);
 		r = api.get_props(&api, o->dev, &s.props);
 		if (r != ncclSuccess)
 			return conf_fail(&s, "getProperties(%d) returned %s (%d)", o->dev,
@@ -201,7 +222,8 @@ static int run_role(const struct options *o, char role)
 				_exit(run_side(o, sc, v, role) ? 1 : 0);
 			status = wait_bounded(pid, CONF_SCENARIO_ALARM_S + 30, &timed_out);
 			if (sc->victim == role)
-				ok = !timed_out && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+				ok = !timed_out && WIFSIGNALED(status) &&
+				     WTERMSIG(status) == SIGKILL;
 			else
 				ok = !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 			if (!ok) {
@@ -216,9 +238,12 @@ static int run_role(const struct options *o, char role)
 			}
 			fprintf(stderr, "%s  v%-2d %-14s side %c  %5.1f s%s%s\n",
 				ok ? "PASS" : "FAIL", v, sc->name, role, now_s() - t0,
-				timed_out ? "  (timed out, killed)" :
-				WIFSIGNALED(status) ? (sc->victim == role ? "  (killed itself, "
-						       "as planned)" : "  (killed by a signal)") : "",
+				timed_out ? "  (timed out, killed)"
+				: WIFSIGNALED(status)
+					? (sc->victim == role ? "  (killed itself, "
+								"as planned)"
+							      : "  (killed by a signal)")
+					: "",
 				!ok && WIFEXITED(status) ? "  (exit status non-zero)" : "");
 			fflush(stderr);
 		}
@@ -361,7 +386,10 @@ int main(int argc, char **argv)
 			any_scenario = true;
 			break;
 		case 'd': o.dev = atoi(optarg); break;
-		case 'S': o.seed = strtoull(optarg, NULL, 0); seed_given = true; break;
+		case 'S':
+			o.seed = strtoull(optarg, NULL, 0);
+			seed_given = true;
+			break;
 		case 'r': o.role = optarg[0]; break;
 		case 'D': o.dir = optarg; break;
 		case 'l':
@@ -394,8 +422,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "conformance: --role a|b needs --dir\n");
 		return 2;
 	}
-	fprintf(stderr, "conformance: plugin %s, seed %llu (rerun with --seed %llu)\n",
-		o.plugin, (unsigned long long)o.seed, (unsigned long long)o.seed);
+	fprintf(stderr, "conformance: plugin %s, seed %llu (rerun with --seed %llu)\n", o.plugin,
+		(unsigned long long)o.seed, (unsigned long long)o.seed);
 	/* children report through exit status; a dying peer must not kill us by SIGPIPE */
 	signal(SIGPIPE, SIG_IGN);
 	failures = o.role ? run_role(&o, o.role) : run_local(&o);

@@ -61,13 +61,21 @@ static void single_groups(struct xfer_plan *p)
 	}
 }
 
-void plan_stream(struct xfer_plan *p, uint64_t seed, int nrandom, size_t max_random,
-		 bool with_huge)
+void plan_stream(struct xfer_plan *p, uint64_t seed, int nrandom, size_t max_random, bool with_huge)
 {
 	/* 0, 1, odd, around pages and around the sizes where protocols usually switch */
 	static const size_t fixed[] = {
-		0, 1, 2, 3, 7, 8, 9, 63, 64, 65, 4095, 4096, 4097, 8191, 8192, 12289,
-		65535, 65536 + 7, MiB - 1, MiB, 4 * MiB + 3, 16 * MiB + 1,
+		0,           1,
+		2,           3,
+		7,           8,
+		9,           63,
+		64,          65,
+		4095,        4096,
+		4097,        8191,
+		8192,        12289,
+		65535,       65536 + 7,
+		MiB - 1,     MiB,
+		4 * MiB + 3, 16 * MiB + 1,
 	};
 	int nfixed = sizeof(fixed) / sizeof(fixed[0]);
 	int n = nfixed + nrandom + (with_huge ? 1 : 0);
@@ -75,13 +83,13 @@ void plan_stream(struct xfer_plan *p, uint64_t seed, int nrandom, size_t max_ran
 
 	alloc_plan(p, n, n);
 	for (int i = 0; i < n; i++) {
-		size_t size = i < nfixed ? fixed[i] :
-			      i < nfixed + nrandom ? random_size(&st, max_random) :
-			      64 * (size_t)MiB;
+		size_t size = i < nfixed             ? fixed[i]
+			      : i < nfixed + nrandom ? random_size(&st, max_random)
+						     : 64 * (size_t)MiB;
 
 		p->msgs[i].size = size;
-		p->msgs[i].cap = size >= 16 * (size_t)MiB ? size + prng_range(&st, 0, 1) * 4096 :
-				 cap_for(&st, size);
+		p->msgs[i].cap = size >= 16 * (size_t)MiB ? size + prng_range(&st, 0, 1) * 4096
+							  : cap_for(&st, size);
 		p->msgs[i].tag = (int)prng_range(&st, 0, 1023);
 	}
 	/* mix the order, so that big and small messages are in flight together */
@@ -97,8 +105,7 @@ void plan_stream(struct xfer_plan *p, uint64_t seed, int nrandom, size_t max_ran
 	single_groups(p);
 }
 
-void plan_groups(struct xfer_plan *p, uint64_t seed, int ngroups, int max_recvs,
-		 size_t max_size)
+void plan_groups(struct xfer_plan *p, uint64_t seed, int ngroups, int max_recvs, size_t max_size)
 {
 	uint64_t st = seed;
 	int nmsgs = 0, *ns;

@@ -76,8 +76,8 @@ int rdv_get_from(const struct side *s, char role, const char *name, void *data, 
 		if (fd >= 0)
 			break;
 		if (rdv_peer_aborted(s))
-			return conf_fail(s, "rdv: peer %c gave up before publishing '%s'",
-					 role, name);
+			return conf_fail(s, "rdv: peer %c gave up before publishing '%s'", role,
+					 name);
 		if (now_s() > deadline)
 			return conf_fail(s, "rdv: peer %c did not publish '%s' within %.0f s (%s)",
 					 role, name, timeout_s, path);

@@ -102,7 +102,8 @@ int sc_tag_order(struct side *s)
 	memset(fin, 0, sizeof(fin));
 	for (int g = 0; g < TO_GROUPS; g++)
 		for (int i = 0; i < n; i++)
-			size[g][i] = prng_range(&st, 0, 4) == 0 ? 0 : prng_range(&st, 1, TO_MAX_SIZE);
+			size[g][i] = prng_range(&st, 0, 4) == 0 ? 0
+								: prng_range(&st, 1, TO_MAX_SIZE);
 	order[0] = 0;
 	if (n > 1)
 		order[1] = n - 1;
@@ -113,13 +114,14 @@ int sc_tag_order(struct side *s)
 	comm = receiver ? rc : sc;
 	if (cbuf_get(s, comm, &arena, (size_t)TO_GROUPS * XFER_MAX_GROUP * TO_MAX_SIZE))
 		goto out;
-#define TO_BUF(g, i) (arena.p + ((size_t)(g) * XFER_MAX_GROUP + (i)) * TO_MAX_SIZE)
+#define TO_BUF(g, i) (arena.p + ((size_t)(g)*XFER_MAX_GROUP + (i)) * TO_MAX_SIZE)
 	for (int g = 0; g < TO_GROUPS; g++)
 		for (int i = 0; i < n; i++)
 			if (receiver)
 				memset(TO_BUF(g, i), 0xee, TO_MAX_SIZE);
 			else
-				pattern_fill(TO_BUF(g, i), size[g][i], s->seed, (uint64_t)g * 8 + i);
+				pattern_fill(TO_BUF(g, i), size[g][i], s->seed,
+					     (uint64_t)g * 8 + i);
 	conf_step(s, "%s %d groups of %d", receiver ? "receiving" : "sending out of group order",
 		  TO_GROUPS, n);
 	while (ndone < TO_GROUPS * (receiver ? 1 : n)) {
@@ -146,7 +148,8 @@ int sc_tag_order(struct side *s)
 					tags[i] = i;
 					caps[i] = TO_MAX_SIZE;
 				}
-				r = s->api->irecv(s->api, comm, n, data, caps, tags, mh, &req[g][0]);
+				r = s->api->irecv(s->api, comm, n, data, caps, tags, mh,
+						  &req[g][0]);
 				if (r != ncclSuccess) {
 					conf_fail(s, "irecv(group %d) returned %s (%d)", g,
 						  netapi_result_str(r), r);
@@ -172,13 +175,15 @@ int sc_tag_order(struct side *s)
 				if (!done)
 					continue;
 				for (int i = 0; i < n; i++) {
-					size_t bad = pattern_check(TO_BUF(g, i), size[g][i], s->seed,
-								   (uint64_t)g * 8 + i);
+					size_t bad = pattern_check(TO_BUF(g, i), size[g][i],
+								   s->seed, (uint64_t)g * 8 + i);
 
 					if (sizes[i] != (int)size[g][i] || bad != (size_t)-1) {
-						conf_fail(s, "group %d buffer %d (tag %d): size %d, "
-							  "expected %zu; first wrong byte %zd", g, i,
-							  i, sizes[i], size[g][i], (ssize_t)bad);
+						conf_fail(s,
+							  "group %d buffer %d (tag %d): size %d, "
+							  "expected %zu; first wrong byte %zd",
+							  g, i, i, sizes[i], size[g][i],
+							  (ssize_t)bad);
 						goto out;
 					}
 				}
@@ -207,10 +212,12 @@ int sc_tag_order(struct side *s)
 					r = s->api->isend(s->api, comm, TO_BUF(g, i), size[g][i], i,
 							  arena.mh, &req[g][i]);
 					if (r != ncclSuccess) {
-						conf_fail(s, "isend(group %d, tag %d) returned %s (%d)%s",
+						conf_fail(s,
+							  "isend(group %d, tag %d) returned %s (%d)%s",
 							  g, i, netapi_result_str(r), r,
 							  g > g0 ? ": no free buffer with this tag yet; "
-								   "NCCL expects a NULL request" : "");
+								   "NCCL expects a NULL request"
+								 : "");
 						goto out;
 					}
 					if (!req[g][i]) {
@@ -230,7 +237,8 @@ int sc_tag_order(struct side *s)
 						continue;
 					r = s->api->test(s->api, req[g][i], &done, sizes);
 					if (r != ncclSuccess) {
-						conf_fail(s, "test(send group %d tag %d) returned %s (%d)",
+						conf_fail(s,
+							  "test(send group %d tag %d) returned %s (%d)",
 							  g, i, netapi_result_str(r), r);
 						goto out;
 					}
@@ -246,14 +254,16 @@ int sc_tag_order(struct side *s)
 			continue;
 		}
 		if (now_s() - last > CONF_XFER_TIMEOUT_S) {
-			conf_fail(s, "no progress for %.0f s (%d done)", CONF_XFER_TIMEOUT_S, ndone);
+			conf_fail(s, "no progress for %.0f s (%d done)", CONF_XFER_TIMEOUT_S,
+				  ndone);
 			goto out;
 		}
 		idle_wait();
 	}
 #undef TO_BUF
 	if (!receiver)
-		conf_log(s, "%d sends in shuffled tag order, %d premature isends answered 'not now'",
+		conf_log(s,
+			 "%d sends in shuffled tag order, %d premature isends answered 'not now'",
 			 TO_GROUPS * n, nnull);
 	ret = rdv_sync(s, "to-done");
 out:
@@ -274,12 +284,10 @@ static void plan_truncate(struct xfer_plan *p)
 		size_t size, cap;
 		int group; /* messages with the same group number share one irecv */
 	} m[] = {
-		{ 8192, 100, 0 },
-		{ 1 << 20, (1 << 20) - 1, 1 },
-		{ 65536, 0, 2 },
-		{ (5 << 20) + 3, (3 << 20) + 5, 3 },
-		{ 300, 299, 4 },
-		{ 4096, 4096, 5 }, { 70000, 1000, 5 }, { 17, 64, 5 },
+		{ 8192, 100, 0 },    { 1 << 20, (1 << 20) - 1, 1 },
+		{ 65536, 0, 2 },     { (5 << 20) + 3, (3 << 20) + 5, 3 },
+		{ 300, 299, 4 },     { 4096, 4096, 5 },
+		{ 70000, 1000, 5 },  { 17, 64, 5 },
 		{ 12345, 12345, 6 },
 	};
 	int nm = sizeof(m) / sizeof(m[0]);
@@ -296,8 +304,10 @@ static void plan_truncate(struct xfer_plan *p)
 	for (int i = 0; i < nm; i++) {
 		struct xfer_group *g = &p->groups[m[i].group];
 
-		p->msgs[i] = (struct xfer_msg){ .id = 1000 + i, .size = m[i].size,
-						.cap = m[i].cap, .tag = 3 + g->n };
+		p->msgs[i] = (struct xfer_msg){ .id = 1000 + i,
+						.size = m[i].size,
+						.cap = m[i].cap,
+						.tag = 3 + g->n };
 		if (!g->n)
 			g->first = i;
 		g->send_order[g->n] = g->n;
@@ -343,7 +353,8 @@ static int iso_victim(struct side *s)
 		return -1;
 	}
 	plan_free(&p);
-	if (receiver ? link_accept(s, s->ctx, "isoA", &lc, &rc) : link_connect(s, s->ctx, "isoA", &sc))
+	if (receiver ? link_accept(s, s->ctx, "isoA", &lc, &rc)
+		     : link_connect(s, s->ctx, "isoA", &sc))
 		goto out;
 	for (int i = 0; i < 4; i++)
 		if (cbuf_get(s, receiver ? rc : sc, &b[i], 65536))
@@ -358,10 +369,11 @@ static int iso_victim(struct side *s)
 			void *data = b[i].p;
 
 			while (!req[i]) {
-				ncclResult_t r = s->api->irecv(s->api, rc, 1, &data, &cap, &tag, &b[i].mh,
-							       &req[i]);
+				ncclResult_t r = s->api->irecv(s->api, rc, 1, &data, &cap, &tag,
+							       &b[i].mh, &req[i]);
 				if (r != ncclSuccess) {
-					conf_fail(s, "irecv #%d returned %s (%d)", i, netapi_result_str(r), r);
+					conf_fail(s, "irecv #%d returned %s (%d)", i,
+						  netapi_result_str(r), r);
 					goto out;
 				}
 				if (!req[i])
@@ -388,7 +400,8 @@ static int iso_victim(struct side *s)
 				} else if (done) {
 					if (size != 65536 || pattern_check(b[i].p, 65536, s->seed,
 									   77 + i) != (size_t)-1) {
-						conf_fail(s, "comm A receive #%d: size %d or data wrong",
+						conf_fail(s,
+							  "comm A receive #%d: size %d or data wrong",
 							  i, size);
 						goto out;
 					}
@@ -399,18 +412,24 @@ static int iso_victim(struct side *s)
 			idle_wait();
 		}
 		if (left) {
-			conf_fail(s, "comm A: %d receive(s) neither done nor failed %.0f s after the "
-				  "sender closed", left, CONF_ERROR_BOUND_S);
+			conf_fail(s,
+				  "comm A: %d receive(s) neither done nor failed %.0f s after the "
+				  "sender closed",
+				  left, CONF_ERROR_BOUND_S);
 			goto out;
 		}
 		if (state[0] != 1 || state[1] != 1) {
-			conf_fail(s, "comm A: the two messages sent before the peer closed must "
-				  "complete (states %d %d: 1 done, 2 failed)", state[0], state[1]);
+			conf_fail(s,
+				  "comm A: the two messages sent before the peer closed must "
+				  "complete (states %d %d: 1 done, 2 failed)",
+				  state[0], state[1]);
 			goto out;
 		}
 		if (state[2] != 2 || state[3] != 2) {
-			conf_fail(s, "comm A: the two receives never sent to must fail (states "
-				  "%d %d)", state[2], state[3]);
+			conf_fail(s,
+				  "comm A: the two receives never sent to must fail (states "
+				  "%d %d)",
+				  state[2], state[3]);
 			goto out;
 		}
 		ret = 0;
@@ -423,10 +442,11 @@ static int iso_victim(struct side *s)
 
 			pattern_fill(b[i].p, 65536, s->seed, 77 + i);
 			while (!req[i]) {
-				ncclResult_t r = s->api->isend(s->api, sc, b[i].p, 65536, 1, b[i].mh,
-							       &req[i]);
+				ncclResult_t r = s->api->isend(s->api, sc, b[i].p, 65536, 1,
+							       b[i].mh, &req[i]);
 				if (r != ncclSuccess || now_s() - t0 > CONF_XFER_TIMEOUT_S) {
-					conf_fail(s, "isend #%d returned %s (%d)", i, netapi_result_str(r), r);
+					conf_fail(s, "isend #%d returned %s (%d)", i,
+						  netapi_result_str(r), r);
 					goto out;
 				}
 			}
@@ -550,8 +570,8 @@ int sc_reuse_close(struct side *s)
 		int left = RC_MSGS;
 
 		for (int i = 0; i < RC_MSGS; i++)
-			size[i] = prng_range(&st, 0, 3) == 0 ? prng_range(&st, 0, 64) :
-							       prng_range(&st, 1, 1 << 20);
+			size[i] = prng_range(&st, 0, 3) == 0 ? prng_range(&st, 0, 64)
+							     : prng_range(&st, 1, 1 << 20);
 		conf_step(s, "round %d: %s", round, receiver ? "accept" : "connect");
 		/* NCCL gives each connection its own copy of the handle, kept across calls */
 		memcpy(h, handle, sizeof(h));
@@ -617,21 +637,24 @@ int sc_reuse_close(struct side *s)
 					continue;
 				r = s->api->test(s->api, req[i], &done, &got);
 				if (r != ncclSuccess) {
-					conf_fail(s, "round %d (%s closes first): test(%s #%d) returned "
+					conf_fail(s,
+						  "round %d (%s closes first): test(%s #%d) returned "
 						  "%s (%d), yet every byte was sent and received",
 						  round, recv_first ? "receiver" : "sender",
-						  receiver ? "irecv" : "isend", i, netapi_result_str(r),
-						  r);
+						  receiver ? "irecv" : "isend", i,
+						  netapi_result_str(r), r);
 					goto round_fail;
 				}
 				if (!done)
 					continue;
-				if (receiver && (got != (int)size[i] ||
-						 pattern_check(b[i].p, size[i], s->seed,
-							       (uint64_t)round * 16 + i) !=
-							 (size_t)-1)) {
-					conf_fail(s, "round %d: message %d: size %d (sent %zu) or data "
-						  "wrong", round, i, got, size[i]);
+				if (receiver &&
+				    (got != (int)size[i] ||
+				     pattern_check(b[i].p, size[i], s->seed,
+						   (uint64_t)round * 16 + i) != (size_t)-1)) {
+					conf_fail(s,
+						  "round %d: message %d: size %d (sent %zu) or data "
+						  "wrong",
+						  round, i, got, size[i]);
 					goto round_fail;
 				}
 				fin[i] = true;
@@ -707,7 +730,8 @@ static int listening_inodes(unsigned long *ino, int max)
 			unsigned long inode;
 			unsigned st;
 
-			if (sscanf(line, " %*d: %*s %*s %x %*s %*s %*s %*s %*s %lu", &st, &inode) != 2 ||
+			if (sscanf(line, " %*d: %*s %*s %x %*s %*s %*s %*s %*s %lu", &st, &inode) !=
+				    2 ||
 			    st != 0x0a)
 				continue;
 			for (int i = 0; i < nmine && n < max; i++)
@@ -734,8 +758,9 @@ static int listen_addr_of(unsigned long inode, struct sockaddr_storage *ss)
 		if (!f)
 			continue;
 		while (fgets(line, sizeof(line), f)) {
-			if (sscanf(line, " %*d: %63[0-9A-Fa-f]:%x %*s %*s %*s %*s %*s %*s %*s %lu", addr,
-				   &port, &ino) != 3 || ino != inode)
+			if (sscanf(line, " %*d: %63[0-9A-Fa-f]:%x %*s %*s %*s %*s %*s %*s %*s %lu",
+				   addr, &port, &ino) != 3 ||
+			    ino != inode)
 				continue;
 			fclose(f);
 			if (t == 0) {
@@ -766,11 +791,23 @@ static int listen_addr_of(unsigned long inode, struct sockaddr_storage *ss)
 	return -1;
 }
 
-enum stranger_kind { ST_SCAN, ST_RESET, ST_GARBAGE, ST_HANDLE, ST_HTTP, ST_IDLE, ST_TRICKLE,
-		     ST_COUNT };
+enum stranger_kind {
+	ST_SCAN,
+	ST_RESET,
+	ST_GARBAGE,
+	ST_HANDLE,
+	ST_HTTP,
+	ST_IDLE,
+	ST_TRICKLE,
+	ST_COUNT
+};
 static const char *const stranger_name[ST_COUNT] = {
-	"port scan (connect, close)", "connect then RST", "300 random bytes",
-	"the 128 handle bytes replayed raw", "an HTTP request", "idle, never speaks",
+	"port scan (connect, close)",
+	"connect then RST",
+	"300 random bytes",
+	"the 128 handle bytes replayed raw",
+	"an HTTP request",
+	"idle, never speaks",
 	"one byte, then silence",
 };
 
@@ -778,7 +815,7 @@ static int stranger(const struct sockaddr_storage *ss, enum stranger_kind k,
 		    const unsigned char *handle, uint64_t *st)
 {
 	socklen_t len = ss->ss_family == AF_INET ? sizeof(struct sockaddr_in)
-						   : sizeof(struct sockaddr_in6);
+						 : sizeof(struct sockaddr_in6);
 	int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	unsigned char junk[300];
 
@@ -788,9 +825,7 @@ static int stranger(const struct sockaddr_storage *ss, enum stranger_kind k,
 		return -1;
 	}
 	switch (k) {
-	case ST_SCAN:
-		close(fd);
-		return -2;
+	case ST_SCAN: close(fd); return -2;
 	case ST_RESET: {
 		struct linger lg = { 1, 0 };
 
@@ -819,8 +854,7 @@ static int stranger(const struct sockaddr_storage *ss, enum stranger_kind k,
 		if (send(fd, "b", 1, MSG_NOSIGNAL) < 0)
 			break;
 		break;
-	default:
-		break;
+	default: break;
 	}
 	return fd;
 }
@@ -898,14 +932,17 @@ int sc_strangers(struct side *s)
 			while (!rc) {
 				r = s->api->accept(s->api, lc, &rc);
 				if (r != ncclSuccess) {
-					conf_fail(s, "accept returned %s (%d): a connection that is not a "
+					conf_fail(s,
+						  "accept returned %s (%d): a connection that is not a "
 						  "braid peer must be dropped, not fail accept",
 						  netapi_result_str(r), r);
 					goto out;
 				}
 				if (!rc && now_s() - t0 > 10.0) {
-					conf_fail(s, "accept #%d not done after 10 s: strangers delay "
-						  "the real peer", k + 1);
+					conf_fail(s,
+						  "accept #%d not done after 10 s: strangers delay "
+						  "the real peer",
+						  k + 1);
 					goto out;
 				}
 				if (!rc)
@@ -915,7 +952,8 @@ int sc_strangers(struct side *s)
 				 k + 1, now_s() - t0, netapi_warn_count() - warns);
 			if (netapi_warn_count() != warns) {
 				close_comms(s, NULL, rc, NULL);
-				conf_fail(s, "strangers got WARN lines: they are no error (INFO only)");
+				conf_fail(s,
+					  "strangers got WARN lines: they are no error (INFO only)");
 				goto out;
 			}
 			if (stranger_data(s, rc, k))
@@ -949,8 +987,8 @@ int sc_strangers(struct side *s)
 				ncclResult_t r = s->api->connect(s->api, s->ctx, s->dev, h, &sc);
 
 				if (r != ncclSuccess || now_s() - t0 > 10.0) {
-					conf_fail(s, "connect #%d returned %s (%d) after %.1f s", k + 1,
-						  netapi_result_str(r), r, now_s() - t0);
+					conf_fail(s, "connect #%d returned %s (%d) after %.1f s",
+						  k + 1, netapi_result_str(r), r, now_s() - t0);
 					goto out;
 				}
 				if (!sc)
@@ -1009,7 +1047,8 @@ int sc_flush(struct side *s)
 			memset(handles[c], 0, sizeof(handles[c]));
 			r = s->api->listen(s->api, s->ctx, s->dev, handles[c], &lc[c]);
 			if (r != ncclSuccess || !lc[c]) {
-				conf_fail(s, "listen #%d returned %s (%d)", c, netapi_result_str(r), r);
+				conf_fail(s, "listen #%d returned %s (%d)", c, netapi_result_str(r),
+					  r);
 				goto out;
 			}
 		}
@@ -1024,11 +1063,13 @@ int sc_flush(struct side *s)
 		for (int c = 0; c < FL_COMMS; c++) {
 			if (comm[c])
 				continue;
-			r = receiver ? s->api->accept(s->api, lc[c], &comm[c])
-				     : s->api->connect(s->api, s->ctx, s->dev, handles[c], &comm[c]);
+			r = receiver
+				    ? s->api->accept(s->api, lc[c], &comm[c])
+				    : s->api->connect(s->api, s->ctx, s->dev, handles[c], &comm[c]);
 			if (r != ncclSuccess) {
-				conf_fail(s, "%s #%d returned %s (%d)", receiver ? "accept" : "connect",
-					  c, netapi_result_str(r), r);
+				conf_fail(s, "%s #%d returned %s (%d)",
+					  receiver ? "accept" : "connect", c, netapi_result_str(r),
+					  r);
 				goto out;
 			}
 			left -= comm[c] != NULL;
@@ -1065,10 +1106,11 @@ int sc_flush(struct side *s)
 					 * one and all that follow it on this comm */
 					if (m && !req[c][m - 1])
 						continue;
-					r = receiver ? s->api->irecv(s->api, comm[c], 1, &data, &size,
-								     &tag, &buf[c].mh, &req[c][m])
-						     : s->api->isend(s->api, comm[c], data, size, tag,
-								     buf[c].mh, &req[c][m]);
+					r = receiver ? s->api->irecv(s->api, comm[c], 1, &data,
+								     &size, &tag, &buf[c].mh,
+								     &req[c][m])
+						     : s->api->isend(s->api, comm[c], data, size,
+								     tag, buf[c].mh, &req[c][m]);
 					if (r != ncclSuccess) {
 						conf_fail(s, "comm %d: %s #%d returned %s (%d)", c,
 							  receiver ? "irecv" : "isend", m,
@@ -1089,13 +1131,17 @@ int sc_flush(struct side *s)
 				}
 				if (!done)
 					continue;
-				if (receiver && (got != FL_SIZE ||
-						 pattern_check(data, FL_SIZE, s->seed,
-							       (uint64_t)c * FL_MSGS + m) != (size_t)-1)) {
-					conf_fail(s, "comm %d message %d: size %d (sent %d); first wrong "
-						  "byte %zd", c, m, got, FL_SIZE,
+				if (receiver &&
+				    (got != FL_SIZE ||
+				     pattern_check(data, FL_SIZE, s->seed,
+						   (uint64_t)c * FL_MSGS + m) != (size_t)-1)) {
+					conf_fail(s,
+						  "comm %d message %d: size %d (sent %d); first wrong "
+						  "byte %zd",
+						  c, m, got, FL_SIZE,
 						  (ssize_t)pattern_check(data, FL_SIZE, s->seed,
-									 (uint64_t)c * FL_MSGS + m));
+									 (uint64_t)c * FL_MSGS +
+										 m));
 					goto out;
 				}
 				req[c][m] = (void *)1;
@@ -1119,9 +1165,10 @@ int sc_flush(struct side *s)
 				r = s->api->iflush(s->api, comm[c], 1, &data, &size, &buf[c].mh,
 						   &freq[c][m]);
 				if (r != ncclSuccess) {
-					conf_fail(s, "iflush on comm %d (#%d, %d flushes in flight) "
-						  "returned %s (%d)", c, m, nflush, netapi_result_str(r),
-						  r);
+					conf_fail(s,
+						  "iflush on comm %d (#%d, %d flushes in flight) "
+						  "returned %s (%d)",
+						  c, m, nflush, netapi_result_str(r), r);
 					goto out;
 				}
 				nflush += freq[c][m] != NULL;
@@ -1133,8 +1180,10 @@ int sc_flush(struct side *s)
 
 				while (freq[c][m] && !done) {
 					r = s->api->test(s->api, freq[c][m], &done, &got);
-					if (r != ncclSuccess || now_s() - t0 > CONF_XFER_TIMEOUT_S) {
-						conf_fail(s, "test(flush, comm %d #%d) returned %s (%d)",
+					if (r != ncclSuccess ||
+					    now_s() - t0 > CONF_XFER_TIMEOUT_S) {
+						conf_fail(s,
+							  "test(flush, comm %d #%d) returned %s (%d)",
 							  c, m, netapi_result_str(r), r);
 						goto out;
 					}

@@ -30,11 +30,12 @@ int sc_props(struct side *s)
 			rc = conf_fail(s, "returned %s (%d)", netapi_result_str(r), r);
 			continue;
 		}
-		conf_log(s, "dev %d: name '%s' pci '%s' guid 0x%llx ptrSupport 0x%x speed %d "
+		conf_log(s,
+			 "dev %d: name '%s' pci '%s' guid 0x%llx ptrSupport 0x%x speed %d "
 			 "Mbps port %d latency %.2f us maxComms %d maxRecvs %d regIsGlobal %d "
-			 "vdevs %d maxP2pBytes %zu maxCollBytes %zu", d, p.name, p.pci_path,
-			 (unsigned long long)p.guid, p.ptr_support, p.speed, p.port, p.latency,
-			 p.max_comms, p.max_recvs, p.reg_is_global, p.vdev_ndevs,
+			 "vdevs %d maxP2pBytes %zu maxCollBytes %zu",
+			 d, p.name, p.pci_path, (unsigned long long)p.guid, p.ptr_support, p.speed,
+			 p.port, p.latency, p.max_comms, p.max_recvs, p.reg_is_global, p.vdev_ndevs,
 			 p.max_p2p_bytes, p.max_coll_bytes);
 		if (!p.name[0])
 			rc = conf_fail(s, "dev %d: empty name", d);
@@ -61,8 +62,8 @@ int sc_props(struct side *s)
 	conf_step(s, "listen(dev %d) then closeListen, unused", s->dev);
 	r = s->api->listen(s->api, s->ctx, s->dev, handle_buf, &lc);
 	if (r != ncclSuccess || !lc)
-		return conf_fail(s, "listen returned %s (%d), listenComm %p",
-				 netapi_result_str(r), r, lc);
+		return conf_fail(s, "listen returned %s (%d), listenComm %p", netapi_result_str(r),
+				 r, lc);
 	if (close_comms(s, NULL, NULL, lc))
 		rc = -1;
 	return rc;
@@ -70,8 +71,8 @@ int sc_props(struct side *s)
 
 /* The receiver listens and receives the plan, the other side connects and sends it;
  * they meet again at the end so that nobody closes a comm the peer still uses. */
-static int one_way_dir(struct side *s, void *ctx, const char *name,
-		       const struct xfer_plan *p, bool receiver)
+static int one_way_dir(struct side *s, void *ctx, const char *name, const struct xfer_plan *p,
+		       bool receiver)
 {
 	void *lc = NULL, *rc = NULL, *sc = NULL;
 	char done_name[64];
@@ -151,9 +152,9 @@ int sc_groups(struct side *s)
 /* ---- two comms, two threads, both directions at once ---- */
 
 struct thread_arg {
-	struct side s;      /* a copy: each thread has its own step for messages */
+	struct side s; /* a copy: each thread has its own step for messages */
 	const char *name;
-	bool receiver;      /* on its comm, this thread receives */
+	bool receiver; /* on its comm, this thread receives */
 	int rc;
 };
 

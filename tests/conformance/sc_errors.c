@@ -45,15 +45,17 @@ static int try_bad_handle(struct side *s, const char *what, const unsigned char 
 		return conf_fail(s, "connect succeeded (comm %p) on a %s handle", sc, what);
 	}
 	if (r == ncclSuccess)
-		return conf_fail(s, "connect still pending after %.0f s (%d polls) on a %s handle;"
-				 " expected ncclInvalidArgument quickly", BAD_HANDLE_BOUND_S, polls,
-				 what);
+		return conf_fail(s,
+				 "connect still pending after %.0f s (%d polls) on a %s handle;"
+				 " expected ncclInvalidArgument quickly",
+				 BAD_HANDLE_BOUND_S, polls, what);
 	if (r != ncclInvalidArgument)
-		return conf_fail(s, "connect on a %s handle returned %s (%d) after %.2f s; "
-				 "expected ncclInvalidArgument (4)", what, netapi_result_str(r), r,
-				 now_s() - start);
-	conf_log(s, "%s handle: ncclInvalidArgument after %.3f s, %d polls", what,
-		 now_s() - start, polls);
+		return conf_fail(s,
+				 "connect on a %s handle returned %s (%d) after %.2f s; "
+				 "expected ncclInvalidArgument (4)",
+				 what, netapi_result_str(r), r, now_s() - start);
+	conf_log(s, "%s handle: ncclInvalidArgument after %.3f s, %d polls", what, now_s() - start,
+		 polls);
 	return 0;
 }
 
@@ -114,12 +116,14 @@ static int self_connect(struct side *s, const unsigned char *handle, void *lc)
 			}
 			if (sreq && !sdone &&
 			    (r = s->api->test(s->api, sreq, &sdone, &ssize)) != ncclSuccess) {
-				conf_fail(s, "test(send) returned %s (%d)", netapi_result_str(r), r);
+				conf_fail(s, "test(send) returned %s (%d)", netapi_result_str(r),
+					  r);
 				goto dereg;
 			}
 			if (rreq && !rdone &&
 			    (r = s->api->test(s->api, rreq, &rdone, &size)) != ncclSuccess) {
-				conf_fail(s, "test(recv) returned %s (%d)", netapi_result_str(r), r);
+				conf_fail(s, "test(recv) returned %s (%d)", netapi_result_str(r),
+					  r);
 				goto dereg;
 			}
 			if (now_s() > deadline) {
@@ -233,18 +237,23 @@ static int kill_scenario(struct side *s, char victim)
 	if (xr != 1)
 		goto out; /* already reported */
 	if (x.err_rc != ncclRemoteError && x.err_rc != ncclSystemError) {
-		conf_fail(s, "%s returned %s (%d) when the peer died: expected ncclRemoteError "
-			  "(6) or ncclSystemError (2)", x.err_call, netapi_result_str(x.err_rc),
-			  x.err_rc);
+		conf_fail(s,
+			  "%s returned %s (%d) when the peer died: expected ncclRemoteError "
+			  "(6) or ncclSystemError (2)",
+			  x.err_call, netapi_result_str(x.err_rc), x.err_rc);
 		goto out;
 	}
-	conf_log(s, "survivor: %d messages done before, error %s %.2f s after the last "
-		 "progress", x.msgs_done, netapi_result_str(x.err_rc), x.err_after_s);
+	conf_log(s,
+		 "survivor: %d messages done before, error %s %.2f s after the last "
+		 "progress",
+		 x.msgs_done, netapi_result_str(x.err_rc), x.err_after_s);
 	/* A death is noticed within BRAID_LIVENESS_MS of the next call; twice that, plus a
 	 * second for a loaded machine, from the survivor's last progress. */
 	if (x.err_after_s > 2 * liveness_s() + 1.0) {
-		conf_fail(s, "the peer's death surfaced %.2f s after the last progress; "
-			  "BRAID_LIVENESS_MS is %.0f ms", x.err_after_s, liveness_s() * 1000);
+		conf_fail(s,
+			  "the peer's death surfaced %.2f s after the last progress; "
+			  "BRAID_LIVENESS_MS is %.0f ms",
+			  x.err_after_s, liveness_s() * 1000);
 		goto out;
 	}
 	ret = 0;

@@ -23,7 +23,7 @@
 
 #define RING_ITERS 1000
 #define RING_MAX (64 << 10)
-#define RING_STUCK_S 10.0   /* an isend not taken for this long: the ring is deadlocked */
+#define RING_STUCK_S 10.0 /* an isend not taken for this long: the ring is deadlocked */
 #define RING_RANK_ALARM_S 120
 
 static char role_of(int rank)
@@ -79,8 +79,8 @@ static int ring_link(struct side *s, int nranks, int rank, void **lc, void **sc,
 	return 0;
 }
 
-static int ring_iter(struct side *s, int nranks, int rank, int iter, void *sc, void *rc,
-		     char *sbuf, void *smh, char *rbuf, void *rmh)
+static int ring_iter(struct side *s, int nranks, int rank, int iter, void *sc, void *rc, char *sbuf,
+		     void *smh, char *rbuf, void *rmh)
 {
 	int prev = (rank + nranks - 1) % nranks;
 	size_t ssize = msg_size(s->seed, nranks, rank, iter);
@@ -111,9 +111,11 @@ static int ring_iter(struct side *s, int nranks, int rank, int iter, void *sc, v
 			return conf_fail(s, "iteration %d: isend returned %s (%d)", iter,
 					 netapi_result_str(r), r);
 		if (!sreq && now_s() - t0 > RING_STUCK_S)
-			return conf_fail(s, "iteration %d: isend still not taken after %.0f s: the "
+			return conf_fail(s,
+					 "iteration %d: isend still not taken after %.0f s: the "
 					 "ring is deadlocked (progress must move every comm of the "
-					 "device, not only the one called)", iter, RING_STUCK_S);
+					 "device, not only the one called)",
+					 iter, RING_STUCK_S);
 		if (!sreq)
 			idle_wait();
 	}
@@ -135,7 +137,8 @@ static int ring_iter(struct side *s, int nranks, int rank, int iter, void *sc, v
 				 iter, got, prev, rsize);
 	bad = pattern_check(rbuf, rsize, s->seed, msg_id(prev, iter));
 	if (bad != (size_t)-1)
-		return conf_fail(s, "iteration %d: byte %zu from rank %d is wrong", iter, bad, prev);
+		return conf_fail(s, "iteration %d: byte %zu from rank %d is wrong", iter, bad,
+				 prev);
 	return 0;
 }
 
@@ -225,7 +228,8 @@ int sc_ring(struct side *s)
 				waitpid(pid[k], &status, 0);
 			}
 			if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-				conf_fail(s, "ring of %d: a rank of side %c failed", nranks, s->role);
+				conf_fail(s, "ring of %d: a rank of side %c failed", nranks,
+					  s->role);
 				failures++;
 			}
 		}

@@ -24,7 +24,7 @@
 
 #define MC_COMMS 1024
 #define MC_ROUNDS 10
-#define MC_CONNECTING 32     /* connects in progress at once */
+#define MC_CONNECTING 32 /* connects in progress at once */
 #define MC_SIZE 4096
 #define MC_RSS_GROWTH (8 << 20) /* allowed from the second round to the last */
 
@@ -141,8 +141,8 @@ static long av_entries(int dev)
 	close(fd);
 	if (r == MAP_FAILED)
 		return -1;
-	if (r->magic == BRAID_CTR_MAGIC && r->version >= 3 && r->dev_rec_size ==
-	    sizeof(struct braid_ctr_dev) && dev < (int)r->max_devs)
+	if (r->magic == BRAID_CTR_MAGIC && r->version >= 3 &&
+	    r->dev_rec_size == sizeof(struct braid_ctr_dev) && dev < (int)r->max_devs)
 		n = (long)r->devs[dev].av_entries;
 	munmap((void *)r, sizeof(*r));
 	return n;
@@ -195,8 +195,9 @@ static int mc_open(struct side *s, int n, void *lc, const char *handle, void **c
 					continue;
 				r = s->api->connect(s->api, s->ctx, s->dev, h[k], &comm[i]);
 				if (r != ncclSuccess)
-					return conf_fail(s, "connect #%d returned %s (%d) (%d open)", i,
-							 netapi_result_str(r), r, ready);
+					return conf_fail(s,
+							 "connect #%d returned %s (%d) (%d open)",
+							 i, netapi_result_str(r), r, ready);
 				if (comm[i]) {
 					slot_of[k] = -1;
 					ready++;
@@ -237,7 +238,8 @@ static int mc_traffic(struct side *s, int n, void **comm, int round)
 						&mh[i]);
 
 		if (r != ncclSuccess) {
-			conf_fail(s, "regMr on comm %d returned %s (%d)", i, netapi_result_str(r), r);
+			conf_fail(s, "regMr on comm %d returned %s (%d)", i, netapi_result_str(r),
+				  r);
 			goto out;
 		}
 		if (!receiver)
@@ -258,11 +260,12 @@ static int mc_traffic(struct side *s, int n, void **comm, int round)
 			if (!req[i]) {
 				r = receiver ? s->api->irecv(s->api, comm[i], 1, &data, &size, &tag,
 							     &mh[i], &req[i])
-					     : s->api->isend(s->api, comm[i], data, size, tag, mh[i],
-							     &req[i]);
+					     : s->api->isend(s->api, comm[i], data, size, tag,
+							     mh[i], &req[i]);
 				if (r != ncclSuccess) {
 					conf_fail(s, "comm %d: %s returned %s (%d)", i,
-						  receiver ? "irecv" : "isend", netapi_result_str(r), r);
+						  receiver ? "irecv" : "isend",
+						  netapi_result_str(r), r);
 					goto out;
 				}
 				if (!req[i])
@@ -271,7 +274,8 @@ static int mc_traffic(struct side *s, int n, void **comm, int round)
 			}
 			r = s->api->test(s->api, req[i], &done, &got);
 			if (r != ncclSuccess) {
-				conf_fail(s, "comm %d: test returned %s (%d)", i, netapi_result_str(r), r);
+				conf_fail(s, "comm %d: test returned %s (%d)", i,
+					  netapi_result_str(r), r);
 				goto out;
 			}
 			if (!done)
@@ -280,7 +284,8 @@ static int mc_traffic(struct side *s, int n, void **comm, int round)
 					 pattern_check(data, (size_t)got, s->seed,
 						       (uint64_t)round * MC_COMMS * 4 + got - 1) !=
 						 (size_t)-1)) {
-				conf_fail(s, "comm %d: a message of %d bytes, twice or with wrong data",
+				conf_fail(s,
+					  "comm %d: a message of %d bytes, twice or with wrong data",
 					  i, got);
 				goto out;
 			}
@@ -314,8 +319,8 @@ out:
 
 int sc_many_comms(struct side *s)
 {
-	int ncomms = env_int("CONF_MANY_COMMS", MC_COMMS), rounds = env_int("CONF_MANY_ROUNDS",
-									   MC_ROUNDS);
+	int ncomms = env_int("CONF_MANY_COMMS", MC_COMMS),
+	    rounds = env_int("CONF_MANY_ROUNDS", MC_ROUNDS);
 	bool receiver = s->role == 'a';
 	char handle[NCCL_NET_HANDLE_MAXSIZE], name[32];
 	void **comm = calloc(ncomms, sizeof(void *)), *lc = NULL;
@@ -364,7 +369,8 @@ int sc_many_comms(struct side *s)
 
 			comm[i] = NULL;
 			if (r != ncclSuccess) {
-				conf_fail(s, "close #%d returned %s (%d)", i, netapi_result_str(r), r);
+				conf_fail(s, "close #%d returned %s (%d)", i, netapi_result_str(r),
+					  r);
 				goto close;
 			}
 		}
@@ -377,27 +383,34 @@ int sc_many_comms(struct side *s)
 			usleep(25000);
 		}
 		rss = rss_kib();
-		conf_log(s, "round %2d: %d comms in %.2f s; open: %d descriptors; closed: %d "
-			 "descriptors (%d not AF_UNIX), %ld KiB resident, %ld AV entries", round,
-			 ncomms, now_s() - t0, peak, fds, own, rss, av_entries(s->dev));
+		conf_log(s,
+			 "round %2d: %d comms in %.2f s; open: %d descriptors; closed: %d "
+			 "descriptors (%d not AF_UNIX), %ld KiB resident, %ld AV entries",
+			 round, ncomms, now_s() - t0, peak, fds, own, rss, av_entries(s->dev));
 		/* braid's own (TCP sockets, files) exactly; a verbs library's AF_UNIX sockets
 		 * (softverbs closes connections in the background) within a few */
 		if (own != own0 || fds > fd0 + 8) {
-			conf_fail(s, "round %d: %d descriptors (%d not AF_UNIX) after closing every "
-				  "comm, %d (%d) before", round, fds, own, fd0, own0);
+			conf_fail(s,
+				  "round %d: %d descriptors (%d not AF_UNIX) after closing every "
+				  "comm, %d (%d) before",
+				  round, fds, own, fd0, own0);
 			list_fds(s);
 			goto close;
 		}
 		if (av_entries(s->dev) > 0) {
-			conf_fail(s, "round %d: %ld address vector entries left with every comm "
-				  "closed", round, av_entries(s->dev));
+			conf_fail(s,
+				  "round %d: %ld address vector entries left with every comm "
+				  "closed",
+				  round, av_entries(s->dev));
 			goto close;
 		}
 		if (round == 2)
 			rss2 = rss;
 		if (rss2 > 0 && rss > rss2 + MC_RSS_GROWTH / 1024 && !RSS_UNRELIABLE) {
-			conf_fail(s, "round %d: resident memory %ld KiB, %ld KiB more than after "
-				  "round 2", round, rss, rss - rss2);
+			conf_fail(s,
+				  "round %d: resident memory %ld KiB, %ld KiB more than after "
+				  "round 2",
+				  round, rss, rss - rss2);
 			goto close;
 		}
 		snprintf(name, sizeof(name), "mc%d-closed", round);

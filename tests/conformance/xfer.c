@@ -15,21 +15,21 @@
 
 #include "tools/pattern.h"
 
-#define GUARD_BYTES 64          /* checked past the end of every receive buffer */
+#define GUARD_BYTES 64 /* checked past the end of every receive buffer */
 #define GUARD_SALT 0x6a09e667f3bcc908ULL
-#define ARENA_ALIGN_SLACK 64    /* arena buffers start at odd offsets, 0..63 */
+#define ARENA_ALIGN_SLACK 64 /* arena buffers start at odd offsets, 0..63 */
 
 struct xfer_slot {
-	bool busy;      /* holds a prepared operation */
-	bool posted;    /* isend/irecv accepted it (request non-NULL) */
+	bool busy;   /* holds a prepared operation */
+	bool posted; /* isend/irecv accepted it (request non-NULL) */
 	void *req;
-	int index;      /* receiver: group index; sender: position in the send sequence */
-	int n;          /* buffers: group size (receiver) or 1 (sender) */
+	int index; /* receiver: group index; sender: position in the send sequence */
+	int n;     /* buffers: group size (receiver) or 1 (sender) */
 	int msg[XFER_MAX_GROUP];
 	char *buf[XFER_MAX_GROUP];
 	void *mh[XFER_MAX_GROUP];
 	bool own[XFER_MAX_GROUP]; /* malloc()ed and registered for this message alone */
-	size_t bytes;   /* counted against plan.inflight_bytes */
+	size_t bytes;             /* counted against plan.inflight_bytes */
 };
 
 static size_t arena_stride(const struct xfer_plan *p)
@@ -60,8 +60,10 @@ static int record_error(struct xfer *x, ncclResult_t r, double since, const char
 	if (!x->p->expect_error)
 		conf_fail(x->s, "%s returned %s (%d)", x->err_call, netapi_result_str(r), r);
 	else
-		conf_log(x->s, "expected error: %s returned %s (%d), %.2f s after the last "
-			 "progress", x->err_call, netapi_result_str(r), r, x->err_after_s);
+		conf_log(x->s,
+			 "expected error: %s returned %s (%d), %.2f s after the last "
+			 "progress",
+			 x->err_call, netapi_result_str(r), r, x->err_after_s);
 	return 1;
 }
 
@@ -134,21 +136,24 @@ static int verify_recv(struct xfer *x, const struct xfer_slot *sl, int i, int go
 	size_t bad;
 
 	if (got_size < 0 || (size_t)got_size != want)
-		return conf_fail(x->s, "message %lu (group %d, buffer %d of %d, tag %d): test() "
+		return conf_fail(x->s,
+				 "message %lu (group %d, buffer %d of %d, tag %d): test() "
 				 "reported size %d, expected %zu (sent %zu into a %zu-byte buffer)",
 				 (unsigned long)msg->id, sl->index, i, sl->n, msg->tag, got_size,
 				 want, msg->size, msg->cap);
 	bad = pattern_check(b, want, x->s->seed, msg->id);
 	if (bad != (size_t)-1)
-		return conf_fail(x->s, "message %lu (group %d, buffer %d of %d, tag %d, size %zu):"
+		return conf_fail(x->s,
+				 "message %lu (group %d, buffer %d of %d, tag %d, size %zu):"
 				 " byte %zu is 0x%02x, expected 0x%02x",
-				 (unsigned long)msg->id, sl->index, i, sl->n, msg->tag, want,
-				 bad, b[bad], pattern_byte(x->s->seed, msg->id, bad));
+				 (unsigned long)msg->id, sl->index, i, sl->n, msg->tag, want, bad,
+				 b[bad], pattern_byte(x->s->seed, msg->id, bad));
 	/* The guard pattern covered [0, len + GUARD): what is past the bytes that
 	 * arrived must still be that pattern. */
 	bad = pattern_check_range(b, want, len + GUARD_BYTES, x->s->seed, msg->id ^ GUARD_SALT);
 	if (bad != (size_t)-1)
-		return conf_fail(x->s, "message %lu (size %zu, receive buffer %zu): byte %zu "
+		return conf_fail(x->s,
+				 "message %lu (size %zu, receive buffer %zu): byte %zu "
 				 "past the message %s was overwritten (0x%02x, was 0x%02x)",
 				 (unsigned long)msg->id, msg->size, msg->cap, bad,
 				 bad < msg->cap ? "inside the buffer" : "BEYOND THE BUFFER", b[bad],
@@ -169,11 +174,12 @@ static int verify_guards(struct xfer *x)
 			size_t len = msg->cap > msg->size ? msg->cap : msg->size;
 			const unsigned char *b = (const unsigned char *)sl->buf[i];
 
-			size_t bad = pattern_check_range(b, msg->cap, len + GUARD_BYTES,
-							       x->s->seed, msg->id ^ GUARD_SALT);
+			size_t bad = pattern_check_range(b, msg->cap, len + GUARD_BYTES, x->s->seed,
+							 msg->id ^ GUARD_SALT);
 
 			if (bad != (size_t)-1)
-				rc = conf_fail(x->s, "message %lu (size %zu): byte %zu past the "
+				rc = conf_fail(x->s,
+					       "message %lu (size %zu): byte %zu past the "
 					       "%zu-byte receive buffer was overwritten",
 					       (unsigned long)msg->id, msg->size, bad, msg->cap);
 		}
@@ -220,8 +226,7 @@ static ncclResult_t post(struct xfer *x, struct xfer_slot *sl)
 	return api->irecv(api, x->comm, sl->n, data, sizes, tags, sl->mh, &sl->req);
 }
 
-int xfer_run(struct xfer *x, struct side *s, void *comm, const struct xfer_plan *p,
-	     bool sender)
+int xfer_run(struct xfer *x, struct side *s, void *comm, const struct xfer_plan *p, bool sender)
 {
 	int total = sender ? p->nmsgs : p->ngroups;
 	int window = sender ? p->send_window : p->recv_window;
@@ -297,7 +302,8 @@ int xfer_run(struct xfer *x, struct side *s, void *comm, const struct xfer_plan 
 				rc = record_error(x, r, last_progress, "%s(#%d, %s %zu)",
 						  sender ? "isend" : "irecv", next,
 						  sender ? "size" : "n",
-						  sender ? p->msgs[sl->msg[0]].size : (size_t)sl->n);
+						  sender ? p->msgs[sl->msg[0]].size
+							 : (size_t)sl->n);
 				goto out;
 			}
 			if (!sl->req)
@@ -339,8 +345,10 @@ int xfer_run(struct xfer *x, struct side *s, void *comm, const struct xfer_plan 
 			progress = true;
 			if (p->kill_after > 0 && x->msgs_done >= p->kill_after) {
 				/* the victim of a peer-death scenario dies with requests in flight */
-				conf_log(s, "killing myself (SIGKILL) after %d messages, %d requests "
-					 "in flight", x->msgs_done, busy);
+				conf_log(s,
+					 "killing myself (SIGKILL) after %d messages, %d requests "
+					 "in flight",
+					 x->msgs_done, busy);
 				raise(SIGKILL);
 			}
 		}
@@ -351,13 +359,15 @@ int xfer_run(struct xfer *x, struct side *s, void *comm, const struct xfer_plan 
 		}
 		if (now_s() - last_progress > stall_limit) {
 			if (p->expect_error)
-				rc = conf_fail(s, "no error within %.0f s of the last progress "
-					       "(%d of %d done, %d in flight)", stall_limit, done,
-					       total, busy);
+				rc = conf_fail(s,
+					       "no error within %.0f s of the last progress "
+					       "(%d of %d done, %d in flight)",
+					       stall_limit, done, total, busy);
 			else
-				rc = conf_fail(s, "no progress for %.0f s (%d of %d done, %d in "
-					       "flight, next %d)", stall_limit, done, total, busy,
-					       next);
+				rc = conf_fail(s,
+					       "no progress for %.0f s (%d of %d done, %d in "
+					       "flight, next %d)",
+					       stall_limit, done, total, busy, next);
 			goto out;
 		}
 		if ((++loops & 4095) == 0 && rdv_peer_aborted(s)) {

@@ -2,13 +2,13 @@
 #   make lint           cppcheck (tests/lint/cppcheck.sh; also in TESTS, so in make test)
 #   make format         clang-format -i (.clang-format) on every tracked .c and .h file,
 #                       or on FILES="a.c b.h" only
-#   make format-check   what clang-format would change, failing if anything would (not in
-#                       make test yet: the tree is not formatted)
+#   make format-check   what clang-format would change, failing if anything would (in
+#                       make test too: tests/lint/format-check.sh)
 
 LINT_FORMAT_FILES = $(or $(FILES),$(shell git ls-files '*.c' '*.h' 2>/dev/null))
 CLANG_FORMAT ?= clang-format
 
-TESTS += tests/lint/cppcheck.sh
+TESTS += tests/lint/cppcheck.sh tests/lint/format-check.sh
 
 .PHONY: lint format format-check
 lint:

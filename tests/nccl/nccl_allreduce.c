@@ -30,24 +30,24 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-#define CUDA_CHECK(call)                                                                  \
-	do {                                                                              \
-		cudaError_t e_ = (call);                                                  \
-		if (e_ != cudaSuccess) {                                                  \
-			fprintf(stderr, "rank %d: %s: %s\n", rank_id, #call,              \
-				cudaGetErrorString(e_));                                  \
-			exit(1);                                                          \
-		}                                                                         \
+#define CUDA_CHECK(call)                                                     \
+	do {                                                                 \
+		cudaError_t e_ = (call);                                     \
+		if (e_ != cudaSuccess) {                                     \
+			fprintf(stderr, "rank %d: %s: %s\n", rank_id, #call, \
+				cudaGetErrorString(e_));                     \
+			exit(1);                                             \
+		}                                                            \
 	} while (0)
 
-#define NCCL_CHECK(call)                                                                  \
-	do {                                                                              \
-		ncclResult_t r_ = (call);                                                 \
-		if (r_ != ncclSuccess) {                                                  \
-			fprintf(stderr, "rank %d: %s: %s (%d); last error: %s\n", rank_id,    \
-				#call, ncclGetErrorString(r_), r_, ncclGetLastError(NULL));   \
-			exit(1);                                                          \
-		}                                                                         \
+#define NCCL_CHECK(call)                                                                          \
+	do {                                                                                      \
+		ncclResult_t r_ = (call);                                                         \
+		if (r_ != ncclSuccess) {                                                          \
+			fprintf(stderr, "rank %d: %s: %s (%d); last error: %s\n", rank_id, #call, \
+				ncclGetErrorString(r_), r_, ncclGetLastError(NULL));              \
+			exit(1);                                                                  \
+		}                                                                                 \
 	} while (0)
 
 static int write_id(const char *path, const ncclUniqueId *id)
@@ -119,13 +119,13 @@ int main(int argc, char **argv)
 		case 'd': device = atoi(optarg); break;
 		default:
 			fprintf(stderr, "usage: nccl_allreduce --rank R --nranks N --id-file F "
-				"[--min B] [--max B] [--iters N] [--device D]\n");
+					"[--min B] [--max B] [--iters N] [--device D]\n");
 			return 2;
 		}
 	}
 	if (rank_id < 0 || rank_id >= nranks || !id_file || min < 4 || min > max) {
 		fprintf(stderr, "nccl_allreduce: need --rank in 0..nranks-1, --id-file, "
-			"4 <= --min <= --max\n");
+				"4 <= --min <= --max\n");
 		return 2;
 	}
 	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
@@ -163,11 +163,13 @@ int main(int argc, char **argv)
 		CUDA_CHECK(cudaMemcpy(sbuf, host, count * sizeof(float), cudaMemcpyHostToDevice));
 		CUDA_CHECK(cudaMemset(rbuf, 0, count * sizeof(float)));
 		for (int i = 0; i < warmup; i++)
-			NCCL_CHECK(ncclAllReduce(sbuf, rbuf, count, ncclFloat, ncclSum, comm, stream));
+			NCCL_CHECK(
+				ncclAllReduce(sbuf, rbuf, count, ncclFloat, ncclSum, comm, stream));
 		CUDA_CHECK(cudaStreamSynchronize(stream));
 		t0 = now_s();
 		for (int i = 0; i < iters; i++)
-			NCCL_CHECK(ncclAllReduce(sbuf, rbuf, count, ncclFloat, ncclSum, comm, stream));
+			NCCL_CHECK(
+				ncclAllReduce(sbuf, rbuf, count, ncclFloat, ncclSum, comm, stream));
 		CUDA_CHECK(cudaStreamSynchronize(stream));
 		usec = (now_s() - t0) * 1e6 / iters;
 		/* the send buffer is untouched by all-reduce: the last result is the sum */
@@ -183,15 +185,17 @@ int main(int argc, char **argv)
 			}
 		}
 		if (bad)
-			fprintf(stderr, "rank %d: %zu bytes: %zu wrong elements, first [%zu] = %g, "
-				"expected %g\n", rank_id, bytes, bad, first_bad, host[first_bad],
-				want_sum);
+			fprintf(stderr,
+				"rank %d: %zu bytes: %zu wrong elements, first [%zu] = %g, "
+				"expected %g\n",
+				rank_id, bytes, bad, first_bad, host[first_bad], want_sum);
 		bad_total += bad != 0;
 		if (rank_id == 0) {
 			double algbw = bytes / usec / 1e3;
 
-			printf("%13zu %12zu %8d %12.1f %10.3f %10.3f  %s\n", bytes, count, iters, usec,
-			       algbw, algbw * 2 * (nranks - 1) / nranks, bad ? "WRONG" : "ok");
+			printf("%13zu %12zu %8d %12.1f %10.3f %10.3f  %s\n", bytes, count, iters,
+			       usec, algbw, algbw * 2 * (nranks - 1) / nranks,
+			       bad ? "WRONG" : "ok");
 			fflush(stdout);
 		}
 	}

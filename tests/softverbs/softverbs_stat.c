@@ -87,12 +87,8 @@ int main(int argc, char **argv)
 
 	while ((opt = getopt(argc, argv, "f:ah")) != -1) {
 		switch (opt) {
-		case 'f':
-			fabric = optarg;
-			break;
-		case 'a':
-			all = 1;
-			break;
+		case 'f': fabric = optarg; break;
+		case 'a': all = 1; break;
 		default:
 			fprintf(stderr, "usage: %s [-f FABRIC_DIR] [-a]\n", argv[0]);
 			return opt == 'h' ? 0 : 2;

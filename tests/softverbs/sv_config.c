@@ -49,8 +49,7 @@ void sv_config_load(struct sv_config *cfg)
 
 	memset(cfg, 0, sizeof(*cfg));
 	v = getenv("SOFTVERBS_FABRIC");
-	snprintf(cfg->fabric, sizeof(cfg->fabric), "%s",
-		 v && *v ? v : "/tmp/softverbs-fabric");
+	snprintf(cfg->fabric, sizeof(cfg->fabric), "%s", v && *v ? v : "/tmp/softverbs-fabric");
 	v = getenv("SOFTVERBS_TIME_SCALE");
 	cfg->time_scale = v && *v ? strtod(v, NULL) : 0.01;
 	if (cfg->time_scale <= 0)
@@ -97,10 +96,9 @@ uint64_t sv_qp_timeout_ns(const struct ibv_qp_attr *attr)
 uint64_t sv_rnr_delay_ns(uint8_t t)
 {
 	static const uint32_t us[32] = {
-		655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640,
-		960, 1280, 1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480,
-		30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680,
-		491520,
+		655360, 10,    20,    30,    40,    60,     80,     120,    160,    240,    320,
+		480,    640,   960,   1280,  1920,  2560,   3840,   5120,   7680,   10240,  15360,
+		20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
 	};
 
 	return (uint64_t)us[t & 31] * 1000ull;

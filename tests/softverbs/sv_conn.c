@@ -101,8 +101,8 @@ void sv_path_trouble(struct sv_qp *qp, const char *why)
 	uint64_t now = sv_now_ns();
 
 	if (!qp->retry_since_ns) {
-		sv_debug("QP 0x%06x: path to QP 0x%06x: %s", qp->ibqp.qp_num,
-			 qp->attr.dest_qp_num, why);
+		sv_debug("QP 0x%06x: path to QP 0x%06x: %s", qp->ibqp.qp_num, qp->attr.dest_qp_num,
+			 why);
 		qp->retry_since_ns = now;
 	}
 	qp->retry_at_ns = now + retry_interval(qp);
@@ -150,8 +150,7 @@ void sv_queue_resp(struct sv_conn *c, struct sv_hdr *h, void *data, struct sv_qp
 	pthread_cond_broadcast(&sv_eng.tx_cond);
 }
 
-void sv_queue_simple(struct sv_conn *c, struct sv_qp *qp, uint8_t op, uint8_t nak,
-		     uint32_t psn)
+void sv_queue_simple(struct sv_conn *c, struct sv_qp *qp, uint8_t op, uint8_t nak, uint32_t psn)
 {
 	struct sv_hdr h = { .op = op, .nak = nak, .psn = psn };
 

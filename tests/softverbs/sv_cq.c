@@ -136,8 +136,8 @@ SV_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 
 /* Called by the library (any thread) with sv_eng.lock held. sq_owner and
  * sq_next: see struct sv_cqe (NULL, 0 for a receive). */
-void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc, bool solicited,
-		struct sv_qp *sq_owner, uint64_t sq_next)
+void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc, bool solicited, struct sv_qp *sq_owner,
+		uint64_t sq_next)
 {
 	bool notify = false, overrun = false;
 
@@ -146,13 +146,15 @@ void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc, bool solicited,
 		overrun = true;
 	} else {
 		cq->ring[(cq->head + cq->count) % cq->size] = (struct sv_cqe){
-			.wc = *wc, .sq_owner = sq_owner, .sq_next = sq_next,
+			.wc = *wc,
+			.sq_owner = sq_owner,
+			.sq_next = sq_next,
 		};
 		cq->count++;
 		/* Solicited-only arming wakes on a receive the sender marked
 		 * IBV_SEND_SOLICITED, or on an error. */
-		if (cq->armed && (!cq->solicited_only || solicited ||
-				  wc->status != IBV_WC_SUCCESS)) {
+		if (cq->armed &&
+		    (!cq->solicited_only || solicited || wc->status != IBV_WC_SUCCESS)) {
 			cq->armed = false;
 			notify = true;
 		}
@@ -161,8 +163,7 @@ void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc, bool solicited,
 	if (overrun) {
 		sv_log("CQ %p overrun: completion for wr_id %llu dropped", (void *)cq,
 		       (unsigned long long)wc->wr_id);
-		sv_async_event(sv_container_of(cq->ibcq.context, struct sv_context,
-					       vctx.context),
+		sv_async_event(sv_container_of(cq->ibcq.context, struct sv_context, vctx.context),
 			       IBV_EVENT_CQ_ERR, &cq->ibcq, 0);
 		return;
 	}

@@ -26,8 +26,8 @@ enum ibv_gid_type_sysfs {
 	IBV_GID_TYPE_SYSFS_ROCE_V2,
 };
 
-SV_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
-				 unsigned int index, enum ibv_gid_type_sysfs *type);
+SV_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned int index,
+				 enum ibv_gid_type_sysfs *type);
 
 #define SV_DEFAULT_DEVICES "svroce0:roce:1,svib0:ib:1"
 
@@ -79,8 +79,9 @@ static void init_port(struct sv_device *d, int p, uint64_t hid)
 	port->state = IBV_PORT_ACTIVE;
 	if (!d->roce) {
 		port->link_layer = IBV_LINK_LAYER_INFINIBAND;
-		port->lid = (uint16_t)(1 + sv_hash64(hid ^ ((uint64_t)d->index << 8) ^
-						     (uint64_t)p) % 0xbffe);
+		port->lid = (uint16_t)(1 +
+				       sv_hash64(hid ^ ((uint64_t)d->index << 8) ^ (uint64_t)p) %
+					       0xbffe);
 		port->ngids = 1;
 		set_gid(&port->gid[0], 0xfe80000000000000ull, guid);
 		port->gid_type[0] = IBV_GID_TYPE_IB;
@@ -138,8 +139,8 @@ static int parse_device(const char *spec, int index, uint64_t hid)
 	snprintf(d->ibdev.dev_name, sizeof(d->ibdev.dev_name), "uverbs%d", index);
 	snprintf(d->ibdev.dev_path, sizeof(d->ibdev.dev_path),
 		 "/softverbs/class/infiniband_verbs/uverbs%d", index);
-	snprintf(d->ibdev.ibdev_path, sizeof(d->ibdev.ibdev_path),
-		 "/softverbs/class/infiniband/%s", name);
+	snprintf(d->ibdev.ibdev_path, sizeof(d->ibdev.ibdev_path), "/softverbs/class/infiniband/%s",
+		 name);
 	for (int p = 0; p < d->nports; p++)
 		init_port(d, p, hid);
 	return 0;
@@ -200,7 +201,7 @@ SV_EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
 
 SV_EXPORT void ibv_free_device_list(struct ibv_device **list)
 {
-	free(list);		/* devices themselves live for the process */
+	free(list); /* devices themselves live for the process */
 }
 
 SV_EXPORT const char *ibv_get_device_name(struct ibv_device *device)
@@ -310,8 +311,7 @@ static void fill_device_attr(struct sv_device *d, struct ibv_device_attr *a)
 	a->phys_port_cnt = (uint8_t)d->nports;
 }
 
-SV_EXPORT int ibv_query_device(struct ibv_context *context,
-			       struct ibv_device_attr *device_attr)
+SV_EXPORT int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *device_attr)
 {
 	fill_device_attr(to_ctx(context)->dev, device_attr);
 	return 0;
@@ -348,9 +348,9 @@ static void fill_port_attr(struct sv_device *d, int p, struct ibv_port_attr *a)
 	a->lid = port->lid;
 	a->sm_lid = d->roce ? 0 : 1;
 	a->max_vl_num = 4;
-	a->active_width = 2;		/* 4X */
-	a->active_speed = 32;		/* EDR: 4X = 100 Gb/s */
-	a->phys_state = port->state == IBV_PORT_ACTIVE ? 5 : 3;	/* LinkUp / Disabled */
+	a->active_width = 2;                                    /* 4X */
+	a->active_speed = 32;                                   /* EDR: 4X = 100 Gb/s */
+	a->phys_state = port->state == IBV_PORT_ACTIVE ? 5 : 3; /* LinkUp / Disabled */
 	a->link_layer = port->link_layer;
 }
 
@@ -410,9 +410,8 @@ static int fill_gid_entry(struct sv_device *d, uint32_t port, uint32_t index,
 	return 0;
 }
 
-SV_EXPORT int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
-				uint32_t gid_index, struct ibv_gid_entry *entry,
-				uint32_t flags, size_t entry_size)
+SV_EXPORT int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num, uint32_t gid_index,
+				struct ibv_gid_entry *entry, uint32_t flags, size_t entry_size)
 {
 	struct sv_device *d = to_ctx(context)->dev;
 	struct ibv_gid_entry e;
@@ -429,9 +428,8 @@ SV_EXPORT int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 	return 0;
 }
 
-SV_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *context,
-				       struct ibv_gid_entry *entries, size_t max_entries,
-				       uint32_t flags, size_t entry_size)
+SV_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *context, struct ibv_gid_entry *entries,
+				       size_t max_entries, uint32_t flags, size_t entry_size)
 {
 	struct sv_device *d = to_ctx(context)->dev;
 	size_t n = 0;
@@ -450,8 +448,8 @@ SV_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *context,
 	return (ssize_t)n;
 }
 
-SV_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
-				 unsigned int index, enum ibv_gid_type_sysfs *type)
+SV_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned int index,
+				 enum ibv_gid_type_sysfs *type)
 {
 	struct sv_device *d = to_ctx(context)->dev;
 	int tbl = d->roce ? SV_ROCE_GID_TBL_LEN : SV_IB_GID_TBL_LEN;
@@ -464,13 +462,13 @@ SV_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
 		errno = ENODATA;
 		return -1;
 	}
-	*type = d->port[port_num - 1].gid_type[index] == IBV_GID_TYPE_ROCE_V2 ?
-		IBV_GID_TYPE_SYSFS_ROCE_V2 : IBV_GID_TYPE_SYSFS_IB_ROCE_V1;
+	*type = d->port[port_num - 1].gid_type[index] == IBV_GID_TYPE_ROCE_V2
+			? IBV_GID_TYPE_SYSFS_ROCE_V2
+			: IBV_GID_TYPE_SYSFS_IB_ROCE_V1;
 	return 0;
 }
 
-SV_EXPORT int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index,
-			     __be16 *pkey)
+SV_EXPORT int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index, __be16 *pkey)
 {
 	struct sv_device *d = to_ctx(context)->dev;
 
@@ -480,8 +478,7 @@ SV_EXPORT int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int 
 	return 0;
 }
 
-SV_EXPORT int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_num,
-				 __be16 pkey)
+SV_EXPORT int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_num, __be16 pkey)
 {
 	if (sv_port_check(to_ctx(context)->dev, port_num))
 		return -EINVAL;
@@ -495,12 +492,11 @@ struct sv_async_msg {
 	int port;
 };
 
-void sv_async_event(struct sv_context *ctx, enum ibv_event_type type, void *elem,
-		    int port)
+void sv_async_event(struct sv_context *ctx, enum ibv_event_type type, void *elem, int port)
 {
 	struct sv_async_msg m;
 
-	memset(&m, 0, sizeof(m));	/* no uninitialised padding into the pipe */
+	memset(&m, 0, sizeof(m)); /* no uninitialised padding into the pipe */
 	m.type = type;
 	m.elem = elem;
 	m.port = port;
@@ -518,9 +514,7 @@ SV_EXPORT int ibv_get_async_event(struct ibv_context *context, struct ibv_async_
 	memset(event, 0, sizeof(*event));
 	event->event_type = m.type;
 	switch (m.type) {
-	case IBV_EVENT_CQ_ERR:
-		event->element.cq = m.elem;
-		break;
+	case IBV_EVENT_CQ_ERR: event->element.cq = m.elem; break;
 	case IBV_EVENT_QP_FATAL:
 	case IBV_EVENT_QP_REQ_ERR:
 	case IBV_EVENT_QP_ACCESS_ERR:
@@ -528,19 +522,15 @@ SV_EXPORT int ibv_get_async_event(struct ibv_context *context, struct ibv_async_
 	case IBV_EVENT_SQ_DRAINED:
 	case IBV_EVENT_PATH_MIG:
 	case IBV_EVENT_PATH_MIG_ERR:
-	case IBV_EVENT_QP_LAST_WQE_REACHED:
-		event->element.qp = m.elem;
-		break;
-	default:
-		event->element.port_num = m.port;
-		break;
+	case IBV_EVENT_QP_LAST_WQE_REACHED: event->element.qp = m.elem; break;
+	default: event->element.port_num = m.port; break;
 	}
 	return 0;
 }
 
 SV_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
 {
-	(void)event;	/* nothing is freed on events; counts are not kept */
+	(void)event; /* nothing is freed on events; counts are not kept */
 }
 
 /* Fault injection: every port of every device of this process changes state,
@@ -557,8 +547,9 @@ void sv_set_port_state(enum ibv_port_state state)
 		struct sv_context *ctx = sv_eng.ctxs[i];
 
 		for (int p = 1; p <= ctx->dev->nports; p++)
-			sv_async_event(ctx, state == IBV_PORT_ACTIVE ? IBV_EVENT_PORT_ACTIVE
-								      : IBV_EVENT_PORT_ERR,
+			sv_async_event(ctx,
+				       state == IBV_PORT_ACTIVE ? IBV_EVENT_PORT_ACTIVE
+								: IBV_EVENT_PORT_ERR,
 				       NULL, p);
 	}
 }

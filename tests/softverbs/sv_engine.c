@@ -46,7 +46,6 @@ struct sv_engine sv_eng = {
 	.wake = { -1, -1 },
 };
 
-
 /*
  * fork(): the child has none of the engine's threads, so it must not believe
  * an engine runs. Like real verbs, inherited objects are unusable in the
@@ -107,8 +106,8 @@ static int engine_start(void)
 	sv_config_load(&sv_eng.cfg);
 	if (sv_fabric_init())
 		return -1;
-	n = snprintf(sv_eng.ep_path, sizeof(sv_eng.ep_path), "%s/ep/e%d.%d",
-		     sv_eng.cfg.fabric, (int)getpid(), ++seq);
+	n = snprintf(sv_eng.ep_path, sizeof(sv_eng.ep_path), "%s/ep/e%d.%d", sv_eng.cfg.fabric,
+		     (int)getpid(), ++seq);
 	if (n < 0 || (size_t)n >= sizeof(sa.sun_path)) {
 		sv_log("SOFTVERBS_FABRIC path too long for a Unix socket: %s", sv_eng.cfg.fabric);
 		errno = ENAMETOOLONG;
@@ -117,8 +116,7 @@ static int engine_start(void)
 	memcpy(sa.sun_path, sv_eng.ep_path, (size_t)n + 1);
 	unlink(sv_eng.ep_path);
 	sv_eng.listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (sv_eng.listen_fd < 0 ||
-	    bind(sv_eng.listen_fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	if (sv_eng.listen_fd < 0 || bind(sv_eng.listen_fd, (struct sockaddr *)&sa, sizeof(sa)) ||
 	    listen(sv_eng.listen_fd, 512)) {
 		sv_log("cannot listen on %s: %s", sv_eng.ep_path, strerror(errno));
 		goto fail;
@@ -126,7 +124,7 @@ static int engine_start(void)
 	chmod(sv_eng.ep_path, 0777);
 	if (pipe2(sv_eng.wake, O_CLOEXEC | O_NONBLOCK))
 		goto fail;
-	sv_stats_open();	/* stats are optional: go on without */
+	sv_stats_open(); /* stats are optional: go on without */
 	sv_eng.next_key = (uint32_t)(sv_hash64(sv_now_ns() ^ (uint64_t)getpid()) & 0xffff) << 8;
 	sv_eng.start_ns = sv_now_ns();
 	sv_eng.nqp_created = 0;
@@ -183,7 +181,7 @@ static void engine_stop(void)
 
 		sv_eng.conns = c->next;
 		close(c->fd);
-		free(c);	/* no other holder is left: threads are gone */
+		free(c); /* no other holder is left: threads are gone */
 	}
 	close(sv_eng.listen_fd);
 	unlink(sv_eng.ep_path);

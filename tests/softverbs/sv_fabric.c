@@ -31,7 +31,7 @@ static int mkdir_shared(const char *path)
 		sv_log("cannot create fabric directory %s: %s", path, strerror(errno));
 		return -1;
 	}
-	chmod(path, 01777);	/* whatever the umask: every user shares it */
+	chmod(path, 01777); /* whatever the umask: every user shares it */
 	return 0;
 }
 
@@ -101,7 +101,7 @@ int sv_qpn_alloc(const char *ep_path, uint32_t *qpn, char *file, size_t filelen)
 		int fd, len;
 
 		if (q < 2)
-			continue;	/* QP0 and QP1 are special in IB */
+			continue; /* QP0 and QP1 are special in IB */
 		snprintf(file, filelen, "%s/qp/%06x", sv_eng.cfg.fabric, q);
 		fd = open(file, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
 		if (fd < 0 && errno == EEXIST) {

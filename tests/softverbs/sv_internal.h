@@ -36,27 +36,26 @@
 #define SV_MAX_QP_WR 32768
 #define SV_MAX_CQE 4194303
 #define SV_MAX_RD_ATOM 16
-#define SV_MAX_MSG (1ull << 30)	/* port max_msg_sz */
+#define SV_MAX_MSG (1ull << 30) /* port max_msg_sz */
 #define SV_ROCE_GIDS 4
 #define SV_ROCE_GID_TBL_LEN 256
 #define SV_IB_GID_TBL_LEN 128
 
-#define sv_container_of(ptr, type, member) \
-	((type *)((char *)(ptr) - offsetof(type, member)))
+#define sv_container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 struct sv_port {
-	uint8_t link_layer;		/* IBV_LINK_LAYER_* */
-	uint16_t lid;			/* IB only */
+	uint8_t link_layer; /* IBV_LINK_LAYER_* */
+	uint16_t lid;       /* IB only */
 	enum ibv_port_state state;
 	int ngids;
 	union ibv_gid gid[SV_ROCE_GIDS];
-	uint32_t gid_type[SV_ROCE_GIDS];	/* enum ibv_gid_type */
-	uint32_t ipv4;			/* network order; RoCE only */
+	uint32_t gid_type[SV_ROCE_GIDS]; /* enum ibv_gid_type */
+	uint32_t ipv4;                   /* network order; RoCE only */
 	int ifindex;
 };
 
 struct sv_device {
-	struct ibv_device ibdev;	/* apps hold &ibdev */
+	struct ibv_device ibdev; /* apps hold &ibdev */
 	int index;
 	bool roce;
 	int nports;
@@ -65,9 +64,9 @@ struct sv_device {
 };
 
 struct sv_context {
-	struct verbs_context vctx;	/* ibv_context is its last member */
+	struct verbs_context vctx; /* ibv_context is its last member */
 	struct sv_device *dev;
-	int async_wfd;			/* write end of context.async_fd */
+	int async_wfd; /* write end of context.async_fd */
 };
 
 struct sv_pd {
@@ -76,13 +75,13 @@ struct sv_pd {
 
 struct sv_mr {
 	struct ibv_mr ibmr;
-	uint64_t iova;			/* remote address of byte 0 */
+	uint64_t iova; /* remote address of byte 0 */
 	unsigned int access;
-	struct sv_mr *hnext;		/* key hash chain */
+	struct sv_mr *hnext; /* key hash chain */
 };
 
 struct sv_channel {
-	struct ibv_comp_channel ch;	/* ch.fd: read end of a pipe */
+	struct ibv_comp_channel ch; /* ch.fd: read end of a pipe */
 	int wfd;
 };
 
@@ -92,29 +91,29 @@ struct sv_qp;
  * index after its WR: polling it frees the slots up to there (sv_poll_cq). */
 struct sv_cqe {
 	struct ibv_wc wc;
-	struct sv_qp *sq_owner;		/* NULL: a receive, or its QP is gone */
+	struct sv_qp *sq_owner; /* NULL: a receive, or its QP is gone */
 	uint64_t sq_next;
 };
 
 struct sv_cq {
 	struct ibv_cq ibcq;
-	pthread_mutex_t lock;		/* ring, armed, sq_owner->sq_polled */
+	pthread_mutex_t lock; /* ring, armed, sq_owner->sq_polled */
 	struct sv_cqe *ring;
 	uint32_t size, head, count;
 	bool armed, solicited_only;
-	int nqps;			/* QPs using it: destroy gives EBUSY */
+	int nqps; /* QPs using it: destroy gives EBUSY */
 };
 
 struct sv_swqe {
 	uint64_t wr_id;
 	enum ibv_wr_opcode opcode;
 	unsigned int send_flags;
-	uint32_t imm;			/* as posted (network order) */
+	uint32_t imm; /* as posted (network order) */
 	uint64_t raddr;
 	uint32_t rkey;
 	uint32_t num_sge;
-	struct ibv_sge *sge;		/* points into the QP's sge pool */
-	uint8_t *inline_buf;		/* copy of inline data, or NULL */
+	struct ibv_sge *sge; /* points into the QP's sge pool */
+	uint8_t *inline_buf; /* copy of inline data, or NULL */
 	uint64_t len;
 	uint32_t psn;
 	uint64_t post_ns;
@@ -134,8 +133,8 @@ struct sv_qp {
 	struct sv_cq *scq, *rcq;
 	bool sq_sig_all;
 	struct ibv_qp_cap cap;
-	struct ibv_qp_attr attr;	/* as last modified */
-	int ordinal;			/* n-th QP of this process, from 1 */
+	struct ibv_qp_attr attr; /* as last modified */
+	int ordinal;             /* n-th QP of this process, from 1 */
 
 	/* Send queue: monotonic counters, slot = counter % sq_size.
 	 * [sq_head, sq_send) sent and waiting for a response,
@@ -170,22 +169,22 @@ struct sv_qp {
 	uint32_t rq_size;
 	uint64_t rq_head, rq_tail;
 
-	struct sv_conn *out;		/* our requests go here */
+	struct sv_conn *out; /* our requests go here */
 	/* Path trouble (peer not reachable, not ready, gone): since when, and
 	 * when to try again. Cleared by the next response. */
 	uint64_t retry_since_ns;
 	uint64_t retry_at_ns;
-	bool link_cut;			/* fault injection: never reconnect */
+	bool link_cut; /* fault injection: never reconnect */
 	uint64_t rnr_until_ns;
 	int rnr_left;
-	uint32_t resp_psn;		/* responder: next expected PSN */
+	uint32_t resp_psn; /* responder: next expected PSN */
 
 	uint16_t sport;
 	int uplink;
 	struct sv_stats_qp *stats;
-	uint64_t bytes_sent;		/* for the link-cut fault */
+	uint64_t bytes_sent; /* for the link-cut fault */
 
-	int refs;			/* threads copying for this QP */
+	int refs; /* threads copying for this QP */
 	bool destroyed;
 	struct sv_qp *next;
 	char qpfile[PATH_MAX];
@@ -194,27 +193,27 @@ struct sv_qp {
 /* Wire message header; payload (if any) follows. Host byte order: every
  * peer is on this host. */
 enum sv_op {
-	SV_OP_HELLO = 1,	/* requester -> responder: bind connection */
+	SV_OP_HELLO = 1, /* requester -> responder: bind connection */
 	SV_OP_SEND,
 	SV_OP_SEND_IMM,
 	SV_OP_WRITE,
 	SV_OP_WRITE_IMM,
 	SV_OP_READ_REQ,
-	SV_OP_ACK,		/* responder -> requester */
+	SV_OP_ACK, /* responder -> requester */
 	SV_OP_NAK,
 	SV_OP_READ_RESP,
 };
 
 enum sv_nak {
 	SV_NAK_RNR = 1,
-	SV_NAK_ACCESS,		/* -> IBV_WC_REM_ACCESS_ERR */
-	SV_NAK_INV_REQ,		/* -> IBV_WC_REM_INV_REQ_ERR */
-	SV_NAK_OP_ERR,		/* -> IBV_WC_REM_OP_ERR */
-	SV_NAK_DEAD,		/* responder QP not ready or in error: dropped */
-	SV_NAK_SEQ,		/* PSN ahead of the expected one */
+	SV_NAK_ACCESS,  /* -> IBV_WC_REM_ACCESS_ERR */
+	SV_NAK_INV_REQ, /* -> IBV_WC_REM_INV_REQ_ERR */
+	SV_NAK_OP_ERR,  /* -> IBV_WC_REM_OP_ERR */
+	SV_NAK_DEAD,    /* responder QP not ready or in error: dropped */
+	SV_NAK_SEQ,     /* PSN ahead of the expected one */
 };
 
-#define SV_WIRE_MAGIC 0x53567631u	/* "SVv1" */
+#define SV_WIRE_MAGIC 0x53567631u /* "SVv1" */
 #define SV_HDR_SOLICITED 1
 
 struct sv_hdr {
@@ -241,48 +240,48 @@ struct sv_conn {
 	int refs;
 	bool outbound;
 	bool dead;
-	struct sv_qp *qp;		/* bound QP, NULL until HELLO */
-	struct sv_hdr hello;		/* inbound: the requester's hello */
-	bool verified;			/* hello checked against a ready QP */
-	bool rnr_wait;			/* after an RNR NAK: drop without NAKs */
-	int pending;			/* queued responses not yet written */
+	struct sv_qp *qp;    /* bound QP, NULL until HELLO */
+	struct sv_hdr hello; /* inbound: the requester's hello */
+	bool verified;       /* hello checked against a ready QP */
+	bool rnr_wait;       /* after an RNR NAK: drop without NAKs */
+	int pending;         /* queued responses not yet written */
 	struct sv_conn *next;
 };
 
 struct sv_resp {
 	struct sv_conn *conn;
 	struct sv_hdr hdr;
-	void *data;			/* READ response source, or NULL */
-	struct sv_qp *qp;		/* for stats, pinned while queued */
+	void *data;       /* READ response source, or NULL */
+	struct sv_qp *qp; /* for stats, pinned while queued */
 	struct sv_resp *next;
 };
 
 struct sv_config {
-	char fabric[128];			/* short: Unix socket paths are under it */
+	char fabric[128]; /* short: Unix socket paths are under it */
 	double time_scale;
 	int uplinks;
-	uint64_t uplink_rate[SV_STATS_MAX_UPLINKS];	/* bytes/s, 0 = none */
+	uint64_t uplink_rate[SV_STATS_MAX_UPLINKS]; /* bytes/s, 0 = none */
 	uint64_t uplink_delay_us[SV_STATS_MAX_UPLINKS];
-	uint64_t fault_cut_bytes;	/* 0 = off */
-	int fault_cut_qp;		/* ordinal, 0 = every QP */
-	long fault_fail_reg;		/* n-th registration fails */
-	long fault_remote_access;	/* n-th incoming RDMA op fails */
-	long fault_port_down_ms;	/* -1 = off */
-	long fault_port_up_ms;		/* -1 = off */
-	long post_send_delay_us;	/* 0 = off */
-	bool dmabuf;			/* ibv_reg_dmabuf_mr: EBADF for a bad fd */
+	uint64_t fault_cut_bytes; /* 0 = off */
+	int fault_cut_qp;         /* ordinal, 0 = every QP */
+	long fault_fail_reg;      /* n-th registration fails */
+	long fault_remote_access; /* n-th incoming RDMA op fails */
+	long fault_port_down_ms;  /* -1 = off */
+	long fault_port_up_ms;    /* -1 = off */
+	long post_send_delay_us;  /* 0 = off */
+	bool dmabuf;              /* ibv_reg_dmabuf_mr: EBADF for a bad fd */
 	bool debug;
 };
 
 struct sv_engine {
 	pthread_mutex_t lock;
-	pthread_cond_t tx_cond;		/* tx work or shutdown */
-	pthread_cond_t idle_cond;	/* qp->refs or conn->pending dropped */
-	int users;			/* open contexts */
+	pthread_cond_t tx_cond;   /* tx work or shutdown */
+	pthread_cond_t idle_cond; /* qp->refs or conn->pending dropped */
+	int users;                /* open contexts */
 	bool stop;
 	pthread_t rx_thread, tx_thread;
 	int listen_fd;
-	int wake[2];			/* wakes the rx thread's poll() */
+	int wake[2]; /* wakes the rx thread's poll() */
 	char ep_path[108];
 	struct sv_conn *conns;
 	struct sv_qp *qps;
@@ -293,13 +292,13 @@ struct sv_engine {
 	long nreg, nremote_ops;
 	uint64_t start_ns;
 	bool port_down_done, port_up_done;
-	struct sv_context *ctxs[64];	/* for async port events */
+	struct sv_context *ctxs[64]; /* for async port events */
 	int nctx;
 	struct sv_stats_file *stats;
 	size_t stats_len;
 	char stats_path[PATH_MAX];
 	struct sv_config cfg;
-	uint64_t ul_next_ns[SV_STATS_MAX_UPLINKS];	/* rate limiter */
+	uint64_t ul_next_ns[SV_STATS_MAX_UPLINKS]; /* rate limiter */
 };
 
 extern struct sv_engine sv_eng;
@@ -323,8 +322,7 @@ uint64_t sv_rnr_delay_ns(uint8_t min_rnr_timer);
 /* sv_device.c */
 struct sv_device *sv_devices(int *n);
 int sv_port_check(struct sv_device *dev, uint8_t port);
-void sv_async_event(struct sv_context *ctx, enum ibv_event_type type, void *elem,
-		    int port);
+void sv_async_event(struct sv_context *ctx, enum ibv_event_type type, void *elem, int port);
 void sv_set_port_state(enum ibv_port_state state);
 
 /* sv_mr.c */
@@ -333,8 +331,8 @@ struct sv_mr *sv_mr_lookup(uint32_t key);
 void *sv_mr_translate(struct sv_mr *mr, uint64_t addr, uint64_t len, bool by_iova);
 
 /* sv_cq.c */
-void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc, bool solicited,
-		struct sv_qp *sq_owner, uint64_t sq_next);
+void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc, bool solicited, struct sv_qp *sq_owner,
+		uint64_t sq_next);
 void sv_cq_forget_qp(struct sv_cq *cq, struct sv_qp *qp);
 int sv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 int sv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
@@ -346,9 +344,8 @@ struct sv_qp *sv_qp_find(uint32_t qpn);
 void sv_qp_to_error(struct sv_qp *qp);
 bool sv_qp_complete_send(struct sv_qp *qp, enum ibv_wc_status status);
 bool sv_qp_pop_recv(struct sv_qp *qp, struct sv_rwqe *out);
-void sv_qp_complete_recv(struct sv_qp *qp, const struct sv_rwqe *r,
-			 enum ibv_wc_status status, enum ibv_wc_opcode op,
-			 uint32_t byte_len, const struct sv_hdr *h);
+void sv_qp_complete_recv(struct sv_qp *qp, const struct sv_rwqe *r, enum ibv_wc_status status,
+			 enum ibv_wc_opcode op, uint32_t byte_len, const struct sv_hdr *h);
 void sv_qp_put(struct sv_qp *qp);
 void sv_qp_addr(struct sv_qp *qp, uint32_t *sip, uint32_t *dip);
 
@@ -367,8 +364,7 @@ void sv_conn_kill(struct sv_conn *c);
 void sv_conn_lost(struct sv_conn *c);
 void sv_path_trouble(struct sv_qp *qp, const char *why);
 void sv_queue_resp(struct sv_conn *c, struct sv_hdr *h, void *data, struct sv_qp *qp);
-void sv_queue_simple(struct sv_conn *c, struct sv_qp *qp, uint8_t op, uint8_t nak,
-		     uint32_t psn);
+void sv_queue_simple(struct sv_conn *c, struct sv_qp *qp, uint8_t op, uint8_t nak, uint32_t psn);
 bool sv_read_payload(struct sv_conn *c, struct sv_qp *qp, struct iovec *iov, int n);
 bool sv_drain_msg(struct sv_conn *c, const struct sv_hdr *h);
 void sv_count_rx(struct sv_qp *qp, uint64_t len);

@@ -96,16 +96,11 @@ SV_EXPORT const char *ibv_port_state_str(enum ibv_port_state port_state)
 SV_EXPORT const char *ibv_node_type_str(enum ibv_node_type node_type)
 {
 	switch (node_type) {
-	case IBV_NODE_CA:
-		return "InfiniBand channel adapter";
-	case IBV_NODE_SWITCH:
-		return "InfiniBand switch";
-	case IBV_NODE_ROUTER:
-		return "InfiniBand router";
-	case IBV_NODE_RNIC:
-		return "iWARP NIC";
-	default:
-		return "unknown";
+	case IBV_NODE_CA: return "InfiniBand channel adapter";
+	case IBV_NODE_SWITCH: return "InfiniBand switch";
+	case IBV_NODE_ROUTER: return "InfiniBand router";
+	case IBV_NODE_RNIC: return "iWARP NIC";
+	default: return "unknown";
 	}
 }
 
@@ -138,16 +133,16 @@ static const struct {
 	enum ibv_rate rate;
 	int mult, mbps;
 } sv_rates[] = {
-	{ IBV_RATE_2_5_GBPS, 1, 2500 },		{ IBV_RATE_5_GBPS, 2, 5000 },
-	{ IBV_RATE_10_GBPS, 4, 10000 },		{ IBV_RATE_20_GBPS, 8, 20000 },
-	{ IBV_RATE_30_GBPS, 12, 30000 },	{ IBV_RATE_40_GBPS, 16, 40000 },
-	{ IBV_RATE_60_GBPS, 24, 60000 },	{ IBV_RATE_80_GBPS, 32, 80000 },
-	{ IBV_RATE_120_GBPS, 48, 120000 },	{ IBV_RATE_14_GBPS, 5, 14062 },
-	{ IBV_RATE_56_GBPS, 22, 56250 },	{ IBV_RATE_112_GBPS, 45, 112500 },
-	{ IBV_RATE_168_GBPS, 67, 168750 },	{ IBV_RATE_25_GBPS, 10, 25781 },
-	{ IBV_RATE_100_GBPS, 40, 103125 },	{ IBV_RATE_200_GBPS, 80, 206250 },
-	{ IBV_RATE_300_GBPS, 120, 309375 },	{ IBV_RATE_28_GBPS, 11, 28125 },
-	{ IBV_RATE_50_GBPS, 20, 53125 },	{ IBV_RATE_400_GBPS, 160, 425000 },
+	{ IBV_RATE_2_5_GBPS, 1, 2500 },     { IBV_RATE_5_GBPS, 2, 5000 },
+	{ IBV_RATE_10_GBPS, 4, 10000 },     { IBV_RATE_20_GBPS, 8, 20000 },
+	{ IBV_RATE_30_GBPS, 12, 30000 },    { IBV_RATE_40_GBPS, 16, 40000 },
+	{ IBV_RATE_60_GBPS, 24, 60000 },    { IBV_RATE_80_GBPS, 32, 80000 },
+	{ IBV_RATE_120_GBPS, 48, 120000 },  { IBV_RATE_14_GBPS, 5, 14062 },
+	{ IBV_RATE_56_GBPS, 22, 56250 },    { IBV_RATE_112_GBPS, 45, 112500 },
+	{ IBV_RATE_168_GBPS, 67, 168750 },  { IBV_RATE_25_GBPS, 10, 25781 },
+	{ IBV_RATE_100_GBPS, 40, 103125 },  { IBV_RATE_200_GBPS, 80, 206250 },
+	{ IBV_RATE_300_GBPS, 120, 309375 }, { IBV_RATE_28_GBPS, 11, 28125 },
+	{ IBV_RATE_50_GBPS, 20, 53125 },    { IBV_RATE_400_GBPS, 160, 425000 },
 	{ IBV_RATE_600_GBPS, 240, 637500 },
 };
 
@@ -188,8 +183,7 @@ SV_EXPORT enum ibv_rate mbps_to_ibv_rate(int mbps)
 /* rdma-core's private sysfs helpers (ibv_devinfo reads board_id through
  * them). Our devices live under a fake /softverbs/ path. */
 SV_EXPORT const char *ibv_get_sysfs_path(void);
-SV_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file, char *buf,
-				  size_t size);
+SV_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);
 
 SV_EXPORT const char *ibv_get_sysfs_path(void)
 {
@@ -226,7 +220,7 @@ SV_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, 
 
 SV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 {
-	errno = EOPNOTSUPP;	/* no extended (ibv_wr_*) send API */
+	errno = EOPNOTSUPP; /* no extended (ibv_wr_*) send API */
 	return NULL;
 }
 
@@ -241,15 +235,14 @@ SV_EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
 }
 
 /* Data lands in order: each message is applied whole, in PSN order. */
-SV_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op,
-					 uint32_t flags)
+SV_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags)
 {
 	return 1;
 }
 
 SV_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
-	errno = EOPNOTSUPP;	/* no UD */
+	errno = EOPNOTSUPP; /* no UD */
 	return NULL;
 }
 
@@ -260,7 +253,7 @@ SV_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
 
 SV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
 {
-	errno = EOPNOTSUPP;	/* no SRQ */
+	errno = EOPNOTSUPP; /* no SRQ */
 	return NULL;
 }
 

@@ -59,8 +59,8 @@ void *sv_mr_translate(struct sv_mr *mr, uint64_t addr, uint64_t len, bool by_iov
 	return (char *)mr->ibmr.addr + (addr - base);
 }
 
-static struct ibv_mr *sv_reg(struct ibv_pd *pd, void *addr, size_t length,
-			     uint64_t iova, unsigned int access)
+static struct ibv_mr *sv_reg(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+			     unsigned int access)
 {
 	const unsigned int known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 				   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
@@ -71,7 +71,8 @@ static struct ibv_mr *sv_reg(struct ibv_pd *pd, void *addr, size_t length,
 
 	if ((access & ~known) ||
 	    ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
-	     !(access & IBV_ACCESS_LOCAL_WRITE)) || (!addr && length)) {
+	     !(access & IBV_ACCESS_LOCAL_WRITE)) ||
+	    (!addr && length)) {
 		errno = EINVAL;
 		return NULL;
 	}

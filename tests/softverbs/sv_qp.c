@@ -41,7 +41,7 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 	int err;
 
 	if (init->qp_type != IBV_QPT_RC || init->srq) {
-		errno = EOPNOTSUPP;	/* RC only; no SRQ */
+		errno = EOPNOTSUPP; /* RC only; no SRQ */
 		return NULL;
 	}
 	if (!init->send_cq || !init->recv_cq || cap->max_send_wr > SV_MAX_QP_WR ||
@@ -64,8 +64,9 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 	qp->rq_size = cap->max_recv_wr ? cap->max_recv_wr : 1;
 	qp->sq = calloc(qp->sq_size, sizeof(*qp->sq));
 	qp->sq_sge = calloc((size_t)qp->sq_size * qp->cap.max_send_sge, sizeof(*qp->sq_sge));
-	qp->sq_inline = qp->cap.max_inline_data ?
-		malloc((size_t)qp->sq_size * qp->cap.max_inline_data) : NULL;
+	qp->sq_inline = qp->cap.max_inline_data
+				? malloc((size_t)qp->sq_size * qp->cap.max_inline_data)
+				: NULL;
 	qp->rq = calloc(qp->rq_size, sizeof(*qp->rq));
 	qp->rq_sge = calloc((size_t)qp->rq_size * qp->cap.max_recv_sge, sizeof(*qp->rq_sge));
 	if (!qp->sq || !qp->sq_sge || !qp->rq || !qp->rq_sge ||
@@ -156,12 +157,9 @@ static enum ibv_wc_opcode wc_opcode(enum ibv_wr_opcode op)
 {
 	switch (op) {
 	case IBV_WR_RDMA_WRITE:
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return IBV_WC_RDMA_WRITE;
-	case IBV_WR_RDMA_READ:
-		return IBV_WC_RDMA_READ;
-	default:
-		return IBV_WC_SEND;
+	case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
+	case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
+	default: return IBV_WC_SEND;
 	}
 }
 
@@ -197,7 +195,7 @@ bool sv_qp_complete_send(struct sv_qp *qp, enum ibv_wc_status status)
 		qp->sq_send = qp->sq_head;
 	qp->rnr_left = qp->attr.rnr_retry;
 	if (status == IBV_WC_SUCCESS)
-		qp->retry_since_ns = 0;	/* the path works */
+		qp->retry_since_ns = 0; /* the path works */
 	if (status != IBV_WC_SUCCESS && status != IBV_WC_WR_FLUSH_ERR)
 		sv_qp_to_error(qp);
 	return true;
@@ -212,9 +210,8 @@ bool sv_qp_pop_recv(struct sv_qp *qp, struct sv_rwqe *out)
 	return true;
 }
 
-void sv_qp_complete_recv(struct sv_qp *qp, const struct sv_rwqe *r,
-			 enum ibv_wc_status status, enum ibv_wc_opcode op,
-			 uint32_t byte_len, const struct sv_hdr *h)
+void sv_qp_complete_recv(struct sv_qp *qp, const struct sv_rwqe *r, enum ibv_wc_status status,
+			 enum ibv_wc_opcode op, uint32_t byte_len, const struct sv_hdr *h)
 {
 	struct ibv_wc wc = {
 		.wr_id = r->wr_id,
@@ -285,8 +282,7 @@ static struct sv_trans sv_transition(enum ibv_qp_state cur, enum ibv_qp_state ne
 				IBV_QP_PATH_MIG_STATE | IBV_QP_MIN_RNR_TIMER;
 		}
 		break;
-	default:
-		break;
+	default: break;
 	}
 	return t;
 }
@@ -398,8 +394,7 @@ SV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int m
 		goto out;
 	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
 	t = sv_transition(cur, next);
-	if (!t.valid || (mask & t.req) != t.req ||
-	    (mask & ~(t.req | t.opt | IBV_QP_STATE)))
+	if (!t.valid || (mask & t.req) != t.req || (mask & ~(t.req | t.opt | IBV_QP_STATE)))
 		goto out;
 
 	port = (mask & IBV_QP_PORT) ? attr->port_num : qp->attr.port_num;
@@ -604,10 +599,8 @@ static int post_one_send(struct sv_qp *qp, struct ibv_send_wr *wr)
 	case IBV_WR_SEND_WITH_IMM:
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
-	case IBV_WR_RDMA_READ:
-		break;
-	default:
-		return EINVAL;	/* no atomics, no memory windows */
+	case IBV_WR_RDMA_READ: break;
+	default: return EINVAL; /* no atomics, no memory windows */
 	}
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge)
 		return EINVAL;

@@ -92,12 +92,9 @@ static bool op_enabled(const struct sv_qp *qp, uint8_t op)
 
 	switch (op) {
 	case SV_OP_WRITE:
-	case SV_OP_WRITE_IMM:
-		return acc & IBV_ACCESS_REMOTE_WRITE;
-	case SV_OP_READ_REQ:
-		return (acc & IBV_ACCESS_REMOTE_READ) && qp->attr.max_dest_rd_atomic;
-	default:
-		return true;
+	case SV_OP_WRITE_IMM: return acc & IBV_ACCESS_REMOTE_WRITE;
+	case SV_OP_READ_REQ: return (acc & IBV_ACCESS_REMOTE_READ) && qp->attr.max_dest_rd_atomic;
+	default: return true;
 	}
 }
 
@@ -108,8 +105,7 @@ static bool op_enabled(const struct sv_qp *qp, uint8_t op)
  * address of those (rxe's check_rkey() and rdmavt skip the lookup too), and
  * NCCL sends exactly that, a memset-to-zero WRITE_WITH_IMM with rkey 0.
  */
-static bool remote_target(struct sv_qp *qp, const struct sv_hdr *h, unsigned int need,
-			  void **p)
+static bool remote_target(struct sv_qp *qp, const struct sv_hdr *h, unsigned int need, void **p)
 {
 	struct sv_mr *mr;
 
@@ -130,8 +126,8 @@ static bool remote_target(struct sv_qp *qp, const struct sv_hdr *h, unsigned int
 
 /* Scatter list of a receive WR; -1: bad lkey, -2: too small. Only the SGEs
  * the message reaches are checked, and none of length 0 (rxe copy_data()). */
-static int recv_iov(struct sv_qp *qp, const struct sv_rwqe *r, uint64_t len,
-		    struct iovec *iov, int *n)
+static int recv_iov(struct sv_qp *qp, const struct sv_rwqe *r, uint64_t len, struct iovec *iov,
+		    int *n)
 {
 	uint64_t left = len;
 
@@ -212,8 +208,7 @@ void sv_on_request(struct sv_conn *c, const struct sv_hdr *h)
 		c->rnr_wait = false;
 	}
 	if (!op_enabled(qp, h->op)) {
-		sv_debug("QP 0x%06x: request op %u not enabled on this QP", qp->ibqp.qp_num,
-			 h->op);
+		sv_debug("QP 0x%06x: request op %u not enabled on this QP", qp->ibqp.qp_num, h->op);
 		responder_error(c, qp, h, SV_NAK_INV_REQ, IBV_EVENT_QP_REQ_ERR);
 		return;
 	}
@@ -262,13 +257,17 @@ void sv_on_request(struct sv_conn *c, const struct sv_hdr *h)
 		sv_count_rx(qp, h->len);
 		qp->resp_psn = (qp->resp_psn + 1) & 0xffffff;
 		if (qp->attr.qp_state != IBV_QPS_ERR)
-			sv_qp_complete_recv(qp, &r, IBV_WC_SUCCESS, IBV_WC_RECV, (uint32_t)h->len, h);
+			sv_qp_complete_recv(qp, &r, IBV_WC_SUCCESS, IBV_WC_RECV, (uint32_t)h->len,
+					    h);
 		sv_queue_simple(c, qp, SV_OP_ACK, 0, h->psn);
 		return;
 	case SV_OP_READ_REQ: {
 		struct sv_hdr resp = {
-			.op = SV_OP_READ_RESP, .psn = h->psn, .len = h->len,
-			.src_qpn = qp->ibqp.qp_num, .dst_qpn = qp->attr.dest_qp_num,
+			.op = SV_OP_READ_RESP,
+			.psn = h->psn,
+			.len = h->len,
+			.src_qpn = qp->ibqp.qp_num,
+			.dst_qpn = qp->attr.dest_qp_num,
 		};
 
 		if (!remote_target(qp, h, IBV_ACCESS_REMOTE_READ, &p)) {
@@ -280,8 +279,6 @@ void sv_on_request(struct sv_conn *c, const struct sv_hdr *h)
 		sv_queue_resp(c, &resp, p, qp);
 		return;
 	}
-	default:
-		sv_log("unknown request op %u from QP 0x%06x", h->op, h->src_qpn);
-		sv_conn_lost(c);
+	default: sv_log("unknown request op %u from QP 0x%06x", h->op, h->src_qpn); sv_conn_lost(c);
 	}
 }

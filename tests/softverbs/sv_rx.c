@@ -38,8 +38,8 @@ static void on_response(struct sv_conn *c, const struct sv_hdr *h)
 	head = qp->sq_head;
 	w = &qp->sq[head % qp->sq_size];
 	if (w->psn != h->psn) {
-		sv_debug("QP 0x%06x: response for PSN %u, expected %u", qp->ibqp.qp_num,
-			 h->psn, w->psn);
+		sv_debug("QP 0x%06x: response for PSN %u, expected %u", qp->ibqp.qp_num, h->psn,
+			 w->psn);
 		sv_drain_msg(c, h);
 		return;
 	}
@@ -60,7 +60,7 @@ static void on_response(struct sv_conn *c, const struct sv_hdr *h)
 			void *p;
 
 			if (!take)
-				continue;	/* names no memory: no lkey */
+				continue; /* names no memory: no lkey */
 			mr = sv_mr_lookup(w->sge[i].lkey);
 			p = mr ? sv_mr_translate(mr, w->sge[i].addr, take, false) : NULL;
 			if (!p) {
@@ -92,24 +92,14 @@ static void on_response(struct sv_conn *c, const struct sv_hdr *h)
 				sv_qp_complete_send(qp, IBV_WC_RNR_RETRY_EXC_ERR);
 				break;
 			}
-			qp->sq_send = qp->sq_head;	/* go back N */
+			qp->sq_send = qp->sq_head; /* go back N */
 			qp->rnr_until_ns = sv_now_ns() + sv_rnr_delay_ns(h->rnr_timer);
 			break;
-		case SV_NAK_ACCESS:
-			sv_qp_complete_send(qp, IBV_WC_REM_ACCESS_ERR);
-			break;
-		case SV_NAK_INV_REQ:
-			sv_qp_complete_send(qp, IBV_WC_REM_INV_REQ_ERR);
-			break;
-		case SV_NAK_OP_ERR:
-			sv_qp_complete_send(qp, IBV_WC_REM_OP_ERR);
-			break;
-		case SV_NAK_SEQ:
-			sv_path_trouble(qp, "PSN sequence error");
-			break;
-		default:
-			sv_path_trouble(qp, "responder not ready or in error");
-			break;
+		case SV_NAK_ACCESS: sv_qp_complete_send(qp, IBV_WC_REM_ACCESS_ERR); break;
+		case SV_NAK_INV_REQ: sv_qp_complete_send(qp, IBV_WC_REM_INV_REQ_ERR); break;
+		case SV_NAK_OP_ERR: sv_qp_complete_send(qp, IBV_WC_REM_OP_ERR); break;
+		case SV_NAK_SEQ: sv_path_trouble(qp, "PSN sequence error"); break;
+		default: sv_path_trouble(qp, "responder not ready or in error"); break;
 		}
 		break;
 	default:

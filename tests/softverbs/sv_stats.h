@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#define SV_STATS_MAGIC 0x53565354u	/* "SVST" */
+#define SV_STATS_MAGIC 0x53565354u /* "SVST" */
 #define SV_STATS_VERSION 1
 #define SV_STATS_MAX_UPLINKS 64
 #define SV_STATS_MAX_QPS 1024
@@ -22,13 +22,13 @@ struct sv_stats_uplink {
 };
 
 struct sv_stats_qp {
-	uint32_t qpn;		/* 0: free slot */
+	uint32_t qpn; /* 0: free slot */
 	uint32_t dest_qpn;
-	uint32_t sport;		/* RoCEv2 UDP source port (0: not RoCEv2) */
+	uint32_t sport; /* RoCEv2 UDP source port (0: not RoCEv2) */
 	int32_t uplink;
-	uint32_t sip, dip;	/* IPv4, network order (0: not RoCEv2) */
-	uint64_t tx_bytes;	/* payload sent by this QP (requests + READ responses) */
-	uint64_t rx_bytes;	/* payload received for this QP */
+	uint32_t sip, dip; /* IPv4, network order (0: not RoCEv2) */
+	uint64_t tx_bytes; /* payload sent by this QP (requests + READ responses) */
+	uint64_t rx_bytes; /* payload received for this QP */
 	uint64_t tx_msgs, rx_msgs;
 };
 

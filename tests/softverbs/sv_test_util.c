@@ -131,8 +131,10 @@ struct ibv_context *svt_open(const char *name)
 int svt_end_init(struct svt_end *e, const char *name, bool want_channel, int max_wr)
 {
 	struct ibv_qp_init_attr ia = {
-		.cap = { .max_send_wr = (uint32_t)max_wr, .max_recv_wr = (uint32_t)max_wr,
-			 .max_send_sge = 4, .max_recv_sge = 4,
+		.cap = { .max_send_wr = (uint32_t)max_wr,
+			 .max_recv_wr = (uint32_t)max_wr,
+			 .max_send_sge = 4,
+			 .max_recv_sge = 4,
 			 .max_inline_data = svt_max_inline_data },
 		.qp_type = IBV_QPT_RC,
 		.sq_sig_all = svt_sq_sig_all,
@@ -188,13 +190,15 @@ int svt_connect(struct svt_end *e, const struct svt_addr *a, int gid_index, int 
 		uint8_t timeout, uint8_t retry_cnt, uint8_t rnr_retry)
 {
 	struct ibv_qp_attr at = {
-		.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
+		.qp_state = IBV_QPS_INIT,
+		.pkey_index = 0,
+		.port_num = 1,
 		.qp_access_flags = access,
 	};
 	int rc;
 
-	rc = ibv_modify_qp(e->qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-			   IBV_QP_ACCESS_FLAGS);
+	rc = ibv_modify_qp(e->qp, &at,
+			   IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 	if (rc)
 		return rc;
 	memset(&at, 0, sizeof(at));
@@ -213,9 +217,10 @@ int svt_connect(struct svt_end *e, const struct svt_addr *a, int gid_index, int 
 		at.ah_attr.grh.hop_limit = 64;
 		at.ah_attr.grh.flow_label = svt_flow_label;
 	}
-	rc = ibv_modify_qp(e->qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-			   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-			   IBV_QP_MIN_RNR_TIMER);
+	rc = ibv_modify_qp(e->qp, &at,
+			   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				   IBV_QP_MIN_RNR_TIMER);
 	if (rc)
 		return rc;
 	memset(&at, 0, sizeof(at));
@@ -225,14 +230,14 @@ int svt_connect(struct svt_end *e, const struct svt_addr *a, int gid_index, int 
 	at.rnr_retry = rnr_retry;
 	at.sq_psn = 0;
 	at.max_rd_atomic = 16;
-	return ibv_modify_qp(e->qp, &at, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+	return ibv_modify_qp(e->qp, &at,
+			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 int svt_pair(struct svt_end *a, struct svt_end *b, const char *dev)
 {
-	const int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-			IBV_ACCESS_REMOTE_READ;
+	const int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 	struct svt_addr aa, ba;
 	int gidx;
 
@@ -269,9 +274,8 @@ bool svt_no_wc(struct ibv_cq *cq, int ms)
 	return svt_wait_wc(cq, &wc, ms) != 0;
 }
 
-int svt_post_rdma(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id, void *buf,
-		  uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm,
-		  unsigned int flags)
+int svt_post_rdma(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id, void *buf, uint32_t len,
+		  uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm, unsigned int flags)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = len, .lkey = lkey };
 	struct ibv_send_wr wr = {

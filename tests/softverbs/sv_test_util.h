@@ -67,9 +67,8 @@ int svt_wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, int ms);
 /* True if no completion arrives within ms. */
 bool svt_no_wc(struct ibv_cq *cq, int ms);
 
-int svt_post_rdma(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id, void *buf,
-		  uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm,
-		  unsigned int flags);
+int svt_post_rdma(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id, void *buf, uint32_t len,
+		  uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm, unsigned int flags);
 int svt_post_recv(struct ibv_qp *qp, uint64_t wr_id, void *buf, uint32_t len, uint32_t lkey);
 
 uint64_t svt_now_ms(void);

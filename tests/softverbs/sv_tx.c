@@ -32,8 +32,6 @@ static void timed_wait(pthread_cond_t *cond, uint64_t until_ns)
 	pthread_cond_timedwait(cond, &sv_eng.lock, &ts);
 }
 
-
-
 static int connect_endpoint(uint32_t dqpn, const struct sv_hdr *hello)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -97,7 +95,7 @@ static void tx_connect(struct sv_qp *qp)
 		return;
 	}
 	qp->out->qp = qp;
-	qp->out->refs++;	/* qp->out's reference */
+	qp->out->refs++; /* qp->out's reference */
 }
 
 /*
@@ -141,16 +139,11 @@ static bool local_iov(struct sv_qp *qp, struct sv_swqe *w, struct iovec *iov, in
 static uint8_t wire_op(enum ibv_wr_opcode op)
 {
 	switch (op) {
-	case IBV_WR_SEND:
-		return SV_OP_SEND;
-	case IBV_WR_SEND_WITH_IMM:
-		return SV_OP_SEND_IMM;
-	case IBV_WR_RDMA_WRITE:
-		return SV_OP_WRITE;
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return SV_OP_WRITE_IMM;
-	default:
-		return SV_OP_READ_REQ;
+	case IBV_WR_SEND: return SV_OP_SEND;
+	case IBV_WR_SEND_WITH_IMM: return SV_OP_SEND_IMM;
+	case IBV_WR_RDMA_WRITE: return SV_OP_WRITE;
+	case IBV_WR_RDMA_WRITE_WITH_IMM: return SV_OP_WRITE_IMM;
+	default: return SV_OP_READ_REQ;
 	}
 }
 
@@ -206,7 +199,7 @@ static void tx_wqe(struct sv_qp *qp)
 
 	if (!qp->out) {
 		tx_connect(qp);
-		return;	/* re-evaluated on the next pass */
+		return; /* re-evaluated on the next pass */
 	}
 	if (!local_iov(qp, w, iov + 1, &n)) {
 		/* Errors complete in order: wait for earlier WRs first. The
@@ -227,8 +220,9 @@ static void tx_wqe(struct sv_qp *qp)
 	iov[0].iov_len = sizeof(h);
 	n++;
 	if (cut_applies(qp)) {
-		budget = sv_eng.cfg.fault_cut_bytes > qp->bytes_sent ?
-			 sv_eng.cfg.fault_cut_bytes - qp->bytes_sent : 0;
+		budget = sv_eng.cfg.fault_cut_bytes > qp->bytes_sent
+				 ? sv_eng.cfg.fault_cut_bytes - qp->bytes_sent
+				 : 0;
 		if (payload >= budget) {
 			cut = true;
 			n = iov_trim(iov, n, sizeof(h) + budget);
@@ -329,10 +323,10 @@ static struct sv_qp *tx_pick(uint64_t now, uint64_t *wake)
 		if (!port_up(qp) || qp->sq_send >= qp->sq_tail)
 			continue;
 		if (qp->sq_stalled && qp->sq_head < qp->sq_send)
-			continue;	/* woken by the completions it waits for */
+			continue; /* woken by the completions it waits for */
 		if (now < qp->rnr_until_ns || now < qp->retry_at_ns) {
-			uint64_t t = qp->rnr_until_ns > qp->retry_at_ns ? qp->rnr_until_ns :
-									qp->retry_at_ns;
+			uint64_t t = qp->rnr_until_ns > qp->retry_at_ns ? qp->rnr_until_ns
+									: qp->retry_at_ns;
 
 			if (t < *wake)
 				*wake = t;

@@ -121,7 +121,7 @@ int sv_read_full(int fd, void *buf, size_t len)
 /* Read and throw away a payload we will not place (dropped or rejected). */
 int sv_drain(int fd, uint64_t len)
 {
-	static char sink[1 << 16];	/* only the rx thread drains */
+	static char sink[1 << 16]; /* only the rx thread drains */
 
 	while (len) {
 		size_t n = len < sizeof(sink) ? (size_t)len : sizeof(sink);

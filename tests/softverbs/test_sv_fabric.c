@@ -31,10 +31,15 @@
 static int clear_env(void **state)
 {
 	static const char *const vars[] = {
-		"SOFTVERBS_UPLINKS", "SOFTVERBS_UPLINK_RATE_MBPS", "SOFTVERBS_UPLINK_DELAY_US",
-		"SOFTVERBS_FAULT_CUT_AFTER_BYTES", "SOFTVERBS_FAULT_CUT_QP",
-		"SOFTVERBS_FAULT_FAIL_REG", "SOFTVERBS_FAULT_REMOTE_ACCESS",
-		"SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS", "SOFTVERBS_FAULT_PORT_UP_AFTER_MS",
+		"SOFTVERBS_UPLINKS",
+		"SOFTVERBS_UPLINK_RATE_MBPS",
+		"SOFTVERBS_UPLINK_DELAY_US",
+		"SOFTVERBS_FAULT_CUT_AFTER_BYTES",
+		"SOFTVERBS_FAULT_CUT_QP",
+		"SOFTVERBS_FAULT_FAIL_REG",
+		"SOFTVERBS_FAULT_REMOTE_ACCESS",
+		"SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS",
+		"SOFTVERBS_FAULT_PORT_UP_AFTER_MS",
 		"SOFTVERBS_POST_SEND_DELAY_US",
 	};
 
@@ -160,7 +165,8 @@ static void test_sport_uplinks_stats(void **state)
 		for (int k = 0; k <= i; k++)
 			assert_int_equal(svt_post_rdma(a[i].qp, IBV_WR_RDMA_WRITE, (uint64_t)k, buf,
 						       sizeof(buf), amr[i]->lkey, (uintptr_t)buf,
-						       bmr[i]->rkey, 0, IBV_SEND_SIGNALED), 0);
+						       bmr[i]->rkey, 0, IBV_SEND_SIGNALED),
+					 0);
 		for (int k = 0; k <= i; k++) {
 			assert_int_equal(svt_wait_wc(a[i].cq, &wc, 5000), 0);
 			assert_int_equal(wc.status, IBV_WC_SUCCESS);
@@ -187,8 +193,7 @@ static void test_sport_uplinks_stats(void **state)
 		unsigned int u;
 		unsigned long long bytes;
 
-		snprintf(key, sizeof(key), "qp pid=%d qpn=0x%06x ", (int)getpid(),
-			 a[0].qp->qp_num);
+		snprintf(key, sizeof(key), "qp pid=%d qpn=0x%06x ", (int)getpid(), a[0].qp->qp_num);
 		if (!strncmp(line, key, strlen(key)) && strstr(line, " tx_bytes=1048576 "))
 			seen_qp++;
 		if (sscanf(line, "uplink id=%u tx_bytes=%llu", &u, &bytes) == 2) {
@@ -226,7 +231,8 @@ static uint64_t timed_write(size_t len, int count)
 	for (int i = 0; i < count; i++)
 		assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 1, buf, (uint32_t)len,
 					       amr->lkey, (uintptr_t)buf, bmr->rkey, 0,
-					       IBV_SEND_SIGNALED), 0);
+					       IBV_SEND_SIGNALED),
+				 0);
 	for (int i = 0; i < count; i++) {
 		assert_int_equal(svt_wait_wc(a.cq, &wc, 20000), 0);
 		assert_int_equal(wc.status, IBV_WC_SUCCESS);
@@ -273,7 +279,8 @@ static void test_post_send_delay(void **state)
 	bmr = ibv_reg_mr(b.pd, buf, sizeof(buf), ACC_ALL);
 	t0 = svt_now_ms();
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 1, buf, sizeof(buf), amr->lkey,
-				       (uintptr_t)buf, bmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+				       (uintptr_t)buf, bmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
 	dt = svt_now_ms() - t0;
 	assert_true(dt >= 39);
 	assert_int_equal(svt_wait_wc(a.cq, &wc, 20000), 0);
@@ -322,7 +329,8 @@ static void test_fault_remote_access(void **state)
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, (uint64_t)i, buf, 64,
 					       amr->lkey, (uintptr_t)buf, bmr->rkey, 0,
-					       IBV_SEND_SIGNALED), 0);
+					       IBV_SEND_SIGNALED),
+				 0);
 	assert_int_equal(svt_wait_wc(a.cq, &wc, 5000), 0);
 	assert_int_equal(wc.status, IBV_WC_SUCCESS);
 	assert_int_equal(svt_wait_wc(a.cq, &wc, 5000), 0);
@@ -348,20 +356,23 @@ static void test_fault_cut_link(void **state)
 	bmr = ibv_reg_mr(b.pd, buf, sizeof(buf), ACC_ALL);
 	/* b -> a is unaffected. */
 	assert_int_equal(svt_post_rdma(b.qp, IBV_WR_RDMA_WRITE, 9, buf, sizeof(buf), bmr->lkey,
-				       (uintptr_t)buf, amr->rkey, 0, IBV_SEND_SIGNALED), 0);
+				       (uintptr_t)buf, amr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
 	assert_int_equal(svt_wait_wc(b.cq, &wc, 5000), 0);
 	assert_int_equal(wc.status, IBV_WC_SUCCESS);
 	/* 1 MiB fits under the cut... */
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 0, buf, sizeof(buf), amr->lkey,
-				       (uintptr_t)buf, bmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+				       (uintptr_t)buf, bmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
 	assert_int_equal(svt_wait_wc(a.cq, &wc, 5000), 0);
 	assert_int_equal(wc.wr_id, 0);
 	assert_int_equal(wc.status, IBV_WC_SUCCESS);
 	/* ... the next MiB crosses it: retries run out, the rest is flushed. */
 	for (int i = 1; i < 3; i++)
 		assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, (uint64_t)i, buf,
-					       sizeof(buf), amr->lkey, (uintptr_t)buf, bmr->rkey,
-					       0, IBV_SEND_SIGNALED), 0);
+					       sizeof(buf), amr->lkey, (uintptr_t)buf, bmr->rkey, 0,
+					       IBV_SEND_SIGNALED),
+				 0);
 	assert_int_equal(svt_wait_wc(a.cq, &wc, 5000), 0);
 	assert_int_equal(wc.wr_id, 1);
 	assert_int_equal(wc.status, IBV_WC_RETRY_EXC_ERR);
@@ -399,7 +410,8 @@ static void test_fault_port_down(void **state)
 	amr = ibv_reg_mr(a.pd, buf, sizeof(buf), ACC_ALL);
 	bmr = ibv_reg_mr(b.pd, buf, sizeof(buf), ACC_ALL);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 1, buf, 8, amr->lkey,
-				       (uintptr_t)buf, bmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+				       (uintptr_t)buf, bmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
 	assert_int_equal(svt_wait_wc(a.cq, &wc, 5000), 0);
 	assert_int_equal(wc.status, IBV_WC_SUCCESS);
 
@@ -408,7 +420,8 @@ static void test_fault_port_down(void **state)
 	assert_int_equal(pa.state, IBV_PORT_DOWN);
 	/* Traffic over a down port: retries run out. */
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 2, buf, 8, amr->lkey,
-				       (uintptr_t)buf, bmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+				       (uintptr_t)buf, bmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
 	assert_int_equal(svt_wait_wc(a.cq, &wc, 5000), 0);
 	assert_int_equal(wc.status, IBV_WC_RETRY_EXC_ERR);
 
@@ -451,7 +464,8 @@ static void test_fault_port_down_for_good(void **state)
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, (uint64_t)i, buf, 8,
 					       amr->lkey, (uintptr_t)buf, bmr->rkey, 0,
-					       IBV_SEND_SIGNALED), 0);
+					       IBV_SEND_SIGNALED),
+				 0);
 	assert_int_equal(svt_wait_wc(a.cq, &wc, 5000), 0);
 	assert_int_equal(wc.wr_id, 0);
 	assert_int_equal(wc.status, IBV_WC_RETRY_EXC_ERR);
@@ -469,7 +483,8 @@ static void test_fault_port_down_for_good(void **state)
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(svt_post_rdma(b.qp, IBV_WR_RDMA_WRITE, (uint64_t)i, buf, 8,
 					       bmr->lkey, (uintptr_t)buf, amr->rkey, 0,
-					       IBV_SEND_SIGNALED), 0);
+					       IBV_SEND_SIGNALED),
+				 0);
 	t0 = svt_now_ms();
 	ibv_dereg_mr(amr);
 	ibv_dereg_mr(bmr);

@@ -51,15 +51,14 @@
 #define NIB_AR_THRESHOLD 8192
 #define NIB_TIMEOUT 20
 #define NIB_RETRY_CNT 7
-#define NIB_ROCE_GID 3			/* ::ffff:IPv4, RoCEv2: NCCL's choice */
-#define NIB_FLUSH_WR_ID 0x100000u	/* flush wr_ids: offset + request */
-#define NIB_ACC_BUF (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
-		     IBV_ACCESS_REMOTE_READ)
+#define NIB_ROCE_GID 3            /* ::ffff:IPv4, RoCEv2: NCCL's choice */
+#define NIB_FLUSH_WR_ID 0x100000u /* flush wr_ids: offset + request */
+#define NIB_ACC_BUF (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 
-#define NIB_ITERS (NIB_MAX_REQUESTS + 8)	/* the FIFO wraps once */
-#define NIB_BUF ((1u << 20) + 4096)		/* largest receive */
-#define NIB_GUARD 64				/* checked untouched after it */
-#define NIB_BIG_ITER 7				/* the one 1 MiB message */
+#define NIB_ITERS (NIB_MAX_REQUESTS + 8) /* the FIFO wraps once */
+#define NIB_BUF ((1u << 20) + 4096)      /* largest receive */
+#define NIB_GUARD 64                     /* checked untouched after it */
+#define NIB_BIG_ITER 7                   /* the one 1 MiB message */
 #define WAIT_MS 10000
 
 /* One CTS FIFO entry, 64 bytes as NCCL's: where the receive lands. */
@@ -89,13 +88,13 @@ struct nib_msg {
 /* What each side tells the other out of band (NCCL's connection metadata). */
 struct nib_info {
 	struct svt_addr addr;
-	uint64_t raddr;		/* sender: CTS FIFO; receiver: completion records */
+	uint64_t raddr; /* sender: CTS FIFO; receiver: completion records */
 	uint32_t rkey;
 };
 
 struct nib_cfg {
 	const char *dev;
-	bool ar;		/* adaptive routing: NCCL's default is on for IB */
+	bool ar; /* adaptive routing: NCCL's default is on for IB */
 };
 
 static bool xwrite(int fd, const void *p, size_t n)
@@ -165,9 +164,14 @@ static struct ibv_qp *nib_create_qp(struct ibv_pd *pd, struct ibv_cq *cq, uint32
 				    uint32_t max_recv)
 {
 	struct ibv_qp_init_attr ia = {
-		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = max_send, .max_recv_wr = max_recv,
-			 .max_send_sge = 1, .max_recv_sge = 1, .max_inline_data = 0 },
+		.send_cq = cq,
+		.recv_cq = cq,
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = max_send,
+			 .max_recv_wr = max_recv,
+			 .max_send_sge = 1,
+			 .max_recv_sge = 1,
+			 .max_inline_data = 0 },
 	};
 
 	return ibv_create_qp(pd, &ia);
@@ -177,13 +181,15 @@ static struct ibv_qp *nib_create_qp(struct ibv_pd *pd, struct ibv_cq *cq, uint32
 static int nib_connect(struct ibv_qp *qp, int access, const struct svt_addr *peer, bool roce)
 {
 	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
+		.qp_state = IBV_QPS_INIT,
+		.pkey_index = 0,
+		.port_num = 1,
 		.qp_access_flags = access,
 	};
 	int rc;
 
-	rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-			   IBV_QP_ACCESS_FLAGS);
+	rc = ibv_modify_qp(qp, &a,
+			   IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 	if (rc)
 		return rc;
 	memset(&a, 0, sizeof(a));
@@ -205,8 +211,10 @@ static int nib_connect(struct ibv_qp *qp, int access, const struct svt_addr *pee
 	} else {
 		a.ah_attr.dlid = peer->lid;
 	}
-	rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	rc = ibv_modify_qp(qp, &a,
+			   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				   IBV_QP_MIN_RNR_TIMER);
 	if (rc)
 		return rc;
 	memset(&a, 0, sizeof(a));
@@ -216,8 +224,9 @@ static int nib_connect(struct ibv_qp *qp, int access, const struct svt_addr *pee
 	a.rnr_retry = 7;
 	a.max_rd_atomic = 1;
 	a.sq_psn = 0;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-			     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+	return ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 static void nib_addr(struct ibv_context *ctx, struct ibv_qp *qp, bool roce, struct svt_addr *a)
@@ -238,9 +247,9 @@ struct nib_send {
 	struct ibv_pd *pd;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
-	struct nib_cts *fifo;			/* [slot][r], written by the receiver */
+	struct nib_cts *fifo; /* [slot][r], written by the receiver */
 	struct ibv_mr *fifo_mr;
-	struct nib_record *sizes;		/* [slot]: source of the sizes write */
+	struct nib_record *sizes; /* [slot]: source of the sizes write */
 	struct ibv_mr *sizes_mr;
 	uint8_t *buf[NIB_MAX_RECVS];
 	struct ibv_mr *buf_mr[NIB_MAX_RECVS];
@@ -248,11 +257,12 @@ struct nib_send {
 	bool roce, ar;
 };
 
-#define SEND_FAIL(...) do { \
-	fprintf(stderr, "sender: " __VA_ARGS__); \
-	fputc('\n', stderr); \
-	return 1; \
-} while (0)
+#define SEND_FAIL(...)                                   \
+	do {                                             \
+		fprintf(stderr, "sender: " __VA_ARGS__); \
+		fputc('\n', stderr);                     \
+		return 1;                                \
+	} while (0)
 
 static int sender_open(struct nib_send *s, const struct nib_cfg *cfg)
 {
@@ -273,16 +283,16 @@ static int sender_open(struct nib_send *s, const struct nib_cfg *cfg)
 	if (!s->qp || !s->fifo || !s->sizes)
 		SEND_FAIL("cannot create the PD, CQ, QP or FIFO");
 	memset(s->fifo, 0, sizeof(*s->fifo) * NIB_MAX_REQUESTS * NIB_MAX_RECVS);
-	s->fifo_mr = ibv_reg_mr(s->pd, s->fifo,
-				sizeof(*s->fifo) * NIB_MAX_REQUESTS * NIB_MAX_RECVS, NIB_ACC_BUF);
+	s->fifo_mr = ibv_reg_mr(s->pd, s->fifo, sizeof(*s->fifo) * NIB_MAX_REQUESTS * NIB_MAX_RECVS,
+				NIB_ACC_BUF);
 	s->sizes_mr = ibv_reg_mr(s->pd, s->sizes, sizeof(*s->sizes) * NIB_MAX_REQUESTS,
 				 NIB_ACC_BUF);
 	if (!s->fifo_mr || !s->sizes_mr)
 		SEND_FAIL("cannot register the FIFO or the sizes");
 	for (int r = 0; r < NIB_MAX_RECVS; r++) {
 		s->buf[r] = malloc(NIB_BUF);
-		s->buf_mr[r] = s->buf[r] ? ibv_reg_mr(s->pd, s->buf[r], NIB_BUF, NIB_ACC_BUF) :
-					   NULL;
+		s->buf_mr[r] = s->buf[r] ? ibv_reg_mr(s->pd, s->buf[r], NIB_BUF, NIB_ACC_BUF)
+					 : NULL;
 		if (!s->buf_mr[r])
 			SEND_FAIL("cannot register send buffer %d", r);
 	}
@@ -372,14 +382,14 @@ static int sender_post(struct nib_send *s, uint64_t head, int iter, const struct
 		sges[r].length = m->send_size[r];
 		wr->opcode = IBV_WR_RDMA_WRITE;
 		wr->wr.rdma.remote_addr = slots[r].addr;
-		wr->wr.rdma.rkey = slots[r].rkeys[0];	/* even for 0 bytes */
+		wr->wr.rdma.rkey = slots[r].rkeys[0]; /* even for 0 bytes */
 		wr->next = wr + 1;
 		wr_id += (uint64_t)(slot & 0xff) << (r * 8);
 		wr->wr_id = wr_id;
 		wr->sg_list = &sges[r];
 		wr->num_sge = 1;
 		if (!sges[r].length)
-			wr->num_sge = 0;	/* sg_list stays set */
+			wr->num_sge = 0; /* sg_list stays set */
 		else
 			sges[r].lkey = s->buf_mr[r]->lkey;
 		s->sizes[slot].sizes[r] = (int32_t)m->send_size[r];
@@ -397,7 +407,7 @@ static int sender_post(struct nib_send *s, uint64_t head, int iter, const struct
 			last->sg_list = &size_sge;
 			last->num_sge = 1;
 			last->wr.rdma.remote_addr = s->peer.raddr +
-				(uint64_t)slot * sizeof(struct nib_record);
+						    (uint64_t)slot * sizeof(struct nib_record);
 			last->wr.rdma.rkey = s->peer.rkey;
 		}
 	}
@@ -420,8 +430,7 @@ static int sender_wait_done(struct nib_send *s, int iter, uint64_t wr_id)
 	if (svt_wait_wc(s->cq, &wc, WAIT_MS))
 		SEND_FAIL("iteration %d: no send completion in %d ms", iter, WAIT_MS);
 	if (wc.status != IBV_WC_SUCCESS)
-		SEND_FAIL("iteration %d: send completion '%s'", iter,
-			  ibv_wc_status_str(wc.status));
+		SEND_FAIL("iteration %d: send completion '%s'", iter, ibv_wc_status_str(wc.status));
 	if (wc.opcode != IBV_WC_RDMA_WRITE || wc.wr_id != wr_id || wc.qp_num != s->qp->qp_num)
 		SEND_FAIL("iteration %d: send completion opcode %d wr_id %llx, want %llx", iter,
 			  wc.opcode, (unsigned long long)wc.wr_id, (unsigned long long)wr_id);
@@ -461,7 +470,7 @@ static int sender_main(int sock, const void *arg)
 	char c;
 	int rc;
 
-	memset(&mine, 0, sizeof(mine));	/* padding goes over the socket */
+	memset(&mine, 0, sizeof(mine)); /* padding goes over the socket */
 	rc = sender_open(&s, cfg);
 	if (rc)
 		goto out;
@@ -494,13 +503,13 @@ out:
 struct nib_recv {
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
-	struct ibv_cq *cq;			/* data, CTS and flush completions */
+	struct ibv_cq *cq; /* data, CTS and flush completions */
 	struct ibv_qp *qp, *flush_qp;
-	struct nib_cts *cts;			/* [slot][r], local copy of the CTS */
+	struct nib_cts *cts; /* [slot][r], local copy of the CTS */
 	struct ibv_mr *cts_mr;
-	struct nib_record *records;		/* [slot], written by the sender */
+	struct nib_record *records; /* [slot], written by the sender */
 	struct ibv_mr *records_mr;
-	int flush_mem;				/* GPU flush target */
+	int flush_mem; /* GPU flush target */
 	struct ibv_mr *flush_mr;
 	uint8_t *buf[NIB_MAX_RECVS];
 	struct ibv_mr *buf_mr[NIB_MAX_RECVS];
@@ -574,11 +583,15 @@ static void receiver_connect(struct nib_recv *v)
 {
 	struct svt_addr self;
 
-	assert_int_equal(nib_connect(v->qp, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC |
-				     IBV_ACCESS_REMOTE_READ, &v->peer.addr, v->roce), 0);
+	assert_int_equal(nib_connect(v->qp,
+				     IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC |
+					     IBV_ACCESS_REMOTE_READ,
+				     &v->peer.addr, v->roce),
+			 0);
 	nib_addr(v->ctx, v->flush_qp, v->roce, &self);
 	assert_int_equal(nib_connect(v->flush_qp, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ,
-				     &self, v->roce), 0);
+				     &self, v->roce),
+			 0);
 }
 
 /* ncclIbIrecv(): post the receive (no SGE), fill the CTS, ncclIbPostFifo(). */
@@ -604,7 +617,7 @@ static void receiver_post(struct nib_recv *v, uint64_t head, int iter, const str
 	}
 	memset(&wr, 0, sizeof(wr));
 	wr.wr.rdma.remote_addr = v->peer.raddr +
-		(uint64_t)slot * NIB_MAX_RECVS * sizeof(struct nib_cts);
+				 (uint64_t)slot * NIB_MAX_RECVS * sizeof(struct nib_cts);
 	wr.wr.rdma.rkey = v->peer.rkey;
 	sge.addr = (uintptr_t)elem;
 	sge.length = (uint32_t)m->nreqs * sizeof(struct nib_cts);
@@ -612,8 +625,8 @@ static void receiver_post(struct nib_recv *v, uint64_t head, int iter, const str
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_RDMA_WRITE;
-	wr.send_flags = 0;		/* NCCL_IB_USE_INLINE off */
-	if (slot == 0) {		/* slot == devIndex: drains the send queue */
+	wr.send_flags = 0; /* NCCL_IB_USE_INLINE off */
+	if (slot == 0) {   /* slot == devIndex: drains the send queue */
 		wr.send_flags |= IBV_SEND_SIGNALED;
 		wr.wr_id = (uint64_t)slot;
 		v->cts_signaled++;
@@ -645,7 +658,7 @@ static void receiver_wait(struct nib_recv *v, enum ibv_wc_opcode want, struct ib
 			}
 			if (wc.opcode != IBV_WC_RDMA_WRITE)
 				fail_msg("receiver: unexpected completion, opcode %d", wc.opcode);
-			assert_int_equal(wc.wr_id, 0);	/* the CTS of slot 0 */
+			assert_int_equal(wc.wr_id, 0); /* the CTS of slot 0 */
 			assert_int_equal(wc.qp_num, v->qp->qp_num);
 			v->cts_done++;
 			continue;
@@ -671,8 +684,8 @@ static void receiver_check_data(struct nib_recv *v, int iter, const struct nib_m
 					 iter, r, k, b[k], pattern(iter, r, k));
 		for (uint32_t k = m->send_size[r]; k < m->recv_size[r] + NIB_GUARD; k++)
 			if (b[k] != 0xee)
-				fail_msg("iteration %d, receive %d: byte %u written past %u",
-					 iter, r, k, m->send_size[r]);
+				fail_msg("iteration %d, receive %d: byte %u written past %u", iter,
+					 r, k, m->send_size[r]);
 	}
 }
 
@@ -684,9 +697,9 @@ static void receiver_check_wc(struct nib_recv *v, int iter, bool ar, const struc
 	uint32_t len;
 
 	if (m->nreqs > 1)
-		len = (uint32_t)m->nreqs * sizeof(int32_t);	/* the sizes array */
+		len = (uint32_t)m->nreqs * sizeof(int32_t); /* the sizes array */
 	else if (ar && m->send_size[0] > NIB_AR_THRESHOLD)
-		len = 0;					/* memset-zero tail */
+		len = 0; /* memset-zero tail */
 	else
 		len = m->send_size[0];
 	assert_int_equal(wc->wr_id, slot);
@@ -707,7 +720,8 @@ static void receiver_check_wc(struct nib_recv *v, int iter, bool ar, const struc
 static void receiver_flush(struct nib_recv *v, int iter, const struct nib_msg *m)
 {
 	struct ibv_send_wr wr, *bad;
-	struct ibv_sge sge = { .addr = (uintptr_t)&v->flush_mem, .length = 1,
+	struct ibv_sge sge = { .addr = (uintptr_t)&v->flush_mem,
+			       .length = 1,
 			       .lkey = v->flush_mr->lkey };
 	struct ibv_wc wc;
 	int last = -1;
@@ -762,7 +776,7 @@ static void run_nccl_ib(const struct nib_cfg *cfg)
 	assert_true(sock >= 0);
 	receiver_open(&v, cfg->dev);
 	assert_true(svt_read_within(sock, &v.peer, sizeof(v.peer), WAIT_MS));
-	memset(&mine, 0, sizeof(mine));	/* padding goes over the socket */
+	memset(&mine, 0, sizeof(mine)); /* padding goes over the socket */
 	nib_addr(v.ctx, v.qp, v.roce, &mine.addr);
 	mine.raddr = (uintptr_t)v.records;
 	mine.rkey = v.records_mr->rkey;
@@ -827,6 +841,6 @@ int main(void)
 		cmocka_unit_test_teardown(test_nccl_ib_roce_ar, svt_child_teardown),
 	};
 
-	signal(SIGPIPE, SIG_IGN);	/* a dead peer shows as a failed read/write */
+	signal(SIGPIPE, SIG_IGN); /* a dead peer shows as a failed read/write */
 	return cmocka_run_group_tests(tests, svt_fabric_group_setup, svt_fabric_group_teardown);
 }

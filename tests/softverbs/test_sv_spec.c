@@ -42,8 +42,7 @@ static struct ibv_wc expect_wc(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_st
 	struct ibv_wc wc;
 
 	if (svt_wait_wc(cq, &wc, WAIT_MS))
-		fail_msg("wr %llu: no completion within %d ms", (unsigned long long)wr_id,
-			 WAIT_MS);
+		fail_msg("wr %llu: no completion within %d ms", (unsigned long long)wr_id, WAIT_MS);
 	if (wc.status != st)
 		fail_msg("wr %llu: status '%s', want '%s'", (unsigned long long)wc.wr_id,
 			 ibv_wc_status_str(wc.status), ibv_wc_status_str(st));
@@ -100,9 +99,8 @@ static int post_zeroed(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
 	return ibv_post_send(qp, &wr, &bad);
 }
 
-static int post_one(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
-		    struct ibv_sge *sge, int nsge, uint64_t raddr, uint32_t rkey,
-		    unsigned int flags)
+static int post_one(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id, struct ibv_sge *sge,
+		    int nsge, uint64_t raddr, uint32_t rkey, unsigned int flags)
 {
 	struct ibv_send_wr wr = {
 		.wr_id = wr_id, .sg_list = sge, .num_sge = nsge, .opcode = op,
@@ -181,11 +179,14 @@ static void run_zero_length_rdma(const char *dev)
 	/* Whatever the key: one that does not exist, one whose MR lacks the
 	 * remote right, one of another PD; addresses outside any MR. */
 	assert_int_equal(post_one(a.qp, IBV_WR_RDMA_WRITE, 4, NULL, 0, 1, 0xdeadbeef,
-				  IBV_SEND_SIGNALED), 0);
+				  IBV_SEND_SIGNALED),
+			 0);
 	assert_int_equal(post_one(a.qp, IBV_WR_RDMA_WRITE, 5, NULL, 0, (uintptr_t)dst + BUF,
-				  romr->rkey, IBV_SEND_SIGNALED), 0);
-	assert_int_equal(post_one(a.qp, IBV_WR_RDMA_READ, 6, NULL, 0, UINT64_MAX,
-				  other_mr->rkey, IBV_SEND_SIGNALED), 0);
+				  romr->rkey, IBV_SEND_SIGNALED),
+			 0);
+	assert_int_equal(post_one(a.qp, IBV_WR_RDMA_READ, 6, NULL, 0, UINT64_MAX, other_mr->rkey,
+				  IBV_SEND_SIGNALED),
+			 0);
 	expect_wc_full(a.cq, 4, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 0);
 	expect_wc_full(a.cq, 5, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 0);
 	expect_wc_full(a.cq, 6, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, 0);
@@ -195,7 +196,8 @@ static void run_zero_length_rdma(const char *dev)
 	assert_int_equal(qp_state(a.qp), IBV_QPS_RTS);
 	assert_int_equal(qp_state(b.qp), IBV_QPS_RTS);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 7, src, BUF, smr->lkey,
-				       (uintptr_t)dst, dmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+				       (uintptr_t)dst, dmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
 	expect_wc_full(a.cq, 7, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, BUF);
 	assert_true(all_bytes(dst, BUF, 0x3c));
 	assert_true(svt_no_wc(b.cq, 20));
@@ -247,11 +249,13 @@ static void check_invalid_request(enum ibv_wr_opcode op, uint32_t len, int b_acc
 
 	if (len)
 		assert_int_equal(svt_post_rdma(a.qp, op, 1, src, len, smr->lkey, (uintptr_t)dst,
-					       dmr->rkey, 5, IBV_SEND_SIGNALED), 0);
+					       dmr->rkey, 5, IBV_SEND_SIGNALED),
+				 0);
 	else
 		assert_int_equal(post_zeroed(a.qp, op, 1, 5), 0);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 2, src, 8, smr->lkey,
-				       (uintptr_t)dst, dmr->rkey, 0, 0), 0);
+				       (uintptr_t)dst, dmr->rkey, 0, 0),
+			 0);
 	expect_wc(a.cq, 1, IBV_WC_REM_INV_REQ_ERR);
 	expect_wc(a.cq, 2, IBV_WC_WR_FLUSH_ERR);
 	assert_int_equal(qp_state(a.qp), IBV_QPS_ERR);
@@ -295,8 +299,9 @@ static void test_send_needs_no_qp_access(void **state)
 	dmr = ibv_reg_mr(b.pd, dst, sizeof(dst), IBV_ACCESS_LOCAL_WRITE);
 	memset(src, 0x77, sizeof(src));
 	assert_int_equal(svt_post_recv(b.qp, 9, dst, sizeof(dst), dmr->lkey), 0);
-	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND_WITH_IMM, 1, src, sizeof(src),
-				       smr->lkey, 0, 0, 3, IBV_SEND_SIGNALED), 0);
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND_WITH_IMM, 1, src, sizeof(src), smr->lkey,
+				       0, 0, 3, IBV_SEND_SIGNALED),
+			 0);
 	expect_wc_full(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_SEND, sizeof(src));
 	expect_wc_full(b.cq, 9, IBV_WC_SUCCESS, IBV_WC_RECV, sizeof(src));
 	assert_true(all_bytes(dst, sizeof(dst), 0x77));
@@ -329,10 +334,12 @@ static void test_read_needs_responder_resources(void **state)
 	smr = ibv_reg_mr(a.pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
 	dmr = ibv_reg_mr(b.pd, dst, sizeof(dst), ACC_ALL);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 1, src, 64, smr->lkey,
-				       (uintptr_t)dst, dmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+				       (uintptr_t)dst, dmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
 	expect_wc_full(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 64);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_READ, 2, src, 64, smr->lkey,
-				       (uintptr_t)dst, dmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+				       (uintptr_t)dst, dmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
 	expect_wc(a.cq, 2, IBV_WC_REM_INV_REQ_ERR);
 	expect_async(b.ctx, IBV_EVENT_QP_REQ_ERR, b.qp);
 	assert_int_equal(qp_state(b.qp), IBV_QPS_ERR);
@@ -377,8 +384,7 @@ static void run_zero_length_sges(const char *dev)
 	s[1] = (struct ibv_sge){ .addr = 0, .length = 0, .lkey = 0xdead };
 	s[2] = (struct ibv_sge){ .addr = (uintptr_t)src + 8, .length = 8, .lkey = smr->lkey };
 	r[0] = (struct ibv_sge){ .addr = 0, .length = 0, .lkey = 0xbeef };
-	r[1] = (struct ibv_sge){ .addr = (uintptr_t)dst, .length = sizeof(dst),
-				 .lkey = dmr->lkey };
+	r[1] = (struct ibv_sge){ .addr = (uintptr_t)dst, .length = sizeof(dst), .lkey = dmr->lkey };
 	assert_int_equal(post_recv_sges(b.qp, 20, r, 2), 0);
 	assert_int_equal(post_one(a.qp, IBV_WR_SEND, 1, s, 3, 0, 0, IBV_SEND_SIGNALED), 0);
 	expect_wc_full(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_SEND, 16);
@@ -387,8 +393,9 @@ static void run_zero_length_sges(const char *dev)
 	assert_true(all_bytes(dst + 16, sizeof(dst) - 16, 0));
 
 	/* RDMA WRITE from the same gather list. */
-	assert_int_equal(post_one(a.qp, IBV_WR_RDMA_WRITE, 2, s, 3, (uintptr_t)dst + 32,
-				  dmr->rkey, IBV_SEND_SIGNALED), 0);
+	assert_int_equal(post_one(a.qp, IBV_WR_RDMA_WRITE, 2, s, 3, (uintptr_t)dst + 32, dmr->rkey,
+				  IBV_SEND_SIGNALED),
+			 0);
 	expect_wc_full(a.cq, 2, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 16);
 	assert_memory_equal(dst + 32, src, 16);
 
@@ -398,7 +405,8 @@ static void run_zero_length_sges(const char *dev)
 	s[1] = (struct ibv_sge){ .addr = 0, .length = 0, .lkey = 0xdead };
 	s[2] = (struct ibv_sge){ .addr = (uintptr_t)back, .length = 16, .lkey = bmr->lkey };
 	assert_int_equal(post_one(a.qp, IBV_WR_RDMA_READ, 3, s, 3, (uintptr_t)dst, dmr->rkey,
-				  IBV_SEND_SIGNALED), 0);
+				  IBV_SEND_SIGNALED),
+			 0);
 	expect_wc_full(a.cq, 3, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, 16);
 	assert_memory_equal(back, src, 16);
 
@@ -413,8 +421,8 @@ static void run_zero_length_sges(const char *dev)
 
 	/* num_sge 0 and sg_list NULL on both sides. */
 	assert_int_equal(post_recv_sges(b.qp, 22, NULL, 0), 0);
-	assert_int_equal(post_one(a.qp, IBV_WR_SEND_WITH_IMM, 5, NULL, 0, 0, 0,
-				  IBV_SEND_SIGNALED), 0);
+	assert_int_equal(post_one(a.qp, IBV_WR_SEND_WITH_IMM, 5, NULL, 0, 0, 0, IBV_SEND_SIGNALED),
+			 0);
 	expect_wc_full(a.cq, 5, IBV_WC_SUCCESS, IBV_WC_SEND, 0);
 	assert_int_equal(svt_wait_wc(b.cq, &wc, WAIT_MS), 0);
 	assert_int_equal(wc.status, IBV_WC_SUCCESS);
@@ -459,7 +467,8 @@ static void check_local_prot(bool other_pd)
 		expect_wc_full(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 128);
 	}
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 2, src + 1, 128, smr->lkey,
-				       (uintptr_t)dst, dmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+				       (uintptr_t)dst, dmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
 	expect_wc(a.cq, 2, IBV_WC_LOC_PROT_ERR);
 	assert_int_equal(qp_state(a.qp), IBV_QPS_ERR);
 	ibv_dereg_mr(smr);
@@ -483,7 +492,8 @@ static void test_recv_needs_local_write(void **state)
 	dmr = ibv_reg_mr(b.pd, dst, sizeof(dst), IBV_ACCESS_REMOTE_READ);
 	assert_int_equal(svt_post_recv(b.qp, 30, dst, sizeof(dst), dmr->lkey), 0);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND, 1, src, 8, smr->lkey, 0, 0, 0,
-				       IBV_SEND_SIGNALED), 0);
+				       IBV_SEND_SIGNALED),
+			 0);
 	expect_wc(a.cq, 1, IBV_WC_REM_OP_ERR);
 	expect_wc(b.cq, 30, IBV_WC_LOC_PROT_ERR);
 	expect_async(b.ctx, IBV_EVENT_QP_FATAL, b.qp);
@@ -526,8 +536,9 @@ static void test_inline(void **state)
 	s[1] = (struct ibv_sge){ .addr = (uintptr_t)msg, .length = 13, .lkey = 0xdead };
 	assert_int_equal(svt_post_recv(b.qp, 40, dst, sizeof(dst), dmr->lkey), 0);
 	assert_int_equal(post_one(a.qp, IBV_WR_SEND, 1, s, 2, 0, 0,
-				  IBV_SEND_INLINE | IBV_SEND_SIGNALED), 0);
-	memset(msg, 0, sizeof(msg));	/* the caller's again */
+				  IBV_SEND_INLINE | IBV_SEND_SIGNALED),
+			 0);
+	memset(msg, 0, sizeof(msg)); /* the caller's again */
 	expect_wc_full(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_SEND, 13);
 	expect_wc_full(b.cq, 40, IBV_WC_SUCCESS, IBV_WC_RECV, 13);
 	assert_memory_equal(dst, "inline-data!", 13);
@@ -535,15 +546,17 @@ static void test_inline(void **state)
 	/* Exactly max_inline_data is fine, one byte more is not. */
 	memset(msg, 0x42, sizeof(msg));
 	s[0] = (struct ibv_sge){ .addr = (uintptr_t)msg, .length = 64, .lkey = 0 };
-	assert_int_equal(post_one(a.qp, IBV_WR_RDMA_WRITE, 2, s, 1, (uintptr_t)dst + 64,
-				  dmr->rkey, IBV_SEND_INLINE | IBV_SEND_SIGNALED), 0);
+	assert_int_equal(post_one(a.qp, IBV_WR_RDMA_WRITE, 2, s, 1, (uintptr_t)dst + 64, dmr->rkey,
+				  IBV_SEND_INLINE | IBV_SEND_SIGNALED),
+			 0);
 	expect_wc_full(a.cq, 2, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 64);
 	assert_true(all_bytes(dst + 64, 64, 0x42));
 	s[0].length = 65;
 	assert_int_equal(post_one(a.qp, IBV_WR_SEND, 3, s, 1, 0, 0, IBV_SEND_INLINE), EINVAL);
 	s[0].length = 8;
 	assert_int_equal(post_one(a.qp, IBV_WR_RDMA_READ, 4, s, 1, (uintptr_t)dst, dmr->rkey,
-				  IBV_SEND_INLINE), EINVAL);
+				  IBV_SEND_INLINE),
+			 EINVAL);
 	ibv_dereg_mr(dmr);
 	svt_end_fini(&a);
 	svt_end_fini(&b);
@@ -554,7 +567,8 @@ static void test_inline(void **state)
 	s[0] = (struct ibv_sge){ .addr = 0, .length = 0, .lkey = 0 };
 	assert_int_equal(post_recv_sges(b.qp, 41, NULL, 0), 0);
 	assert_int_equal(post_one(a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 5, s, 1, 0, 0,
-				  IBV_SEND_INLINE | IBV_SEND_SIGNALED), 0);
+				  IBV_SEND_INLINE | IBV_SEND_SIGNALED),
+			 0);
 	expect_wc_full(a.cq, 5, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 0);
 	expect_wc_full(b.cq, 41, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, 0);
 	s[0] = (struct ibv_sge){ .addr = (uintptr_t)msg, .length = 1, .lkey = 0 };
@@ -578,11 +592,11 @@ static bool landed(const volatile uint8_t *p, uint8_t v)
 	return true;
 }
 
-static int post_write8(struct svt_end *e, uint64_t wr_id, uint8_t *src, uint32_t lkey,
-		       uint8_t *dst, uint32_t rkey, unsigned int flags)
+static int post_write8(struct svt_end *e, uint64_t wr_id, uint8_t *src, uint32_t lkey, uint8_t *dst,
+		       uint32_t rkey, unsigned int flags)
 {
-	return svt_post_rdma(e->qp, IBV_WR_RDMA_WRITE, wr_id, src, 8, lkey, (uintptr_t)dst,
-			     rkey, 0, flags);
+	return svt_post_rdma(e->qp, IBV_WR_RDMA_WRITE, wr_id, src, 8, lkey, (uintptr_t)dst, rkey, 0,
+			     flags);
 }
 
 /*
@@ -621,9 +635,9 @@ static void test_unsignaled_slots(void **state)
 	 * is there (the channel says so) but not polled, nothing is free. */
 	assert_int_equal(ibv_req_notify_cq(a.cq, 0), 0);
 	for (int i = 0; i < 4; i++)
-		assert_int_equal(post_write8(&a, (uint64_t)i, src + 8 * i, smr->lkey,
-					     dst + 8 * i, dmr->rkey,
-					     i == 3 ? IBV_SEND_SIGNALED : 0), 0);
+		assert_int_equal(post_write8(&a, (uint64_t)i, src + 8 * i, smr->lkey, dst + 8 * i,
+					     dmr->rkey, i == 3 ? IBV_SEND_SIGNALED : 0),
+				 0);
 	pfd = (struct pollfd){ .fd = a.ch->fd, .events = POLLIN };
 	assert_int_equal(poll(&pfd, 1, WAIT_MS), 1);
 	assert_int_equal(ibv_get_cq_event(a.ch, &ev_cq, &ev_ctx), 0);
@@ -635,21 +649,22 @@ static void test_unsignaled_slots(void **state)
 	assert_int_equal(wc.wr_id, 3);
 	assert_memory_equal(dst, src, 32);
 	for (int i = 4; i < 8; i++)
-		assert_int_equal(post_write8(&a, (uint64_t)i, src + 8 * i, smr->lkey,
-					     dst + 8 * i, dmr->rkey,
-					     i == 7 ? IBV_SEND_SIGNALED : 0), 0);
+		assert_int_equal(post_write8(&a, (uint64_t)i, src + 8 * i, smr->lkey, dst + 8 * i,
+					     dmr->rkey, i == 7 ? IBV_SEND_SIGNALED : 0),
+				 0);
 	expect_wc_full(a.cq, 7, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 8);
 	assert_memory_equal(dst, src, sizeof(src));
 	assert_true(svt_no_wc(a.cq, 20));
 
 	/* Only unsignaled WRs: they all land, but the queue stays full. */
 	for (int i = 0; i < 4; i++)
-		assert_int_equal(post_write8(&a, 10 + (uint64_t)i, src, smr->lkey,
-					     dst + 8 * i, dmr->rkey, 0), 0);
+		assert_int_equal(post_write8(&a, 10 + (uint64_t)i, src, smr->lkey, dst + 8 * i,
+					     dmr->rkey, 0),
+				 0);
 	assert_true(landed(dst + 24, 1));
 	assert_true(svt_no_wc(a.cq, 20));
-	assert_int_equal(post_write8(&a, 14, src, smr->lkey, dst, dmr->rkey,
-				     IBV_SEND_SIGNALED), ENOMEM);
+	assert_int_equal(post_write8(&a, 14, src, smr->lkey, dst, dmr->rkey, IBV_SEND_SIGNALED),
+			 ENOMEM);
 
 	ibv_dereg_mr(smr);
 	ibv_dereg_mr(dmr);
@@ -712,7 +727,8 @@ static void check_rkey(enum ibv_wr_opcode op, bool other_pd, uint64_t off, uint3
 	smr = ibv_reg_mr(a.pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
 	dmr = ibv_reg_mr(other_pd ? pd2 : b.pd, dst, sizeof(dst), ACC_ALL);
 	assert_int_equal(svt_post_rdma(a.qp, op, 1, src, len, smr->lkey, (uintptr_t)dst + off,
-				       dmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+				       dmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
 	expect_wc(a.cq, 1, IBV_WC_REM_ACCESS_ERR);
 	expect_async(b.ctx, IBV_EVENT_QP_ACCESS_ERR, b.qp);
 	assert_int_equal(qp_state(b.qp), IBV_QPS_ERR);
@@ -739,12 +755,13 @@ static void test_rkey_checks(void **state)
 	zmr = ibv_reg_mr(b.pd, dst, sizeof(dst), ACC_ALL | IBV_ACCESS_ZERO_BASED);
 	assert_non_null(zmr);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 1, src, 64, smr->lkey,
-				       (uintptr_t)dst + BUF - 64, dmr->rkey, 0,
-				       IBV_SEND_SIGNALED), 0);
+				       (uintptr_t)dst + BUF - 64, dmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
 	expect_wc_full(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 64);
 	assert_true(all_bytes(dst + BUF - 64, 64, 0x22));
-	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_READ, 2, src, 64, smr->lkey,
-				       BUF - 64, zmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_READ, 2, src, 64, smr->lkey, BUF - 64,
+				       zmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
 	expect_wc_full(a.cq, 2, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, 64);
 	ibv_dereg_mr(smr);
 	ibv_dereg_mr(dmr);
@@ -815,7 +832,8 @@ static void test_recv_too_small(void **state)
 	smr = ibv_reg_mr(a.pd, src, sizeof(src), 0);
 	assert_int_equal(post_recv_sges(b.qp, 31, NULL, 0), 0);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND, 1, src, 8, smr->lkey, 0, 0, 0,
-				       IBV_SEND_SIGNALED), 0);
+				       IBV_SEND_SIGNALED),
+			 0);
 	expect_wc(a.cq, 1, IBV_WC_REM_INV_REQ_ERR);
 	expect_wc(b.cq, 31, IBV_WC_LOC_LEN_ERR);
 	expect_async(b.ctx, IBV_EVENT_QP_FATAL, b.qp);

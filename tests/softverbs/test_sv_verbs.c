@@ -70,7 +70,8 @@ static void test_devices_and_ports(void **state)
 	for (uint32_t i = 0; i < 4; i++) {
 		assert_int_equal(ibv_query_gid_ex(ctx, 1, i, &ge, 0), 0);
 		assert_int_equal(ge.gid_index, i);
-		assert_int_equal(ge.gid_type, (i & 1) ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_ROCE_V1);
+		assert_int_equal(ge.gid_type,
+				 (i & 1) ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_ROCE_V1);
 		if (i < 2) {
 			assert_int_equal(ge.gid.raw[0], 0xfe);
 			assert_int_equal(ge.gid.raw[1], 0x80);
@@ -116,19 +117,26 @@ static void test_qp_state_machine(void **state)
 	assert_int_equal(ibv_modify_qp(a.qp, &at, IBV_QP_STATE), EINVAL);
 	/* RESET -> INIT without the port. */
 	at.qp_state = IBV_QPS_INIT;
-	assert_int_equal(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				       IBV_QP_ACCESS_FLAGS), EINVAL);
+	assert_int_equal(ibv_modify_qp(a.qp, &at,
+				       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS),
+			 EINVAL);
 	/* ... with an attribute INIT does not take. */
 	at.port_num = 1;
-	assert_int_equal(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				       IBV_QP_ACCESS_FLAGS | IBV_QP_PORT | IBV_QP_SQ_PSN), EINVAL);
+	assert_int_equal(ibv_modify_qp(a.qp, &at,
+				       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS |
+					       IBV_QP_PORT | IBV_QP_SQ_PSN),
+			 EINVAL);
 	/* ... with a bad port. */
 	at.port_num = 2;
-	assert_int_equal(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				       IBV_QP_ACCESS_FLAGS | IBV_QP_PORT), EINVAL);
+	assert_int_equal(ibv_modify_qp(a.qp, &at,
+				       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS |
+					       IBV_QP_PORT),
+			 EINVAL);
 	at.port_num = 1;
-	assert_int_equal(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				       IBV_QP_ACCESS_FLAGS | IBV_QP_PORT), 0);
+	assert_int_equal(ibv_modify_qp(a.qp, &at,
+				       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS |
+					       IBV_QP_PORT),
+			 0);
 	assert_int_equal(ibv_query_qp(a.qp, &at, IBV_QP_STATE, &ia), 0);
 	assert_int_equal(at.qp_state, IBV_QPS_INIT);
 	assert_int_equal(a.qp->state, IBV_QPS_INIT);
@@ -143,34 +151,43 @@ static void test_qp_state_machine(void **state)
 	at.max_dest_rd_atomic = 1;
 	at.min_rnr_timer = 12;
 	at.ah_attr.port_num = 1;
-	assert_int_equal(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_PATH_MTU |
-				       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER), EINVAL);
-	assert_int_equal(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-				       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER), EINVAL);
+	assert_int_equal(ibv_modify_qp(a.qp, &at,
+				       IBV_QP_STATE | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+					       IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+					       IBV_QP_MIN_RNR_TIMER),
+			 EINVAL);
+	assert_int_equal(ibv_modify_qp(a.qp, &at,
+				       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+					       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+					       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+			 EINVAL);
 	at.ah_attr.is_global = 1;
 	at.ah_attr.grh.dgid = ba.gid;
 	at.ah_attr.grh.sgid_index = 3;
-	assert_int_equal(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-				       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER), 0);
+	assert_int_equal(ibv_modify_qp(a.qp, &at,
+				       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+					       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+					       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+			 0);
 	/* RTR -> RTS missing the retry count; RTR -> INIT is not a transition. */
 	memset(&at, 0, sizeof(at));
 	at.qp_state = IBV_QPS_RTS;
 	at.timeout = 14;
 	at.rnr_retry = 7;
 	at.max_rd_atomic = 1;
-	assert_int_equal(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_TIMEOUT |
-				       IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-				       IBV_QP_MAX_QP_RD_ATOMIC), EINVAL);
+	assert_int_equal(ibv_modify_qp(a.qp, &at,
+				       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RNR_RETRY |
+					       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC),
+			 EINVAL);
 	at.qp_state = IBV_QPS_INIT;
 	assert_int_equal(ibv_modify_qp(a.qp, &at, IBV_QP_STATE), EINVAL);
 	at.qp_state = IBV_QPS_RTS;
 	at.retry_cnt = 7;
-	assert_int_equal(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_TIMEOUT |
-				       IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-				       IBV_QP_MAX_QP_RD_ATOMIC), 0);
+	assert_int_equal(ibv_modify_qp(a.qp, &at,
+				       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+					       IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+					       IBV_QP_MAX_QP_RD_ATOMIC),
+			 0);
 	/* RTS -> RTS with an optional attribute; wrong CUR_STATE. */
 	at.min_rnr_timer = 5;
 	assert_int_equal(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER), 0);
@@ -232,17 +249,22 @@ static void run_send_recv(const char *dev)
 
 	/* Receive scattered over two SGEs. */
 	rsge[0] = (struct ibv_sge){ .addr = (uintptr_t)dst, .length = 50, .lkey = dmr->lkey };
-	rsge[1] = (struct ibv_sge){ .addr = (uintptr_t)dst + 128, .length = 128,
+	rsge[1] = (struct ibv_sge){ .addr = (uintptr_t)dst + 128,
+				    .length = 128,
 				    .lkey = dmr->lkey };
 	rwr = (struct ibv_recv_wr){ .wr_id = 77, .sg_list = rsge, .num_sge = 2 };
 	assert_int_equal(ibv_post_recv(b.qp, &rwr, &rbad), 0);
 
 	/* Send gathered from three SGEs, with immediate data. */
 	for (int i = 0; i < 3; i++)
-		sge[i] = (struct ibv_sge){ .addr = (uintptr_t)src[i], .length = 50,
+		sge[i] = (struct ibv_sge){ .addr = (uintptr_t)src[i],
+					   .length = 50,
 					   .lkey = smr->lkey };
-	wr = (struct ibv_send_wr){ .wr_id = 5, .sg_list = sge, .num_sge = 3,
-				   .opcode = IBV_WR_SEND_WITH_IMM, .send_flags = IBV_SEND_SIGNALED,
+	wr = (struct ibv_send_wr){ .wr_id = 5,
+				   .sg_list = sge,
+				   .num_sge = 3,
+				   .opcode = IBV_WR_SEND_WITH_IMM,
+				   .send_flags = IBV_SEND_SIGNALED,
 				   .imm_data = htobe32(0xabcd) };
 	assert_int_equal(ibv_post_send(a.qp, &wr, &bad), 0);
 	expect_wc(a.cq, 5, IBV_WC_SUCCESS, IBV_WC_SEND);
@@ -265,13 +287,16 @@ static void run_send_recv(const char *dev)
 	memcpy(small, "inline-data!", 13);
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(svt_post_recv(b.qp, 100 + (uint64_t)i, dst, sizeof(dst),
-					       dmr->lkey), 0);
+					       dmr->lkey),
+				 0);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND, 10, small, 13, 0, 0, 0, 0,
-				       IBV_SEND_INLINE), 0);
+				       IBV_SEND_INLINE),
+			 0);
 	memset(small, 0, sizeof(small));
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND, 11, src, 8, smr->lkey, 0, 0, 0, 0), 0);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND, 12, src, 8, smr->lkey, 0, 0, 0,
-				       IBV_SEND_SIGNALED), 0);
+				       IBV_SEND_SIGNALED),
+			 0);
 	expect_wc(a.cq, 12, IBV_WC_SUCCESS, IBV_WC_SEND);
 	assert_true(svt_no_wc(a.cq, 50));
 	expect_wc(b.cq, 100, IBV_WC_SUCCESS, IBV_WC_RECV);
@@ -280,7 +305,8 @@ static void run_send_recv(const char *dev)
 	assert_memory_equal(dst, "aaaaaaaa", 8);
 	/* Inline larger than max_inline_data is refused at post time. */
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND, 13, src, 100, 0, 0, 0, 0,
-				       IBV_SEND_INLINE), EINVAL);
+				       IBV_SEND_INLINE),
+			 EINVAL);
 
 	ibv_dereg_mr(smr);
 	ibv_dereg_mr(dmr);
@@ -320,7 +346,8 @@ static void test_rdma_write_imm_read(void **state)
 
 	/* Plain WRITE: no receive consumed, nothing at the responder's CQ. */
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 1, src, N / 2, smr->lkey,
-				       (uintptr_t)dst, dmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+				       (uintptr_t)dst, dmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
 	expect_wc(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
 	assert_memory_equal(src, dst, N / 2);
 	assert_true(svt_no_wc(b.cq, 20));
@@ -329,7 +356,8 @@ static void test_rdma_write_imm_read(void **state)
 	assert_int_equal(svt_post_recv(b.qp, 42, NULL, 0, 0), 0);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 2, src + N / 2, N / 2,
 				       smr->lkey, (uintptr_t)dst + N / 2, dmr->rkey, 0x1234,
-				       IBV_SEND_SIGNALED), 0);
+				       IBV_SEND_SIGNALED),
+			 0);
 	expect_wc(a.cq, 2, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
 	assert_int_equal(svt_wait_wc(b.cq, &wc, WAIT_MS), 0);
 	assert_int_equal(wc.status, IBV_WC_SUCCESS);
@@ -342,10 +370,14 @@ static void test_rdma_write_imm_read(void **state)
 
 	/* READ back into two local SGEs. */
 	sge[0] = (struct ibv_sge){ .addr = (uintptr_t)back, .length = 1000, .lkey = bmr->lkey };
-	sge[1] = (struct ibv_sge){ .addr = (uintptr_t)back + 1000, .length = N - 1000,
+	sge[1] = (struct ibv_sge){ .addr = (uintptr_t)back + 1000,
+				   .length = N - 1000,
 				   .lkey = bmr->lkey };
-	wr = (struct ibv_send_wr){ .wr_id = 3, .sg_list = sge, .num_sge = 2,
-				   .opcode = IBV_WR_RDMA_READ, .send_flags = IBV_SEND_SIGNALED };
+	wr = (struct ibv_send_wr){ .wr_id = 3,
+				   .sg_list = sge,
+				   .num_sge = 2,
+				   .opcode = IBV_WR_RDMA_READ,
+				   .send_flags = IBV_SEND_SIGNALED };
 	wr.wr.rdma.remote_addr = (uintptr_t)dst;
 	wr.wr.rdma.rkey = dmr->rkey;
 	assert_int_equal(ibv_post_send(a.qp, &wr, &bad), 0);
@@ -360,7 +392,8 @@ static void test_rdma_write_imm_read(void **state)
 		assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 100 + (uint64_t)i,
 					       src + i * 1024, 1024, smr->lkey,
 					       (uintptr_t)dst + (uint64_t)i * 1024, dmr->rkey, 0,
-					       IBV_SEND_SIGNALED), 0);
+					       IBV_SEND_SIGNALED),
+				 0);
 	for (int i = 0; i < 32; i++)
 		expect_wc(a.cq, 100 + (uint64_t)i, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
 
@@ -376,8 +409,8 @@ static void test_rdma_write_imm_read(void **state)
 
 /* One remote access violation: requester gets REM_ACCESS_ERR, its QP goes to
  * ERR and a WR posted behind is flushed; the responder gets an async event. */
-static void check_access_error(enum ibv_wr_opcode op, int mr_access, int qp_access,
-			       uint64_t off, uint32_t len, bool bad_rkey)
+static void check_access_error(enum ibv_wr_opcode op, int mr_access, int qp_access, uint64_t off,
+			       uint32_t len, bool bad_rkey)
 {
 	struct svt_end a, b;
 	struct svt_addr aa, ba;
@@ -399,11 +432,13 @@ static void check_access_error(enum ibv_wr_opcode op, int mr_access, int qp_acce
 	assert_non_null(smr);
 	assert_non_null(dmr);
 
-	assert_int_equal(svt_post_rdma(a.qp, op, 1, src, len, smr->lkey,
-				       (uintptr_t)dst + off, bad_rkey ? dmr->rkey + 1000 : dmr->rkey,
-				       0, IBV_SEND_SIGNALED), 0);
+	assert_int_equal(svt_post_rdma(a.qp, op, 1, src, len, smr->lkey, (uintptr_t)dst + off,
+				       bad_rkey ? dmr->rkey + 1000 : dmr->rkey, 0,
+				       IBV_SEND_SIGNALED),
+			 0);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 2, src, 8, smr->lkey,
-				       (uintptr_t)dst, dmr->rkey, 0, 0), 0);
+				       (uintptr_t)dst, dmr->rkey, 0, 0),
+			 0);
 	expect_wc(a.cq, 1, IBV_WC_REM_ACCESS_ERR, 0);
 	expect_wc(a.cq, 2, IBV_WC_WR_FLUSH_ERR, 0);
 	assert_int_equal(ibv_query_qp(a.qp, &at, IBV_QP_STATE, &ia), 0);
@@ -456,9 +491,11 @@ static void test_rnr(void **state)
 	assert_int_equal(svt_connect(&b, &aa, -1, ACC_ALL, 14, 7, 2), 0);
 	mr = ibv_reg_mr(a.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND, 1, buf, 8, mr->lkey, 0, 0, 0,
-				       IBV_SEND_SIGNALED), 0);
+				       IBV_SEND_SIGNALED),
+			 0);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND, 2, buf, 8, mr->lkey, 0, 0, 0,
-				       IBV_SEND_SIGNALED), 0);
+				       IBV_SEND_SIGNALED),
+			 0);
 	expect_wc(a.cq, 1, IBV_WC_RNR_RETRY_EXC_ERR, 0);
 	expect_wc(a.cq, 2, IBV_WC_WR_FLUSH_ERR, 0);
 	ibv_dereg_mr(mr);
@@ -472,9 +509,11 @@ static void test_rnr(void **state)
 	struct ibv_mr *bmr = ibv_reg_mr(b.pd, buf, sizeof(buf), ACC_ALL);
 
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND, 1, buf, 8, mr->lkey, 0, 0, 0,
-				       IBV_SEND_SIGNALED), 0);
+				       IBV_SEND_SIGNALED),
+			 0);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 2, buf, 8, mr->lkey,
-				       (uintptr_t)buf, bmr->rkey, 9, IBV_SEND_SIGNALED), 0);
+				       (uintptr_t)buf, bmr->rkey, 9, IBV_SEND_SIGNALED),
+			 0);
 	t0 = svt_now_ms();
 	assert_true(svt_no_wc(a.cq, 100));
 	assert_int_equal(svt_post_recv(b.qp, 50, buf, sizeof(buf), bmr->lkey), 0);
@@ -514,7 +553,8 @@ static void test_zero_sge_recv(void **state)
 	/* A payload lands in the MR; the receive only reports it. */
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 10, src, sizeof(src),
 				       smr->lkey, (uintptr_t)dst, dmr->rkey, 0x77,
-				       IBV_SEND_SIGNALED), 0);
+				       IBV_SEND_SIGNALED),
+			 0);
 	expect_wc(a.cq, 10, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
 	assert_int_equal(svt_wait_wc(b.cq, &wc, WAIT_MS), 0);
 	assert_int_equal(wc.wr_id, 1);
@@ -592,7 +632,8 @@ static void test_local_errors(void **state)
 	bmr = ibv_reg_mr(b.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
 	assert_int_equal(svt_post_recv(b.qp, 7, buf, 16, bmr->lkey), 0);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND, 1, big, 200, mr->lkey, 0, 0, 0,
-				       IBV_SEND_SIGNALED), 0);
+				       IBV_SEND_SIGNALED),
+			 0);
 	expect_wc(a.cq, 1, IBV_WC_REM_INV_REQ_ERR, 0);
 	expect_wc(b.cq, 7, IBV_WC_LOC_LEN_ERR, 0);
 	assert_int_equal(ibv_get_async_event(b.ctx, &ev), 0);
@@ -608,7 +649,8 @@ static void test_local_errors(void **state)
 	assert_int_equal(svt_pair(&a, &b, "svroce0"), 0);
 	mr = ibv_reg_mr(a.pd, big, sizeof(big), IBV_ACCESS_LOCAL_WRITE);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND, 1, big, 100, mr->lkey + 77, 0, 0, 0,
-				       IBV_SEND_SIGNALED), 0);
+				       IBV_SEND_SIGNALED),
+			 0);
 	expect_wc(a.cq, 1, IBV_WC_LOC_PROT_ERR, 0);
 	ibv_dereg_mr(mr);
 	svt_end_fini(&a);
@@ -617,8 +659,9 @@ static void test_local_errors(void **state)
 	assert_int_equal(svt_pair(&a, &b, "svroce0"), 0);
 	ro = ibv_reg_mr(a.pd, big, sizeof(big), 0);
 	bmr = ibv_reg_mr(b.pd, buf, sizeof(buf), ACC_ALL);
-	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_READ, 1, big, 64, ro->lkey,
-				       (uintptr_t)buf, bmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_READ, 1, big, 64, ro->lkey, (uintptr_t)buf,
+				       bmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
 	expect_wc(a.cq, 1, IBV_WC_LOC_PROT_ERR, 0);
 	ibv_dereg_mr(ro);
 	ibv_dereg_mr(bmr);
@@ -635,11 +678,14 @@ static void test_local_errors(void **state)
 	mr = ibv_reg_mr(a.pd, rbuf, 1 << 20, IBV_ACCESS_LOCAL_WRITE);
 	bmr = ibv_reg_mr(b.pd, rbuf, 1 << 20, ACC_ALL);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_READ, 1, rbuf, 1 << 20, mr->lkey,
-				       (uintptr_t)rbuf, bmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+				       (uintptr_t)rbuf, bmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 2, rbuf, 64, mr->lkey + 77,
-				       (uintptr_t)rbuf, bmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+				       (uintptr_t)rbuf, bmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 3, rbuf, 64, mr->lkey,
-				       (uintptr_t)rbuf, bmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+				       (uintptr_t)rbuf, bmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
 	expect_wc(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
 	expect_wc(a.cq, 2, IBV_WC_LOC_PROT_ERR, 0);
 	expect_wc(a.cq, 3, IBV_WC_WR_FLUSH_ERR, 0);
@@ -666,10 +712,12 @@ static void test_unreachable_peer(void **state)
 	assert_int_equal(svt_connect(&a, &nobody, 3, ACC_ALL, 14, 3, 7), 0);
 	mr = ibv_reg_mr(a.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
 	t0 = svt_now_ms();
-	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 1, buf, 8, mr->lkey, 0x1000,
-				       1, 0, 0), 0);
-	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 2, buf, 8, mr->lkey, 0x1000,
-				       1, 0, 0), 0);
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 1, buf, 8, mr->lkey, 0x1000, 1, 0,
+				       0),
+			 0);
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 2, buf, 8, mr->lkey, 0x1000, 1, 0,
+				       0),
+			 0);
 	expect_wc(a.cq, 1, IBV_WC_RETRY_EXC_ERR, 0);
 	expect_wc(a.cq, 2, IBV_WC_WR_FLUSH_ERR, 0);
 	assert_true(svt_now_ms() - t0 < 2000);
@@ -704,7 +752,8 @@ static void test_peer_not_ready_yet(void **state)
 {
 	struct svt_end a, b;
 	struct svt_addr aa, ba;
-	struct ibv_qp_attr at = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+	struct ibv_qp_attr at = { .qp_state = IBV_QPS_INIT,
+				  .port_num = 1,
 				  .qp_access_flags = ACC_ALL };
 	char buf[64] = { 0 };
 	struct ibv_mr *amr, *bmr;
@@ -717,15 +766,19 @@ static void test_peer_not_ready_yet(void **state)
 	svt_addr_of(&a, 3, &aa);
 	svt_addr_of(&b, 3, &ba);
 	assert_int_equal(svt_connect(&a, &ba, 3, ACC_ALL, 20, 7, 7), 0);
-	assert_int_equal(ibv_modify_qp(b.qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				       IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+	assert_int_equal(ibv_modify_qp(b.qp, &at,
+				       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					       IBV_QP_ACCESS_FLAGS),
+			 0);
 	amr = ibv_reg_mr(a.pd, buf, sizeof(buf), ACC_ALL);
 	bmr = ibv_reg_mr(b.pd, buf, sizeof(buf), ACC_ALL);
 	assert_int_equal(svt_post_recv(b.qp, 5, buf, sizeof(buf), bmr->lkey), 0);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND, 1, buf, 8, amr->lkey, 0, 0, 0,
-				       IBV_SEND_SIGNALED), 0);
+				       IBV_SEND_SIGNALED),
+			 0);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 2, buf, 8, amr->lkey,
-				       (uintptr_t)buf, bmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+				       (uintptr_t)buf, bmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
 	assert_true(svt_no_wc(a.cq, 100));
 	assert_int_equal(svt_connect(&b, &aa, 3, ACC_ALL, 20, 7, 7), 0);
 	expect_wc(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_SEND);
@@ -760,7 +813,7 @@ static void test_completion_channel(void **state)
 
 	pfd = (struct pollfd){ .fd = b.ch->fd, .events = POLLIN };
 	assert_int_equal(ibv_req_notify_cq(b.cq, 0), 0);
-	assert_int_equal(poll(&pfd, 1, 50), 0);	/* nothing yet */
+	assert_int_equal(poll(&pfd, 1, 50), 0); /* nothing yet */
 	assert_int_equal(svt_post_recv(b.qp, 1, buf, sizeof(buf), bmr->lkey), 0);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND, 1, buf, 8, mr->lkey, 0, 0, 0, 0), 0);
 	assert_int_equal(poll(&pfd, 1, WAIT_MS), 1);
@@ -780,7 +833,8 @@ static void test_completion_channel(void **state)
 	for (uint64_t id = 3; id <= 4; id++) {
 		assert_int_equal(svt_post_recv(b.qp, id, buf, sizeof(buf), bmr->lkey), 0);
 		assert_int_equal(svt_post_rdma(a.qp, IBV_WR_SEND, id, buf, 8, mr->lkey, 0, 0, 0,
-					       id == 4 ? IBV_SEND_SOLICITED : 0), 0);
+					       id == 4 ? IBV_SEND_SOLICITED : 0),
+				 0);
 		assert_int_equal(svt_wait_wc(b.cq, &wc, WAIT_MS), 0);
 		assert_int_equal(wc.wr_id, id);
 		assert_int_equal(poll(&pfd, 1, id == 4 ? WAIT_MS : 20), id == 4 ? 1 : 0);
@@ -830,7 +884,8 @@ static void test_memory_registration(void **state)
 	dmr = ibv_reg_mr_iova2(b.pd, dst, 8192, 0x100000, ACC_ALL);
 	assert_non_null(dmr);
 	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 1, src, 4096, smr->lkey,
-				       0x100000 + 4096, dmr->rkey, 0, IBV_SEND_SIGNALED), 0);
+				       0x100000 + 4096, dmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
 	expect_wc(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
 	assert_memory_equal(dst + 4096, src, 4096);
 	assert_int_equal(dst[0], 0);

@@ -24,7 +24,7 @@
 #define ACC_ALL (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 #define MSG (32u << 20)
 #define INFLIGHT 32
-#define READ_MS 20000		/* the most a peer may take to answer on the socket */
+#define READ_MS 20000 /* the most a peer may take to answer on the socket */
 
 struct xchg {
 	struct svt_addr addr;
@@ -46,8 +46,7 @@ static const char *watch_buf;
 static size_t watch_len;
 static int watch_in_send;
 
-__attribute__((visibility("default")))
-ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
+__attribute__((visibility("default"))) ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	const char *w = __atomic_load_n(&watch_buf, __ATOMIC_ACQUIRE);
 	bool watched = false;
@@ -150,10 +149,12 @@ static void test_bulk_two_processes(void **state)
 	for (int i = 0; i < INFLIGHT; i++) {
 		bool last = i == INFLIGHT - 1;
 
-		assert_int_equal(svt_post_rdma(e.qp, last ? IBV_WR_RDMA_WRITE_WITH_IMM :
-							    IBV_WR_RDMA_WRITE,
-					       (uint64_t)i, src, MSG, mr->lkey, peer.buf,
-					       peer.rkey, 0xfeed, IBV_SEND_SIGNALED), 0);
+		assert_int_equal(svt_post_rdma(e.qp,
+					       last ? IBV_WR_RDMA_WRITE_WITH_IMM
+						    : IBV_WR_RDMA_WRITE,
+					       (uint64_t)i, src, MSG, mr->lkey, peer.buf, peer.rkey,
+					       0xfeed, IBV_SEND_SIGNALED),
+				 0);
 	}
 	for (int i = 0; i < INFLIGHT; i++) {
 		assert_int_equal(svt_wait_wc(e.cq, &wc, 60000), 0);
@@ -166,9 +167,10 @@ static void test_bulk_two_processes(void **state)
 
 	/* 256 MiB of READs, 8 in flight. */
 	for (int i = 0; i < 8; i++)
-		assert_int_equal(svt_post_rdma(e.qp, IBV_WR_RDMA_READ, 100 + (uint64_t)i, back,
-					       MSG, bmr->lkey, peer.buf, peer.rkey, 0,
-					       IBV_SEND_SIGNALED), 0);
+		assert_int_equal(svt_post_rdma(e.qp, IBV_WR_RDMA_READ, 100 + (uint64_t)i, back, MSG,
+					       bmr->lkey, peer.buf, peer.rkey, 0,
+					       IBV_SEND_SIGNALED),
+				 0);
 	for (int i = 0; i < 8; i++) {
 		assert_int_equal(svt_wait_wc(e.cq, &wc, 60000), 0);
 		assert_int_equal(wc.status, IBV_WC_SUCCESS);
@@ -177,8 +179,9 @@ static void test_bulk_two_processes(void **state)
 	t2 = svt_now_ms();
 	assert_memory_equal(src, back, MSG);
 	printf("softverbs: 1 GiB RDMA WRITE between two processes in %.2f s (%.2f GB/s); "
-	       "256 MiB RDMA READ in %.2f s\n", (double)(t1 - t0) / 1000,
-	       1.073741824 / ((double)(t1 - t0 + 1) / 1000), (double)(t2 - t1) / 1000);
+	       "256 MiB RDMA READ in %.2f s\n",
+	       (double)(t1 - t0) / 1000, 1.073741824 / ((double)(t1 - t0 + 1) / 1000),
+	       (double)(t2 - t1) / 1000);
 	assert_true(t1 - t0 < 30000);
 	assert_int_equal(write(sock, "x", 1), 1);
 	assert_int_equal(svt_reap_child(20000), 0);
@@ -211,7 +214,7 @@ static int doomed_peer(int sock, const void *arg)
 	if (svt_connect(&e, &peer.addr, 3, ACC_ALL, 14, 7, 7) || write(sock, "r", 1) != 1)
 		return 13;
 	svt_read_within(sock, &c, 1, READ_MS);
-	_exit(0);	/* no destroy, no close: the process just goes */
+	_exit(0); /* no destroy, no close: the process just goes */
 }
 
 static void test_peer_death(void **state)
@@ -241,7 +244,8 @@ static void test_peer_death(void **state)
 	for (int i = 0; i < 16; i++)
 		assert_int_equal(svt_post_rdma(e.qp, IBV_WR_RDMA_WRITE, (uint64_t)i, src,
 					       sizeof(src), mr->lkey, peer.buf, peer.rkey, 0,
-					       IBV_SEND_SIGNALED), 0);
+					       IBV_SEND_SIGNALED),
+				 0);
 	assert_int_equal(write(sock, "k", 1), 1);
 	assert_int_equal(svt_reap_child(10000), 0);
 	t0 = svt_now_ms();
@@ -263,7 +267,8 @@ static void test_peer_death(void **state)
 		/* Everything landed before the death: a new WR finds it. */
 		t0 = svt_now_ms();
 		assert_int_equal(svt_post_rdma(e.qp, IBV_WR_RDMA_WRITE, 99, src, 64, mr->lkey,
-					       peer.buf, peer.rkey, 0, IBV_SEND_SIGNALED), 0);
+					       peer.buf, peer.rkey, 0, IBV_SEND_SIGNALED),
+				 0);
 		assert_int_equal(svt_wait_wc(e.cq, &wc, 10000), 0);
 		assert_int_equal(wc.status, IBV_WC_RETRY_EXC_ERR);
 	}
@@ -272,8 +277,9 @@ static void test_peer_death(void **state)
 	       (unsigned long long)dt);
 	assert_true(dt < 5000);
 	/* After the error the QP is in ERR: new WRs are flushed. */
-	assert_int_equal(svt_post_rdma(e.qp, IBV_WR_RDMA_WRITE, 100, src, 64, mr->lkey,
-				       peer.buf, peer.rkey, 0, IBV_SEND_SIGNALED), 0);
+	assert_int_equal(svt_post_rdma(e.qp, IBV_WR_RDMA_WRITE, 100, src, 64, mr->lkey, peer.buf,
+				       peer.rkey, 0, IBV_SEND_SIGNALED),
+			 0);
 	assert_int_equal(svt_wait_wc(e.cq, &wc, 5000), 0);
 	assert_int_equal(wc.status, IBV_WC_WR_FLUSH_ERR);
 	ibv_dereg_mr(mr);
@@ -311,7 +317,8 @@ static void test_completion_after_sendmsg(void **state)
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(svt_post_rdma(e.qp, IBV_WR_RDMA_WRITE, (uint64_t)i, src,
 					       sizeof(src), mr->lkey, peer.buf, peer.rkey, 0,
-					       IBV_SEND_SIGNALED), 0);
+					       IBV_SEND_SIGNALED),
+				 0);
 		assert_int_equal(svt_wait_wc(e.cq, &wc, 10000), 0);
 		assert_int_equal(wc.status, IBV_WC_SUCCESS);
 		if (__atomic_load_n(&watch_in_send, __ATOMIC_SEQ_CST))
@@ -351,7 +358,8 @@ static void test_timeout_scaling(void **state)
 	assert_int_equal(svt_reap_child(10000), 0);
 	t0 = svt_now_ms();
 	assert_int_equal(svt_post_rdma(e.qp, IBV_WR_SEND, 1, src, 8, mr->lkey, 0, 0, 0,
-				       IBV_SEND_SIGNALED), 0);
+				       IBV_SEND_SIGNALED),
+			 0);
 	assert_int_equal(svt_wait_wc(e.cq, &wc, 10000), 0);
 	dt = svt_now_ms() - t0;
 	assert_int_equal(wc.status, IBV_WC_RETRY_EXC_ERR);
@@ -370,8 +378,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_completion_after_sendmsg, svt_child_teardown),
 	};
 
-	signal(SIGPIPE, SIG_IGN);	/* a dead child shows as a failed read/write */
-	real_sendmsg = (ssize_t (*)(int, const struct msghdr *, int))dlsym(RTLD_NEXT, "sendmsg");
+	signal(SIGPIPE, SIG_IGN); /* a dead child shows as a failed read/write */
+	real_sendmsg = (ssize_t(*)(int, const struct msghdr *, int))dlsym(RTLD_NEXT, "sendmsg");
 	if (!real_sendmsg)
 		return 1;
 	return cmocka_run_group_tests(tests, svt_fabric_group_setup, svt_fabric_group_teardown);

@@ -23,11 +23,20 @@
 
 #define DIR "tests/topo/"
 
-enum { PIX = BRAID_TOPO_PATH_PIX, PXB = BRAID_TOPO_PATH_PXB, PHB = BRAID_TOPO_PATH_PHB,
-       NODE = BRAID_TOPO_PATH_NODE, SYS = BRAID_TOPO_PATH_SYS };
+enum {
+	PIX = BRAID_TOPO_PATH_PIX,
+	PXB = BRAID_TOPO_PATH_PXB,
+	PHB = BRAID_TOPO_PATH_PHB,
+	NODE = BRAID_TOPO_PATH_NODE,
+	SYS = BRAID_TOPO_PATH_SYS
+};
 enum { VERBS = BRAID_TOPO_NIC_VERBS, EFA = BRAID_TOPO_NIC_EFA, NETDEV = BRAID_TOPO_NIC_NETDEV };
-enum { W_GPU_SYS = BRAID_TOPO_WARN_GPU_SYS, W_NIC_FAR = BRAID_TOPO_WARN_NIC_FAR,
-       W_MIXED = BRAID_TOPO_WARN_MIXED_SPEED, W_NO_RDMA = BRAID_TOPO_WARN_NO_RDMA };
+enum {
+	W_GPU_SYS = BRAID_TOPO_WARN_GPU_SYS,
+	W_NIC_FAR = BRAID_TOPO_WARN_NIC_FAR,
+	W_MIXED = BRAID_TOPO_WARN_MIXED_SPEED,
+	W_NO_RDMA = BRAID_TOPO_WARN_NO_RDMA
+};
 
 struct want_gpu {
 	const char *bus;
@@ -198,8 +207,8 @@ static void test_nic_per_pair(void **state)
 		{ "mlx5_4", "ens8f0", VERBS, "0000:b8:00.0", 1, -1 },
 	};
 	static const struct want_path paths[] = {
-		{ 0, "mlx5_0", PIX, 4 },  { 1, "mlx5_0", PIX, 4 },  { 0, "mlx5_1", NODE, 10 },
-		{ 0, "mlx5_2", SYS, 12 }, { 0, "eno1", NODE, 8 },   { 6, "mlx5_3", PIX, 4 },
+		{ 0, "mlx5_0", PIX, 4 },  { 1, "mlx5_0", PIX, 4 },   { 0, "mlx5_1", NODE, 10 },
+		{ 0, "mlx5_2", SYS, 12 }, { 0, "eno1", NODE, 8 },    { 6, "mlx5_3", PIX, 4 },
 		{ 6, "mlx5_4", PXB, 6 },  { 4, "mlx5_3", NODE, 12 }, { 7, "mlx5_0", SYS, 14 },
 	};
 	static const char *const r0[] = { "mlx5_0" }, *const r3[] = { "mlx5_3" };
@@ -217,7 +226,7 @@ static void test_nic_per_pair(void **state)
 	assert_int_equal(braid_topo_note_count(t), 0);
 	assert_int_equal(braid_topo_nic_place(t, "mlx5_3", &p), 0);
 	assert_string_equal(p.pci_path, "/sys/devices/pci0000:b0/0000:b0:01.0/0000:b1:00.0/"
-			    "0000:b2:00.0/0000:b3:00.0/0000:b4:02.0/0000:b7:00.0");
+					"0000:b2:00.0/0000:b3:00.0/0000:b4:02.0/0000:b7:00.0");
 	braid_topo_free(t);
 }
 
@@ -225,13 +234,12 @@ static void test_nic_per_pair(void **state)
 static void test_four_efa(void **state)
 {
 	static const struct want_path paths[] = {
-		{ 0, "rdmap20s0", PIX, 4 }, { 0, "rdmap23s0", PIX, 4 },
+		{ 0, "rdmap20s0", PIX, 4 },   { 0, "rdmap23s0", PIX, 4 },
 		{ 0, "rdmap36s0", NODE, 10 }, { 0, "rdmap148s0", SYS, 12 },
 		{ 7, "rdmap199s0", PIX, 4 },
 	};
 	static const char *const r0[] = { "rdmap20s0", "rdmap21s0", "rdmap22s0", "rdmap23s0" };
-	static const char *const r7[] = { "rdmap196s0", "rdmap197s0", "rdmap198s0",
-					  "rdmap199s0" };
+	static const char *const r7[] = { "rdmap196s0", "rdmap197s0", "rdmap198s0", "rdmap199s0" };
 	struct braid_topo *t = load_ok(DIR "8gpu-4efa-per-gpu.xml");
 	struct braid_topo_nic_place p;
 	const char *few[2];
@@ -279,18 +287,22 @@ static void test_four_efa(void **state)
 static void test_remote_nics(void **state)
 {
 	static const struct want_gpu gpus[] = {
-		{ "0000:13:00.0", 0, 0, 0 }, { "0000:14:00.0", 1, 0, 0 },
-		{ "0000:33:00.0", 2, 0, 0 }, { "0000:34:00.0", 3, 0, 0 },
+		{ "0000:13:00.0", 0, 0, 0 },
+		{ "0000:14:00.0", 1, 0, 0 },
+		{ "0000:33:00.0", 2, 0, 0 },
+		{ "0000:34:00.0", 3, 0, 0 },
 	};
 	static const struct want_nic nics[] = {
 		{ "mlx5_0", "ib0", VERBS, "0000:81:00.0", 1, 0 },
 		{ "mlx5_1", "ib1", VERBS, "0000:82:00.0", 1, 0 },
 	};
 	static const struct want_path paths[] = {
-		{ 0, "mlx5_0", SYS, 10 }, { 0, "mlx5_1", SYS, 10 }, { 3, "mlx5_1", SYS, 10 },
+		{ 0, "mlx5_0", SYS, 10 },
+		{ 0, "mlx5_1", SYS, 10 },
+		{ 3, "mlx5_1", SYS, 10 },
 	};
 	static const struct want_warn warns[] = {
-		{ W_GPU_SYS, 0, 0, 0 }, { W_GPU_SYS, 1, 0, 0 }, { W_GPU_SYS, 2, 0, 0 },
+		{ W_GPU_SYS, 0, 0, 0 }, { W_GPU_SYS, 1, 0, 0 },  { W_GPU_SYS, 2, 0, 0 },
 		{ W_GPU_SYS, 3, 0, 0 }, { W_NIC_FAR, -1, 0, 0 }, { W_NIC_FAR, -1, 1, 0 },
 		{ W_MIXED, -1, -1, 0 },
 	};
@@ -306,7 +318,8 @@ static void test_remote_nics(void **state)
 	check_rail(t, 0, r0, 2);
 	check_warnings(t, warns, N(warns));
 	assert_int_equal(braid_topo_warning(t, 0, &w), 0);
-	assert_string_equal(w.text,
+	assert_string_equal(
+		w.text,
 		"GPU 0000:13:00.0 (cuda0) on NUMA node 0: nearest NICs mlx5_0, mlx5_1 are "
 		"SYS-distant (NUMA node 1), so its traffic crosses the CPU interconnect at up to "
 		"half line rate; put a NIC on the GPU's socket or move the GPU next to one");
@@ -318,7 +331,8 @@ static void test_remote_nics(void **state)
 static void test_no_nic(void **state)
 {
 	static const struct want_gpu gpus[] = {
-		{ "0000:01:00.0", 0, 0, -1 }, { "0000:02:00.0", 1, 0, -1 },
+		{ "0000:01:00.0", 0, 0, -1 },
+		{ "0000:02:00.0", 1, 0, -1 },
 	};
 	static const struct want_warn warns[] = { { W_NO_RDMA, -1, -1, -1 } };
 	struct braid_topo *t = load_ok(DIR "no-nic.xml");
@@ -363,7 +377,8 @@ static void test_no_gpu(void **state)
 static void test_hwloc_real(void **state)
 {
 	static const struct want_gpu gpus[] = {
-		{ "0000:03:00.0", -1, 0, 0 }, { "0000:83:00.0", -1, 1, 0 },
+		{ "0000:03:00.0", -1, 0, 0 },
+		{ "0000:83:00.0", -1, 1, 0 },
 		{ "0000:84:00.0", 0, 1, 0 },
 	};
 	static const struct want_nic nics[] = {
@@ -372,7 +387,9 @@ static void test_hwloc_real(void **state)
 		{ "eth1", "", NETDEV, "0000:81:00.1", 1, -1 },
 	};
 	static const struct want_path paths[] = {
-		{ 0, "mlx5_0", SYS, 8 }, { 1, "mlx5_0", PHB, 4 }, { 2, "mlx5_0", PIX, 2 },
+		{ 0, "mlx5_0", SYS, 8 },
+		{ 1, "mlx5_0", PHB, 4 },
+		{ 2, "mlx5_0", PIX, 2 },
 		{ 1, "eth0", PHB, 4 },
 	};
 	static const struct want_warn warns[] = { { W_GPU_SYS, 0, 0, 0 } };
@@ -632,18 +649,12 @@ static void test_this_machine(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_nic_per_pair),
-		cmocka_unit_test(test_four_efa),
-		cmocka_unit_test(test_remote_nics),
-		cmocka_unit_test(test_no_nic),
-		cmocka_unit_test(test_no_gpu),
-		cmocka_unit_test(test_hwloc_real),
-		cmocka_unit_test(test_no_pci),
-		cmocka_unit_test(test_bus_id_parse),
-		cmocka_unit_test(test_errors),
-		cmocka_unit_test(test_env),
-		cmocka_unit_test(test_truncated),
-		cmocka_unit_test(test_sysfs_virtual),
+		cmocka_unit_test(test_nic_per_pair), cmocka_unit_test(test_four_efa),
+		cmocka_unit_test(test_remote_nics),  cmocka_unit_test(test_no_nic),
+		cmocka_unit_test(test_no_gpu),       cmocka_unit_test(test_hwloc_real),
+		cmocka_unit_test(test_no_pci),       cmocka_unit_test(test_bus_id_parse),
+		cmocka_unit_test(test_errors),       cmocka_unit_test(test_env),
+		cmocka_unit_test(test_truncated),    cmocka_unit_test(test_sysfs_virtual),
 		cmocka_unit_test(test_this_machine),
 	};
 

@@ -12,9 +12,9 @@
 
 struct abi_fact {
 	const char *type;
-	const char *member; /* NULL: the line gives sizeof(type) */
-	int line; /* in abi_facts_file */
-	size_t offset, size; /* NCCL's, from the file */
+	const char *member;          /* NULL: the line gives sizeof(type) */
+	int line;                    /* in abi_facts_file */
+	size_t offset, size;         /* NCCL's, from the file */
 	size_t our_offset, our_size; /* include/nccl_net_abi.h's */
 };
 

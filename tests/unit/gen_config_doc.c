@@ -10,14 +10,10 @@
 static const char *type_name(const struct braid_param_desc *d)
 {
 	switch (d->type) {
-	case BRAID_PARAM_INT:
-		return "integer";
-	case BRAID_PARAM_BOOL:
-		return "boolean";
-	case BRAID_PARAM_STR:
-		return "string";
-	case BRAID_PARAM_ENUM:
-		return "choice";
+	case BRAID_PARAM_INT: return "integer";
+	case BRAID_PARAM_BOOL: return "boolean";
+	case BRAID_PARAM_STR: return "string";
+	case BRAID_PARAM_ENUM: return "choice";
 	}
 	return "?";
 }

@@ -15,9 +15,9 @@ static int differs(const struct abi_fact *f, const char *what, size_t ours, size
 {
 	if (ours == nccl)
 		return 0;
-	printf("%s:%d: %s%s%s: %s %zu in include/nccl_net_abi.h, NCCL's is %zu\n",
-	       abi_facts_file, f->line, f->type, f->member ? "." : "", f->member ? f->member : "",
-	       what, ours, nccl);
+	printf("%s:%d: %s%s%s: %s %zu in include/nccl_net_abi.h, NCCL's is %zu\n", abi_facts_file,
+	       f->line, f->type, f->member ? "." : "", f->member ? f->member : "", what, ours,
+	       nccl);
 	return 1;
 }
 

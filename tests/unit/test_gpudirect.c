@@ -16,44 +16,56 @@ static void every_combination(void **state)
 
 	(void)state;
 	for (int be = BRAID_BACKEND_OFI; be <= BRAID_BACKEND_IB; be++)
-	for (int cuda = 0; cuda <= 1; cuda++)
-	for (int dmabuf = 0; dmabuf <= 1; dmabuf++)
-	for (int nccl = 0; nccl <= 1; nccl++)
-	for (int g = 0; g < 3; g++) {
-		struct braid_gdr_in in = {
-			.backend = (enum braid_backend_kind)be,
-			.ptr_support = NCCL_PTR_HOST | (cuda ? NCCL_PTR_CUDA : 0) |
-				       (dmabuf ? NCCL_PTR_DMABUF : 0),
-			.nccl_dmabuf = nccl,
-			.ngpus = gpus[g],
-		};
-		struct braid_gdr_out out;
-		/* NCCL: (ptrSupport & CUDA) || (dmaBufSupport && (ptrSupport & DMABUF)) */
-		int on = cuda || (nccl && dmabuf);
-		const char *mode = nccl && dmabuf ? "dma-buf" : cuda ? "peermem" : "none";
+		for (int cuda = 0; cuda <= 1; cuda++)
+			for (int dmabuf = 0; dmabuf <= 1; dmabuf++)
+				for (int nccl = 0; nccl <= 1; nccl++)
+					for (int g = 0; g < 3; g++) {
+						struct braid_gdr_in in = {
+							.backend = (enum braid_backend_kind)be,
+							.ptr_support = NCCL_PTR_HOST |
+								       (cuda ? NCCL_PTR_CUDA : 0) |
+								       (dmabuf ? NCCL_PTR_DMABUF
+									       : 0),
+							.nccl_dmabuf = nccl,
+							.ngpus = gpus[g],
+						};
+						struct braid_gdr_out out;
+						/* NCCL: (ptrSupport & CUDA) || (dmaBufSupport && (ptrSupport & DMABUF)) */
+						int on = cuda || (nccl && dmabuf);
+						const char *mode = nccl && dmabuf ? "dma-buf"
+								   : cuda         ? "peermem"
+										  : "none";
 
-		braid_gdr_decide(&in, &out);
-		print_message("backend %d cuda %d dmabuf %d nccl %d gpus %d: on %d %s warn %d: %s%s%s\n",
-			      be, cuda, dmabuf, nccl, gpus[g], out.on, out.mode, out.warn, out.why,
-			      out.fix[0] ? " / fix: " : "", out.fix);
-		assert_int_equal(out.on, on);
-		assert_string_equal(out.mode, mode);
-		assert_int_equal(out.warn, !on && gpus[g] > 0);
-		assert_true(out.why[0] != '\0');
-		assert_int_equal(out.fix[0] != '\0', !on);
-		if (on)
-			continue;
-		if (be == BRAID_BACKEND_OFI) {
-			assert_non_null(strstr(out.why, "FI_HMEM"));
-		} else if (dmabuf) {
-			assert_non_null(strstr(out.why, "NCCL_DMABUF_ENABLE=0"));
-			assert_non_null(strstr(out.fix, "NCCL_DMABUF_ENABLE"));
-		} else {
-			assert_non_null(strstr(out.why, "nvidia_peermem"));
-			assert_non_null(strstr(out.why, "dma-buf"));
-			assert_non_null(strstr(out.fix, "nvidia_peermem"));
-		}
-	}
+						braid_gdr_decide(&in, &out);
+						print_message(
+							"backend %d cuda %d dmabuf %d nccl %d gpus %d: on %d %s warn %d: %s%s%s\n",
+							be, cuda, dmabuf, nccl, gpus[g], out.on,
+							out.mode, out.warn, out.why,
+							out.fix[0] ? " / fix: " : "", out.fix);
+						assert_int_equal(out.on, on);
+						assert_string_equal(out.mode, mode);
+						assert_int_equal(out.warn, !on && gpus[g] > 0);
+						assert_true(out.why[0] != '\0');
+						assert_int_equal(out.fix[0] != '\0', !on);
+						if (on)
+							continue;
+						if (be == BRAID_BACKEND_OFI) {
+							assert_non_null(strstr(out.why, "FI_HMEM"));
+						} else if (dmabuf) {
+							assert_non_null(
+								strstr(out.why,
+								       "NCCL_DMABUF_ENABLE=0"));
+							assert_non_null(
+								strstr(out.fix,
+								       "NCCL_DMABUF_ENABLE"));
+						} else {
+							assert_non_null(
+								strstr(out.why, "nvidia_peermem"));
+							assert_non_null(strstr(out.why, "dma-buf"));
+							assert_non_null(
+								strstr(out.fix, "nvidia_peermem"));
+						}
+					}
 }
 
 static void nccl_dmabuf_enable_as_nccl_reads_it(void **state)
@@ -62,8 +74,14 @@ static void nccl_dmabuf_enable_as_nccl_reads_it(void **state)
 		const char *value;
 		int on;
 	} cases[] = {
-		{ NULL, 1 }, { "", 1 }, { "1", 1 }, { "0", 0 }, { "2", 1 }, { "-1", 1 },
-		{ "0x0", 0 }, { "off", 0 } /* strtoll: 0, as NCCL */,
+		{ NULL, 1 },
+		{ "", 1 },
+		{ "1", 1 },
+		{ "0", 0 },
+		{ "2", 1 },
+		{ "-1", 1 },
+		{ "0x0", 0 },
+		{ "off", 0 } /* strtoll: 0, as NCCL */,
 		{ "99999999999999999999", 1 } /* out of range: NCCL keeps the default */,
 	};
 
@@ -74,8 +92,8 @@ static void nccl_dmabuf_enable_as_nccl_reads_it(void **state)
 		else
 			unsetenv("NCCL_DMABUF_ENABLE");
 		if (braid_gdr_nccl_dmabuf() != cases[i].on)
-			fail_msg("NCCL_DMABUF_ENABLE=\"%s\": want %d", cases[i].value ? cases[i].value : "(unset)",
-				 cases[i].on);
+			fail_msg("NCCL_DMABUF_ENABLE=\"%s\": want %d",
+				 cases[i].value ? cases[i].value : "(unset)", cases[i].on);
 	}
 	unsetenv("NCCL_DMABUF_ENABLE");
 }

@@ -101,8 +101,8 @@ static void sleep_ms(int ms)
 }
 
 /* Connect the toy backend through the listener; both ends, or fail the test. */
-static void connect_pair(struct braid_listener *l, const unsigned char *handle,
-			 struct toy **client, struct toy **server)
+static void connect_pair(struct braid_listener *l, const unsigned char *handle, struct toy **client,
+			 struct toy **server)
 {
 	struct braid_link *lk = NULL;
 	void *comm = NULL;

@@ -60,7 +60,8 @@ static void drain_releases_leftovers(void **state)
 	(void)state;
 	released = 0;
 	for (int i = 0; i < 40; i++) /* past the first growth of the array */
-		assert_int_equal(braid_mr_cache_add(&c, new_range(buf + (i % 8) * 4096, 1, 1 + i)), 0);
+		assert_int_equal(braid_mr_cache_add(&c, new_range(buf + (i % 8) * 4096, 1, 1 + i)),
+				 0);
 	braid_mr_cache_drain(&c, count_release);
 	assert_int_equal(released, 40);
 	assert_int_equal(c.n, 0);

@@ -60,10 +60,10 @@ static void values_from_env(void **state)
 static void bad_values_warn_and_default(void **state)
 {
 	(void)state;
-	setenv("BRAID_LIVENESS_MS", "0", 1);       /* below the range */
+	setenv("BRAID_LIVENESS_MS", "0", 1);         /* below the range */
 	setenv("BRAID_CONN_TIMEOUT_MS", "12abc", 1); /* not a number */
-	setenv("BRAID_BACKEND", "verbs", 1);        /* not a choice */
-	setenv("BRAID_COUNTERS", "maybe", 1);       /* not a boolean */
+	setenv("BRAID_BACKEND", "verbs", 1);         /* not a choice */
+	setenv("BRAID_COUNTERS", "maybe", 1);        /* not a boolean */
 	assert_int_equal(braid_param_int(BRAID_P_LIVENESS_MS), 100);
 	assert_int_equal(braid_param_int(BRAID_P_CONN_TIMEOUT_MS), 120000);
 	assert_int_equal(braid_param_int(BRAID_P_BACKEND), 0);

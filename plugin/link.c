@@ -322,7 +322,6 @@ ncclResult_t braid_listener_open(struct braid_listener *l, const struct braid_li
 	}
 	h.nonce = braid_random_u64();
 	l->nonce = h.nonce;
-	l->dev = dev;
 	l->ctr = ctr;
 	braid_oob_addr_str(&h.addr, l->addr, sizeof(l->addr));
 	braid_handle_encode(&h, handle);
@@ -461,7 +460,6 @@ static int answer_step(struct braid_listener *l, const struct braid_link_ops *op
 			return 0;
 		}
 		/* From here on it is our peer: a failure is an error of the connection. */
-		lk->nonce = l->nonce;
 		if (hello->backend != ops->kind) {
 			BRAID_WARN("%s: accept on %s: peer %s uses another backend (%u); set the same "
 				   "BRAID_BACKEND on every rank",

@@ -114,7 +114,6 @@ struct braid_pending {
 
 struct braid_listener {
 	int fd;
-	int dev;
 	uint64_t nonce;            /* the connector presents it: it holds this listener's handle */
 	char addr[64];             /* for messages */
 	struct braid_ctr_dev *ctr; /* strangers are counted here; may be NULL */

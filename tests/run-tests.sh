@@ -2,8 +2,9 @@
 # Run each test (an executable or a script) with a time limit, print one line per test and
 # a closing count. Exit status: 0 when nothing failed. A test exits 0 to pass, 77 to say
 # it was skipped (with its reason on the last line of its output), anything else to fail.
-# A skip is never counted as a pass. Each test's output goes to its log; a failed test's
-# last lines are shown, and a passing test's whole log too with BRAID_TEST_SHOW_LOG=1.
+# A skip is never counted as a pass. Each test's output goes to its log; for a failed test
+# the log's lines that name a failure and its last lines are shown, and a passing test's
+# whole log too with BRAID_TEST_SHOW_LOG=1.
 set -u
 limit=${BRAID_TEST_TIMEOUT:-300}
 logdir=${BRAID_TEST_LOGDIR:-build/test-logs}
@@ -24,6 +25,9 @@ for t in "$@"; do
 	*) fail=$((fail + 1)); failed+=("$name")
 	   [ $rc -ge 124 ] && why="timed out or killed, rc $rc" || why="rc $rc"
 	   printf 'FAIL  %-48s %6ss (%s)\n' "$name" "$secs" "$why"
+	   # the lines that say why first (a long log's tail may not), then the tail
+	   echo "---- lines of $log that report a failure (at most 20)"
+	   grep -E 'FAIL|ERROR|[Aa]ssert|Sanitizer' "$log" | head -n 20
 	   echo "---- last lines of $log"; tail -n 40 "$log"; echo "----" ;;
 	esac
 	[ "$show_log" = 1 ] && [ "$rc" -eq 0 ] && { cat "$log"; echo; }

@@ -199,6 +199,7 @@ static int wait_bounded(pid_t pid, double timeout_s, bool *timed_out)
 static int run_role(const struct options *o, char role)
 {
 	int failures = 0, passes = 0;
+	char failed[512] = ""; /* names, so that a log's last line says which */
 
 	for (int v = NETAPI_MIN_VERSION; v <= NETAPI_MAX_VERSION; v++) {
 		for (int i = 0; i < nscenarios; i++) {
@@ -233,6 +234,8 @@ static int run_role(const struct options *o, char role)
 				snprintf(s.key, sizeof(s.key), "v%d.%s", v, sc->name);
 				rdv_abort(&s);
 				failures++;
+				snprintf(failed + strlen(failed), sizeof(failed) - strlen(failed),
+					 " v%d.%s", v, sc->name);
 			} else {
 				passes++;
 			}
@@ -248,7 +251,8 @@ static int run_role(const struct options *o, char role)
 			fflush(stderr);
 		}
 	}
-	fprintf(stderr, "side %c: %d passed, %d failed\n", role, passes, failures);
+	fprintf(stderr, "side %c: %d passed, %d failed%s%s\n", role, passes, failures,
+		failures ? ":" : "", failed);
 	return failures;
 }
 

@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The multi-rail striping policy (plugin/stripe.h). The constants, and why:
+ *
+ * - threshold 128 KiB, min_chunk 64 KiB: under 64 KiB a chunk costs about as much in
+ *   per-request work (a work request, a completion, the proxy's turn) as in wire time at
+ *   100-400 Gb/s, so cutting it finer buys nothing. aws-ofi-nccl's MIN_STRIPE_SIZE is
+ *   64 KiB (128 KiB in later releases). 128 KiB is the least size that makes two chunks.
+ * - align 4 KiB: chunks start on pages of the (page-aligned) NCCL buffers, and the
+ *   rounding costs at most 4 KiB of balance per boundary, under 2% of a 256 KiB message.
+ * - a rate sample is 1 MiB of completions or 2 ms of busy time, whichever comes first:
+ *   long enough that the jitter of when a completion is seen (a few us) is a few percent
+ *   of the sample at 50 GB/s, short enough that a slow 1 GB/s lane still gives a sample
+ *   every millisecond or two.
+ * - moving average alpha 0.25: a step in a lane's rate is 90% followed after 8 samples,
+ *   and one odd sample moves the rate by a quarter of its error.
+ * - weight floor 2%: a lane at 1/4 speed still gets its 20% (the floor only ever lifts a
+ *   lane under 2%), and a lane that has become very slow keeps being sent chunks, and so
+ *   measured, as long as 2% of the message is at least min_chunk; below that it still
+ *   gets its turn with small messages.
+ * - slow lane: under half the others' mean for 8 completions in a row and 100 ms of its
+ *   busy time: long enough that a transient (a congestion burst, a retransmit) does not
+ *   WARN, short enough that a link that trained at a lower speed is named within the
+ *   first second of real traffic.
+ */
+#include "plugin/stripe.h"
+
+#include <errno.h>
+#include <string.h>
+
+void braid_stripe_cfg_default(struct braid_stripe_cfg *cfg)
+{
+	cfg->mode = BRAID_STRIPE_ADAPTIVE;
+	cfg->threshold = BRAID_STRIPE_DEF_THRESHOLD;
+	cfg->min_chunk = BRAID_STRIPE_DEF_MIN_CHUNK;
+	cfg->align = BRAID_STRIPE_DEF_ALIGN;
+}
+
+/*
+ * Weights from what is known: in equal mode 1/n; in adaptive mode the measured rates once
+ * every lane has one (a mix of measured and nominal figures would compare unlike things),
+ * before that the nominal speeds when all are known, else equal. Then the floor: lanes
+ * under it are raised to it and the rest scaled down, until none is under.
+ */
+static void stripe_reweigh(struct braid_stripe *st)
+{
+	int n = st->nlanes, measured = 1, speeds = 1, fixed[BRAID_STRIPE_MAX_LANES] = { 0 };
+	double raw[BRAID_STRIPE_MAX_LANES], sum = 0;
+
+	for (int i = 0; i < n; i++) {
+		measured &= st->lane[i].rate > 0;
+		speeds &= st->lane[i].speed_mbps > 0;
+	}
+	for (int i = 0; i < n; i++) {
+		if (st->cfg.mode == BRAID_STRIPE_EQUAL)
+			raw[i] = 1;
+		else if (measured)
+			raw[i] = st->lane[i].rate;
+		else
+			raw[i] = speeds ? st->lane[i].speed_mbps : 1;
+		sum += raw[i];
+	}
+	for (int i = 0; i < n; i++)
+		st->lane[i].weight = raw[i] / sum;
+	if (st->cfg.mode == BRAID_STRIPE_EQUAL)
+		return;
+	/* At most n rounds: each one fixes at least one more lane at the floor. */
+	for (int round = 0; round < n; round++) {
+		double free_sum = 0, free_mass = 1;
+		int again = 0;
+
+		for (int i = 0; i < n; i++) {
+			if (fixed[i])
+				free_mass -= BRAID_STRIPE_WEIGHT_FLOOR;
+			else
+				free_sum += raw[i];
+		}
+		for (int i = 0; i < n; i++)
+			st->lane[i].weight = fixed[i] ? BRAID_STRIPE_WEIGHT_FLOOR
+						      : raw[i] * free_mass / free_sum;
+		for (int i = 0; i < n; i++) {
+			if (!fixed[i] && st->lane[i].weight < BRAID_STRIPE_WEIGHT_FLOOR) {
+				fixed[i] = 1;
+				again = 1;
+			}
+		}
+		if (!again)
+			break;
+	}
+}
+
+int braid_stripe_init(struct braid_stripe *st, int nlanes, const int *speed_mbps,
+		      const struct braid_stripe_cfg *cfg)
+{
+	int rc = 0;
+
+	memset(st, 0, sizeof(*st));
+	if (nlanes < 1 || nlanes > BRAID_STRIPE_MAX_LANES) {
+		rc = -EINVAL;
+		nlanes = 1;
+		speed_mbps = NULL;
+	}
+	st->nlanes = nlanes;
+	if (cfg)
+		st->cfg = *cfg;
+	else
+		braid_stripe_cfg_default(&st->cfg);
+	if (st->cfg.mode != BRAID_STRIPE_EQUAL)
+		st->cfg.mode = BRAID_STRIPE_ADAPTIVE;
+	if (!st->cfg.align)
+		st->cfg.align = 1;
+	/* Whole units of align, at least one: then a split never needs a short chunk. */
+	if (st->cfg.min_chunk < st->cfg.align)
+		st->cfg.min_chunk = st->cfg.align;
+	st->cfg.min_chunk = (st->cfg.min_chunk + st->cfg.align - 1) / st->cfg.align * st->cfg.align;
+	for (int i = 0; i < nlanes; i++)
+		st->lane[i].speed_mbps = speed_mbps ? speed_mbps[i] : 0;
+	stripe_reweigh(st);
+	return rc;
+}
+
+/* Cyclic distance from the round-robin lane: the smaller, the sooner that lane's turn. */
+static int stripe_turn(const struct braid_stripe *st, int lane)
+{
+	return (lane - st->rr + st->nlanes) % st->nlanes;
+}
+
+/* The lane for a whole message: fewest bytes outstanding, then the least backlog for its
+ * weight (outstanding / weight, compared cross-multiplied), then whose turn it is. */
+static int stripe_pick_one(struct braid_stripe *st)
+{
+	int best = st->rr;
+
+	for (int k = 1; k < st->nlanes; k++) {
+		int i = (st->rr + k) % st->nlanes;
+		const struct braid_stripe_lane *a = &st->lane[i], *b = &st->lane[best];
+
+		if (a->outstanding < b->outstanding ||
+		    (a->outstanding == b->outstanding &&
+		     (double)a->outstanding * b->weight < (double)b->outstanding * a->weight))
+			best = i;
+	}
+	st->rr = (best + 1) % st->nlanes;
+	return best;
+}
+
+/* Which active lane to leave out first: the lowest weight; among equal weights the one
+ * with more outstanding, then the one whose turn is furthest away. */
+static int stripe_drop_first(const struct braid_stripe *st, const int *active)
+{
+	int worst = -1;
+
+	for (int i = 0; i < st->nlanes; i++) {
+		const struct braid_stripe_lane *a = &st->lane[i], *w;
+
+		if (!active[i])
+			continue;
+		if (worst < 0) {
+			worst = i;
+			continue;
+		}
+		w = &st->lane[worst];
+		if (a->weight < w->weight ||
+		    (a->weight == w->weight && (a->outstanding > w->outstanding ||
+						(a->outstanding == w->outstanding &&
+						 stripe_turn(st, i) > stripe_turn(st, worst)))))
+			worst = i;
+	}
+	return worst;
+}
+
+int braid_stripe_split(struct braid_stripe *st, size_t size, size_t len[BRAID_STRIPE_MAX_LANES],
+		       int *first_lane)
+{
+	int n = st->nlanes, active[BRAID_STRIPE_MAX_LANES], count = n, first = -1, last = -1;
+	size_t a = st->cfg.align, mu = st->cfg.min_chunk, kmax = size / mu;
+	uint64_t units, m, u[BRAID_STRIPE_MAX_LANES] = { 0 }, sum = 0;
+	double x[BRAID_STRIPE_MAX_LANES] = { 0 }, wsum;
+
+	for (int i = 0; i < BRAID_STRIPE_MAX_LANES; i++)
+		len[i] = 0;
+	if (n == 1 || size < st->cfg.threshold || kmax < 2) {
+		int lane = stripe_pick_one(st);
+
+		len[lane] = size;
+		*first_lane = lane;
+		return 1;
+	}
+
+	/* The lanes that take part: drop the lowest weight until every share is at least
+	 * min_chunk and there are at most size / min_chunk of them. */
+	for (int i = 0; i < n; i++)
+		active[i] = 1;
+	for (;;) {
+		int short_share = 0;
+
+		wsum = 0;
+		for (int i = 0; i < n; i++)
+			wsum += active[i] ? st->lane[i].weight : 0;
+		for (int i = 0; i < n; i++)
+			short_share |= active[i] &&
+				       (double)size * st->lane[i].weight < (double)mu * wsum;
+		if (count == 1 || ((size_t)count <= kmax && !short_share))
+			break;
+		active[stripe_drop_first(st, active)] = 0;
+		count--;
+	}
+
+	/* In units of align: each lane its share rounded down, but at least min_chunk; then
+	 * units one at a time to the lanes furthest under their share, or back from those
+	 * furthest over it (never under min_chunk: count * m <= units since count <= kmax).
+	 * The bytes past the last whole unit go to the last lane: the message end. */
+	units = size / a;
+	m = mu / a;
+	for (int i = 0; i < n; i++) {
+		if (!active[i])
+			continue;
+		x[i] = (double)units * st->lane[i].weight / wsum;
+		u[i] = (uint64_t)x[i];
+		if (u[i] < m)
+			u[i] = m;
+		sum += u[i];
+		if (first < 0)
+			first = i;
+		last = i;
+	}
+	while (sum < units) {
+		int best = first;
+
+		for (int i = first + 1; i < n; i++)
+			if (active[i] && x[i] - (double)u[i] > x[best] - (double)u[best])
+				best = i;
+		u[best]++;
+		sum++;
+	}
+	while (sum > units) {
+		int best = -1;
+
+		for (int i = 0; i < n; i++)
+			if (active[i] && u[i] > m &&
+			    (best < 0 || (double)u[i] - x[i] > (double)u[best] - x[best]))
+				best = i;
+		if (best < 0)
+			break; /* not reached: sum > units >= count * m, so some u[i] > m */
+		u[best]--;
+		sum--;
+	}
+	for (int i = 0; i < n; i++)
+		len[i] = (size_t)u[i] * a;
+	len[last] += size - (size_t)units * a;
+	st->rr = (last + 1) % n;
+	*first_lane = first;
+	return count;
+}
+
+void braid_stripe_posted(struct braid_stripe *st, int lane, size_t bytes, uint64_t now_ns)
+{
+	struct braid_stripe_lane *l;
+
+	if (lane < 0 || lane >= st->nlanes)
+		return;
+	l = &st->lane[lane];
+	l->chunks_posted++;
+	if (!bytes)
+		return; /* no bytes, no busy time: a 0-byte message measures latency, not rate */
+	if (!l->outstanding)
+		l->busy_mark = now_ns;
+	l->outstanding += bytes;
+	l->bytes_posted += bytes;
+}
+
+/* The others' mean rate, over those measured; 0 when none is. */
+static double stripe_others_rate(const struct braid_stripe *st, int lane)
+{
+	double sum = 0;
+	int n = 0;
+
+	for (int i = 0; i < st->nlanes; i++) {
+		if (i != lane && st->lane[i].rate > 0) {
+			sum += st->lane[i].rate;
+			n++;
+		}
+	}
+	return n ? sum / n : 0;
+}
+
+/* One completion on lane, busy_ns of busy time since the last: extend or end its run of
+ * slow completions, and mark it found when the run is long enough (once). */
+static void stripe_slow_check(struct braid_stripe *st, int lane, uint64_t busy_ns)
+{
+	struct braid_stripe_lane *l = &st->lane[lane];
+	double others = stripe_others_rate(st, lane);
+
+	if (l->slow_found)
+		return;
+	if (l->rate > 0 && others > 0 && l->rate < BRAID_STRIPE_SLOW_RATIO * others) {
+		l->slow_run++;
+		l->slow_run_ns += busy_ns;
+		if (l->slow_run >= BRAID_STRIPE_SLOW_COMPLETIONS &&
+		    l->slow_run_ns >= BRAID_STRIPE_SLOW_BUSY_NS)
+			l->slow_found = 1;
+	} else {
+		l->slow_run = 0;
+		l->slow_run_ns = 0;
+	}
+}
+
+void braid_stripe_completed(struct braid_stripe *st, int lane, size_t bytes, uint64_t now_ns)
+{
+	struct braid_stripe_lane *l;
+	uint64_t busy = 0;
+
+	if (lane < 0 || lane >= st->nlanes)
+		return;
+	l = &st->lane[lane];
+	l->chunks_completed++;
+	if (bytes > l->outstanding)
+		bytes = l->outstanding;
+	if (!bytes)
+		return;
+	/* Busy since the mark: the last post onto an idle lane, or the last completion.
+	 * A clock that steps back counts as no time. */
+	if (now_ns > l->busy_mark) {
+		busy = now_ns - l->busy_mark;
+		l->busy_mark = now_ns;
+	}
+	l->outstanding -= bytes;
+	l->bytes_completed += bytes;
+	l->busy_ns += busy;
+	l->win_bytes += bytes;
+	l->win_ns += busy;
+	if (l->win_ns &&
+	    (l->win_bytes >= BRAID_STRIPE_WINDOW_BYTES || l->win_ns >= BRAID_STRIPE_WINDOW_NS)) {
+		double sample = (double)l->win_bytes * 1e9 / (double)l->win_ns;
+
+		l->rate = l->samples ? l->rate + BRAID_STRIPE_EMA_ALPHA * (sample - l->rate)
+				     : sample;
+		l->samples++;
+		l->win_bytes = 0;
+		l->win_ns = 0;
+		stripe_reweigh(st);
+	}
+	stripe_slow_check(st, lane, busy);
+}
+
+double braid_stripe_weight(const struct braid_stripe *st, int lane)
+{
+	return lane >= 0 && lane < st->nlanes ? st->lane[lane].weight : 0;
+}
+
+double braid_stripe_rate(const struct braid_stripe *st, int lane)
+{
+	return lane >= 0 && lane < st->nlanes ? st->lane[lane].rate : 0;
+}
+
+int braid_stripe_slow_lane(struct braid_stripe *st, double *lane_rate, double *others_rate)
+{
+	for (int i = 0; i < st->nlanes; i++) {
+		struct braid_stripe_lane *l = &st->lane[i];
+
+		if (l->slow_found && !l->slow_reported) {
+			l->slow_reported = 1;
+			*lane_rate = l->rate;
+			*others_rate = stripe_others_rate(st, i);
+			return i;
+		}
+	}
+	return -1;
+}

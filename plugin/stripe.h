@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Multi-rail striping policy: how a message on a fused device is cut across its lanes
+ * (one connection per NIC). The policy lives here alone, apart from the transports, as in
+ * aws-ofi-nccl's nccl_ofi_scheduler: net_ib and net_ofi ask braid_stripe_split() where the
+ * bytes go, post the chunks, and report each post and completion back, so that both
+ * backends stripe the same way and the policy is tested without a NIC.
+ *
+ * State is one struct embedded in the comm: no allocation, no lock (NCCL drives a comm
+ * from one thread at a time), no libm. Time is the caller's monotonic clock in ns.
+ *
+ * The split is the sender's decision. A receiver that cannot see it must learn it from the
+ * wire: two sides' states differ (each measures its own completions), so their splits do.
+ */
+#ifndef BRAID_STRIPE_H
+#define BRAID_STRIPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BRAID_STRIPE_MAX_LANES 4 /* NCCL_NET_MAX_DEVS_PER_NIC */
+
+/*
+ * Policy constants (the reasons are in plugin/stripe.c, next to their use).
+ * Defaults of struct braid_stripe_cfg: see braid_stripe_cfg_default().
+ */
+#define BRAID_STRIPE_DEF_THRESHOLD (128u << 10) /* split from here */
+#define BRAID_STRIPE_DEF_MIN_CHUNK (64u << 10)  /* no smaller chunk when split */
+#define BRAID_STRIPE_DEF_ALIGN 4096u            /* chunk boundaries on pages */
+#define BRAID_STRIPE_WINDOW_BYTES (1u << 20)    /* a rate sample: this many bytes... */
+#define BRAID_STRIPE_WINDOW_NS 2000000ull       /* ...or this much busy time */
+#define BRAID_STRIPE_EMA_ALPHA 0.25             /* weight of a new sample in the rate */
+#define BRAID_STRIPE_WEIGHT_FLOOR 0.02          /* least weight of a lane, adaptive mode */
+#define BRAID_STRIPE_SLOW_RATIO 0.5             /* slow: under this x the others' mean */
+#define BRAID_STRIPE_SLOW_COMPLETIONS 8         /* slow for at least this many completions */
+#define BRAID_STRIPE_SLOW_BUSY_NS 100000000ull  /* and this much busy time (100 ms) */
+
+enum braid_stripe_mode {
+	BRAID_STRIPE_ADAPTIVE = 0, /* weights follow the measured lane rates */
+	BRAID_STRIPE_EQUAL = 1     /* equal weights always; rates still measured */
+};
+
+struct braid_stripe_cfg {
+	int mode;         /* enum braid_stripe_mode */
+	size_t threshold; /* messages of fewer bytes go whole to one lane */
+	size_t min_chunk; /* least bytes of a chunk of a split message (rounded up to align) */
+	size_t align;     /* every chunk boundary but the message end is a multiple of it */
+};
+
+struct braid_stripe_lane {
+	int speed_mbps;       /* nominal speed; <= 0 unknown */
+	uint64_t outstanding; /* bytes posted and not completed */
+	uint64_t busy_mark;   /* while outstanding > 0: busy time is counted up to here */
+	uint64_t win_bytes;   /* the rate sample being gathered: completed bytes... */
+	uint64_t win_ns;      /* ...and the busy time they took */
+	double rate;          /* moving average of samples, bytes/s; 0 not measured yet */
+	double weight;        /* share of a split message; the lanes' weights sum to 1 */
+	/* totals, for counters */
+	uint64_t bytes_posted, chunks_posted;
+	uint64_t bytes_completed, chunks_completed;
+	uint64_t busy_ns;
+	uint32_t samples; /* samples folded into rate */
+	/* slow-lane state: the current run of completions seen slow, and the latch */
+	uint32_t slow_run;
+	uint64_t slow_run_ns;
+	uint8_t slow_found;    /* the run was long enough: to report */
+	uint8_t slow_reported; /* braid_stripe_slow_lane() returned it: never again */
+};
+
+struct braid_stripe {
+	int nlanes;
+	int rr; /* the lane preferred next among equals (round robin) */
+	struct braid_stripe_cfg cfg;
+	struct braid_stripe_lane lane[BRAID_STRIPE_MAX_LANES];
+};
+
+/* The defaults: adaptive, threshold 128 KiB, min_chunk 64 KiB, align 4 KiB. */
+void braid_stripe_cfg_default(struct braid_stripe_cfg *cfg);
+
+/*
+ * Set up for nlanes lanes (1..BRAID_STRIPE_MAX_LANES). speed_mbps (NULL: all unknown)
+ * gives the first weights, until every lane has been measured. cfg NULL: the defaults;
+ * align 0 is taken as 1, min_chunk is rounded up to a multiple of align (at least align),
+ * an unknown mode is adaptive. Returns 0, or -EINVAL (and a usable single-lane state)
+ * when nlanes is out of range.
+ */
+int braid_stripe_init(struct braid_stripe *st, int nlanes, const int *speed_mbps,
+		      const struct braid_stripe_cfg *cfg);
+
+/*
+ * Cut a message of size bytes: len[i] is lane i's part, the parts sum to size and are
+ * contiguous in lane order (lane 0 has [0, len[0]), the next lane with a part the bytes
+ * after it, ...). Returns how many lanes have a part (>= 1), and in *first_lane the first
+ * of them; a 0-byte message goes to one lane, *first_lane, with len 0.
+ *
+ * Under cfg.threshold (or with one lane, or too small to make two chunks of min_chunk)
+ * the whole message goes to ONE lane: the one with the fewest bytes outstanding, because
+ * a small message is latency-bound and waits behind what is queued; ties go to the lane
+ * whose backlog is smallest for its weight, then round robin, so equal idle lanes take
+ * turns. From the threshold up the message is split by weight: each part's share of
+ * size is its lane's weight. Boundaries are multiples of align; no part is under
+ * min_chunk (a lane whose share would be is left out and its share goes to the others by
+ * weight, the lowest weight left out first); never more parts than size / min_chunk.
+ * Deterministic for a given state; it moves only the round robin.
+ */
+int braid_stripe_split(struct braid_stripe *st, size_t size, size_t len[BRAID_STRIPE_MAX_LANES],
+		       int *first_lane);
+
+/*
+ * Accounting: bytes handed to lane at now_ns (one call per posted chunk), and their
+ * completion. Completions feed the lane's rate, measured over its BUSY time only (time
+ * with bytes outstanding), so that neither queueing behind the lane's own chunks nor idle
+ * time between messages reads as slowness. A lane out of range is ignored; completing
+ * more than is outstanding counts as completing what is.
+ */
+void braid_stripe_posted(struct braid_stripe *st, int lane, size_t bytes, uint64_t now_ns);
+void braid_stripe_completed(struct braid_stripe *st, int lane, size_t bytes, uint64_t now_ns);
+
+/* Current weight of a lane, in [0, 1]; the lanes' weights sum to 1. For counters. */
+double braid_stripe_weight(const struct braid_stripe *st, int lane);
+
+/* Goodput estimate of a lane in bytes/s over its busy time; 0 = not measured yet. */
+double braid_stripe_rate(const struct braid_stripe *st, int lane);
+
+/*
+ * A lane that has stayed under half the mean rate of the other lanes for at least
+ * BRAID_STRIPE_SLOW_COMPLETIONS completions in a row AND BRAID_STRIPE_SLOW_BUSY_NS of its
+ * busy time, returned ONCE per lane (latched), with its rate and the others' mean rate
+ * in bytes/s; -1 when there is none to report. The caller WARNs and bumps a counter.
+ */
+int braid_stripe_slow_lane(struct braid_stripe *st, double *lane_rate, double *others_rate);
+
+#endif

@@ -1,0 +1,619 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The multi-rail striping policy: exact cuts (sums, alignment, min_chunk), where small
+ * messages go, and, on a fake clock with each lane a FIFO server at its own rate, that
+ * adaptive weights follow the lanes' real rates and the slow-lane warning is right.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "plugin/stripe.h"
+#include "tests/unit/unit.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define GiB ((size_t)1 << 30)
+#define R 10e9 /* a lane's rate in the simulations, bytes/s */
+
+static double absd(double v)
+{
+	return v < 0 ? -v : v;
+}
+
+static void assert_near(double got, double want, double tol)
+{
+	if (absd(got - want) > tol)
+		fail_msg("%g is not within %g of %g", got, tol, want);
+}
+
+/*
+ * Every rule of a cut that holds whatever the weights: the parts sum to size, each
+ * boundary but the end is a multiple of align, the return value counts the parts and
+ * *first_lane is the first; a message split in several parts has none under min_chunk,
+ * at most size / min_chunk of them, and only from the threshold up. Returns the count.
+ */
+static int checked_split(struct braid_stripe *st, size_t size, size_t len[BRAID_STRIPE_MAX_LANES])
+{
+	int first = -7, parts = 0, ret = braid_stripe_split(st, size, len, &first);
+	size_t off = 0;
+
+	assert_in_range(first, 0, st->nlanes - 1);
+	for (int i = 0; i < BRAID_STRIPE_MAX_LANES; i++) {
+		if (i >= st->nlanes) {
+			assert_int_equal(len[i], 0);
+			continue;
+		}
+		if (!len[i])
+			continue;
+		if (!parts)
+			assert_int_equal(first, i);
+		if (off)
+			assert_int_equal(off % st->cfg.align, 0);
+		off += len[i];
+		parts++;
+	}
+	assert_int_equal(off, size);
+	if (!size) {
+		assert_int_equal(ret, 1);
+		return ret;
+	}
+	assert_int_equal(ret, parts);
+	if (parts > 1) {
+		assert_true(size >= st->cfg.threshold);
+		assert_true((size_t)parts <= size / st->cfg.min_chunk);
+		for (int i = 0; i < st->nlanes; i++)
+			assert_true(!len[i] || len[i] >= st->cfg.min_chunk);
+	}
+	return ret;
+}
+
+/* Guards the cut's arithmetic: sums, alignment, min_chunk and the part count, for the
+ * awkward sizes (0, 1, align-1, threshold-1, primes, not divisible by the lane count,
+ * 1 GiB), 1 to 4 lanes, both modes, skewed and unknown speeds, odd configurations (an
+ * align that is not a power of two, a min_chunk that is not a multiple of align). */
+static void split_sums_and_alignment(void **state)
+{
+	static const int speeds[][BRAID_STRIPE_MAX_LANES] = { { 0, 0, 0, 0 },
+							      { 100, 25, 50, 10 },
+							      { 400, 400, 400, 400 },
+							      { 1000, 1, 1000, 1 } };
+	struct braid_stripe_cfg cfgs[4];
+	size_t len[BRAID_STRIPE_MAX_LANES];
+	int splits = 0;
+
+	(void)state;
+	braid_stripe_cfg_default(&cfgs[0]);
+	cfgs[1] = (struct braid_stripe_cfg){ .threshold = 1, .min_chunk = 1, .align = 1 };
+	cfgs[2] = (struct braid_stripe_cfg){ .threshold = 10000, .min_chunk = 5000, .align = 4096 };
+	cfgs[3] = (struct braid_stripe_cfg){ .threshold = 0, .min_chunk = 7, .align = 3 };
+	for (int c = 0; c < 4; c++) {
+		for (int mode = 0; mode < 2; mode++) {
+			for (int nl = 1; nl <= BRAID_STRIPE_MAX_LANES; nl++) {
+				for (int s = 0; s < 4; s++) {
+					struct braid_stripe st;
+					struct braid_stripe_cfg cfg = cfgs[c];
+					double wsum = 0;
+
+					cfg.mode = mode;
+					assert_int_equal(braid_stripe_init(&st, nl, speeds[s],
+									   &cfg),
+							 0);
+					assert_int_equal(st.cfg.min_chunk % st.cfg.align, 0);
+					assert_true(st.cfg.min_chunk >= cfgs[c].min_chunk);
+					for (int i = 0; i < nl; i++)
+						wsum += braid_stripe_weight(&st, i);
+					assert_near(wsum, 1, 1e-9);
+
+					size_t a = st.cfg.align, t = st.cfg.threshold;
+					size_t m = st.cfg.min_chunk;
+					const size_t sizes[] = {
+						0,           1,           a - 1,
+						a,           a + 1,       t ? t - 1 : 0,
+						t,           t + 1,       2 * m - 1,
+						2 * m,       3 * m + 1,   4 * m - 1,
+						7919,        104729,      1000003,
+						15485863,    3 * MiB + 1, 4 * MiB,
+						5 * MiB - 3, GiB - 1,     GiB,
+					};
+					for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]);
+					     k++) {
+						checked_split(&st, sizes[k], len);
+						splits++;
+					}
+				}
+			}
+		}
+	}
+	assert_true(splits > 1000);
+}
+
+/* Guards that a split follows the weights: nominal speeds 100:25 give 80/20 before any
+ * measurement, 4 equal lanes 1/4 each, exactly when the sizes allow. */
+static void split_follows_weights(void **state)
+{
+	const int skew[] = { 100000, 25000 }, same[] = { 400, 400, 400, 400 };
+	const int half_unknown[] = { 100000, 0 };
+	size_t len[BRAID_STRIPE_MAX_LANES];
+	struct braid_stripe st;
+
+	(void)state;
+	braid_stripe_init(&st, 2, skew, NULL);
+	assert_near(braid_stripe_weight(&st, 0), 0.8, 1e-9);
+	assert_near(braid_stripe_weight(&st, 1), 0.2, 1e-9);
+	assert_int_equal(checked_split(&st, 4 * MiB, len), 2);
+	assert_near((double)len[0], 0.8 * 4 * MiB, BRAID_STRIPE_DEF_ALIGN);
+	assert_near((double)len[1], 0.2 * 4 * MiB, BRAID_STRIPE_DEF_ALIGN);
+
+	braid_stripe_init(&st, 4, same, NULL);
+	assert_int_equal(checked_split(&st, MiB, len), 4);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(len[i], 256 * KiB);
+	/* Not divisible: 1 MiB + 5 pages + 3 bytes; the tail goes to the message end. */
+	assert_int_equal(checked_split(&st, MiB + 5 * 4096 + 3, len), 4);
+	for (int i = 0; i < 4; i++)
+		assert_in_range(len[i], 256 * KiB, 256 * KiB + 2 * 4096 + 3);
+	assert_int_equal(len[3] % 4096, 3);
+
+	/* One speed unknown: nominal figures are not compared with guesses, weights equal. */
+	braid_stripe_init(&st, 2, half_unknown, NULL);
+	assert_near(braid_stripe_weight(&st, 0), 0.5, 1e-9);
+}
+
+/* Guards min_chunk: never a part under it, lanes whose share would be under it left out
+ * with their share given to the others by weight, never more parts than size/min_chunk. */
+static void min_chunk_respected(void **state)
+{
+	const int same[] = { 400, 400, 400, 400 }, one_slow[] = { 1000, 1000, 1000, 30 };
+	size_t len[BRAID_STRIPE_MAX_LANES];
+	struct braid_stripe st;
+
+	(void)state;
+	braid_stripe_init(&st, 4, same, NULL);
+	/* 3 x min_chunk: three parts of exactly min_chunk, not four of 48 KiB. */
+	assert_int_equal(checked_split(&st, 3 * 64 * KiB, len), 3);
+	int at_min = 0;
+
+	for (int i = 0; i < 4; i++)
+		at_min += len[i] == 64 * KiB;
+	assert_int_equal(at_min, 3);
+	/* Just under 2 x min_chunk: one part, however many lanes. */
+	assert_int_equal(checked_split(&st, 128 * KiB - 1, len), 1);
+	assert_int_equal(checked_split(&st, 128 * KiB, len), 2);
+
+	/* Lane 3 at 30 of 3030: its weight is the 2% floor, 2% of 1 MiB is under 64 KiB,
+	 * so it gets nothing and the others a third each. */
+	braid_stripe_init(&st, 4, one_slow, NULL);
+	assert_near(braid_stripe_weight(&st, 3), BRAID_STRIPE_WEIGHT_FLOOR, 1e-9);
+	assert_int_equal(checked_split(&st, MiB, len), 3);
+	assert_int_equal(len[3], 0);
+	for (int i = 0; i < 3; i++)
+		assert_near((double)len[i], MiB / 3.0, 4096);
+	/* 2% of 8 MiB is 164 KiB: then it does get its part, and so stays measured. */
+	assert_int_equal(checked_split(&st, 8 * MiB, len), 4);
+	assert_near((double)len[3], 0.02 * 8 * MiB, 4096);
+}
+
+/* Guards where a small message goes: the lane with the fewest bytes outstanding; equal
+ * idle lanes take turns (a 0-byte message too); equal backlogs go to the heavier lane. */
+static void small_to_least_outstanding(void **state)
+{
+	const int skew[] = { 100, 300 };
+	size_t len[BRAID_STRIPE_MAX_LANES];
+	struct braid_stripe st;
+	int first = -1;
+
+	(void)state;
+	braid_stripe_init(&st, 3, NULL, NULL);
+	for (int k = 0; k < 6; k++) {
+		assert_int_equal(checked_split(&st, 1000, len), 1);
+		assert_int_equal(len[k % 3], 1000);
+	}
+	assert_int_equal(braid_stripe_split(&st, 0, len, &first), 1);
+	assert_int_equal(first, 0);
+	assert_int_equal(braid_stripe_split(&st, 0, len, &first), 1);
+	assert_int_equal(first, 1);
+
+	/* Lane 0 and 2 busy: lane 1, whoever's turn it is, as long as it has the least. */
+	braid_stripe_posted(&st, 0, 100 * KiB, 0);
+	braid_stripe_posted(&st, 2, 50 * KiB, 0);
+	for (int k = 0; k < 3; k++) {
+		assert_int_equal(braid_stripe_split(&st, 4 * KiB, len, &first), 1);
+		assert_int_equal(first, 1);
+		braid_stripe_posted(&st, 1, 4 * KiB, 0);
+	}
+	braid_stripe_posted(&st, 1, 40 * KiB, 0); /* 52 KiB: now lane 2 has the least */
+	assert_int_equal(braid_stripe_split(&st, 4 * KiB, len, &first), 1);
+	assert_int_equal(first, 2);
+
+	/* Equal backlogs, unequal weights: the lane that drains them sooner. */
+	braid_stripe_init(&st, 2, skew, NULL);
+	braid_stripe_posted(&st, 0, 8 * KiB, 0);
+	braid_stripe_posted(&st, 1, 8 * KiB, 0);
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(braid_stripe_split(&st, 100, len, &first), 1);
+		assert_int_equal(first, 1);
+	}
+	/* Under the threshold on any lane count, over it with one lane: whole. */
+	braid_stripe_init(&st, 1, NULL, NULL);
+	assert_int_equal(checked_split(&st, GiB, len), 1);
+	assert_int_equal(len[0], GiB);
+}
+
+/* Guards equal mode: equal parts whatever the speeds and the measured rates. */
+static void equal_mode_splits_evenly(void **state)
+{
+	const int skew[] = { 100000, 25000, 50000 };
+	struct braid_stripe_cfg cfg;
+	size_t len[BRAID_STRIPE_MAX_LANES];
+	struct braid_stripe st;
+
+	(void)state;
+	braid_stripe_cfg_default(&cfg);
+	cfg.mode = BRAID_STRIPE_EQUAL;
+	braid_stripe_init(&st, 3, skew, &cfg);
+	/* Different rates measured: lane 1 at a quarter of the others. */
+	for (uint64_t t = 0; t < 10; t++) {
+		for (int i = 0; i < 3; i++) {
+			braid_stripe_posted(&st, i, MiB, t * 1000000);
+			braid_stripe_completed(&st, i, MiB,
+					       t * 1000000 + (i == 1 ? 400000 : 100000));
+		}
+	}
+	assert_near(braid_stripe_rate(&st, 0), MiB / 100e-6, 1);
+	assert_near(braid_stripe_rate(&st, 1), MiB / 400e-6, 1);
+	for (int i = 0; i < 3; i++)
+		assert_near(braid_stripe_weight(&st, i), 1 / 3.0, 1e-9);
+	assert_int_equal(checked_split(&st, 3 * MiB, len), 3);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(len[i], MiB);
+	assert_int_equal(checked_split(&st, 3 * MiB + 4096 + 1, len), 3);
+	for (int i = 0; i < 3; i++)
+		assert_in_range(len[i], MiB, MiB + 4096 + 1);
+}
+
+/* ---- simulation: each lane a FIFO server at its own rate, on a fake clock ---- */
+
+#define SIM_INFLIGHT 8
+#define SIM_QUEUE 16
+
+struct sim_chunk {
+	uint64_t done; /* when the server finishes it */
+	size_t bytes;
+	int msg; /* slot of its message */
+};
+
+struct sim_lane {
+	double bps;
+	uint64_t free_at; /* when the server has finished everything queued */
+	struct sim_chunk q[SIM_QUEUE];
+	int head, n;
+};
+
+struct sim {
+	struct braid_stripe st;
+	struct sim_lane lane[BRAID_STRIPE_MAX_LANES];
+	uint64_t now;
+	int parts_left[SIM_INFLIGHT]; /* per message slot: chunks not completed, 0 free */
+	int slow_fired[BRAID_STRIPE_MAX_LANES];
+	double slow_rate, slow_others;
+};
+
+/* speeds: the nominal speeds the lanes start from (NULL unknown), right or wrong. */
+static void sim_init(struct sim *s, int nl, const double *bps, const int *speeds, int mode)
+{
+	struct braid_stripe_cfg cfg;
+
+	memset(s, 0, sizeof(*s));
+	braid_stripe_cfg_default(&cfg);
+	cfg.mode = mode;
+	assert_int_equal(braid_stripe_init(&s->st, nl, speeds, &cfg), 0);
+	for (int i = 0; i < nl; i++)
+		s->lane[i].bps = bps[i];
+}
+
+/* After every completion, as a backend would: ask for a slow lane, count the answers. */
+static void sim_poll_slow(struct sim *s)
+{
+	double rate, others;
+	int lane = braid_stripe_slow_lane(&s->st, &rate, &others);
+
+	if (lane >= 0) {
+		s->slow_fired[lane]++;
+		s->slow_rate = rate;
+		s->slow_others = others;
+	}
+}
+
+static void sim_post(struct sim *s, int slot, size_t size)
+{
+	size_t len[BRAID_STRIPE_MAX_LANES];
+	int first;
+
+	s->parts_left[slot] = braid_stripe_split(&s->st, size, len, &first);
+	for (int i = 0; i < s->st.nlanes; i++) {
+		struct sim_lane *l = &s->lane[i];
+		struct sim_chunk *c;
+
+		if (!len[i])
+			continue;
+		assert_true(l->n < SIM_QUEUE);
+		c = &l->q[(l->head + l->n++) % SIM_QUEUE];
+		c->bytes = len[i];
+		c->msg = slot;
+		c->done = (l->free_at > s->now ? l->free_at : s->now) +
+			  (uint64_t)((double)len[i] * 1e9 / l->bps + 0.5);
+		l->free_at = c->done;
+		braid_stripe_posted(&s->st, i, len[i], s->now);
+	}
+}
+
+/* Messages of size back to back, at most SIM_INFLIGHT at once; returns the throughput in
+ * bytes/s over the messages after the first warm ones. */
+static double sim_run(struct sim *s, int nmsg, int warm, size_t size)
+{
+	int posted = 0, done = 0, inflight = 0;
+	uint64_t t_warm = 0;
+
+	while (done < nmsg) {
+		int lane = -1;
+
+		if (posted < nmsg && inflight < SIM_INFLIGHT) {
+			int slot = 0;
+
+			while (s->parts_left[slot])
+				slot++;
+			sim_post(s, slot, size);
+			posted++;
+			inflight++;
+			continue;
+		}
+		for (int i = 0; i < s->st.nlanes; i++) {
+			const struct sim_lane *l = &s->lane[i];
+
+			if (l->n && (lane < 0 ||
+				     l->q[l->head].done < s->lane[lane].q[s->lane[lane].head].done))
+				lane = i;
+		}
+		assert_true(lane >= 0);
+		struct sim_lane *l = &s->lane[lane];
+		struct sim_chunk c = l->q[l->head];
+
+		l->head = (l->head + 1) % SIM_QUEUE;
+		l->n--;
+		s->now = c.done;
+		braid_stripe_completed(&s->st, lane, c.bytes, s->now);
+		sim_poll_slow(s);
+		if (--s->parts_left[c.msg] == 0) {
+			inflight--;
+			if (++done == warm)
+				t_warm = s->now;
+		}
+	}
+	return (double)(nmsg - warm) * (double)size * 1e9 / (double)(s->now - t_warm);
+}
+
+/* Guards the adaptive policy end to end: lanes at R and R/4 must converge to 80/20 (so a
+ * message takes size / 1.25R), each lane's busy-time rate must be its server's rate even
+ * though lane 1 gets a quarter of lane 0's share, and the R/4 lane is named slow exactly
+ * once with the right rates. Equal mode on the same lanes is held to the slow lane: 0.5R. */
+static void sim_fast_and_quarter(void **state)
+{
+	const double bps[] = { R, R / 4 };
+	static struct sim s;
+	double adaptive, equal;
+
+	(void)state;
+	sim_init(&s, 2, bps, NULL, BRAID_STRIPE_ADAPTIVE);
+	adaptive = sim_run(&s, 2000, 200, 4 * MiB);
+	assert_near(braid_stripe_weight(&s.st, 0), 0.8, 0.05);
+	assert_near(braid_stripe_weight(&s.st, 1), 0.2, 0.05);
+	assert_near(braid_stripe_rate(&s.st, 0), R, 0.02 * R);
+	assert_near(braid_stripe_rate(&s.st, 1), R / 4, 0.02 * R / 4);
+	assert_true(adaptive >= 0.85 * 1.25 * R);
+	assert_int_equal(s.slow_fired[0], 0);
+	assert_int_equal(s.slow_fired[1], 1);
+	assert_near(s.slow_rate, R / 4, 0.05 * R / 4);
+	assert_near(s.slow_others, R, 0.05 * R);
+	print_message("stripe sim R + R/4, adaptive: %.3f R (ideal 1.25 R), weights %.3f/%.3f\n",
+		      adaptive / R, braid_stripe_weight(&s.st, 0), braid_stripe_weight(&s.st, 1));
+
+	sim_init(&s, 2, bps, NULL, BRAID_STRIPE_EQUAL);
+	equal = sim_run(&s, 2000, 200, 4 * MiB);
+	assert_near(equal, 0.5 * R, 0.05 * R);
+	assert_near(braid_stripe_weight(&s.st, 1), 0.5, 1e-9);
+	assert_int_equal(s.slow_fired[0], 0);
+	assert_int_equal(s.slow_fired[1], 1);
+	print_message("stripe sim R + R/4, equal:    %.3f R (ideal 0.5 R)\n", equal / R);
+}
+
+/* Guards convergence and false alarms with equal lanes: 2 and 4 lanes at R, started from
+ * wrong nominal speeds (4:1:1:1), end at equal weights (within 0.02) and nearly n x R,
+ * and no lane is ever named slow. */
+static void sim_equal_lanes(void **state)
+{
+	const double bps[] = { R, R, R, R };
+	const int wrong[] = { 400, 100, 100, 100 };
+	static struct sim s;
+	double tput;
+
+	(void)state;
+	for (int nl = 2; nl <= 4; nl += 2) {
+		sim_init(&s, nl, bps, wrong, BRAID_STRIPE_ADAPTIVE);
+		tput = sim_run(&s, 2000, 200, 4 * MiB);
+		for (int i = 0; i < nl; i++) {
+			assert_near(braid_stripe_weight(&s.st, i), 1.0 / nl, 0.02);
+			assert_int_equal(s.slow_fired[i], 0);
+		}
+		assert_true(tput >= 0.95 * nl * R);
+		print_message("stripe sim %d x R, adaptive: %.3f R, weights %.3f %.3f %.3f %.3f\n",
+			      nl, tput / R, braid_stripe_weight(&s.st, 0),
+			      braid_stripe_weight(&s.st, 1), braid_stripe_weight(&s.st, 2),
+			      braid_stripe_weight(&s.st, 3));
+	}
+}
+
+/*
+ * Both lanes are driven directly: each step posts one chunk on each lane at t and
+ * completes it when a server at bps[i] would; the next step starts when the later one is
+ * done, after gap_ns of idle time.
+ */
+static void lockstep(struct sim *s, const double *bps, size_t chunk, int steps, uint64_t gap_ns)
+{
+	for (int k = 0; k < steps; k++) {
+		uint64_t end = s->now;
+
+		for (int i = 0; i < s->st.nlanes; i++) {
+			uint64_t done = s->now + (uint64_t)((double)chunk * 1e9 / bps[i] + 0.5);
+
+			braid_stripe_posted(&s->st, i, chunk, s->now);
+			braid_stripe_completed(&s->st, i, chunk, done);
+			sim_poll_slow(s);
+			if (done > end)
+				end = done;
+		}
+		s->now = end + gap_ns;
+	}
+}
+
+/* Guards the busy-time measurement: a lane idle most of the time, or whose chunks wait
+ * behind each other, is not slow. Lane 1 gets a burst of 4 x 64 KiB posted at once every
+ * 10 ms (the last waits behind three; its goodput over wall time is ~26 MB/s) while lane
+ * 0 is kept busy: a rate over wall time or post-to-completion would name it slow. */
+static void idle_lane_is_not_slow(void **state)
+{
+	static struct sim s;
+
+	(void)state;
+	sim_init(&s, 2, (const double[]){ R, R }, NULL, BRAID_STRIPE_ADAPTIVE);
+	for (int burst = 0; burst < 200; burst++) { /* 2 s */
+		uint64_t t = s.now, t1 = s.now;
+
+		/* Lane 0: back to back, 1 MiB chunks, for the 10 ms. */
+		while (t < s.now + 10000000) {
+			braid_stripe_posted(&s.st, 0, MiB, t);
+			t += (uint64_t)(MiB * 1e9 / R);
+			braid_stripe_completed(&s.st, 0, MiB, t);
+			sim_poll_slow(&s);
+		}
+		for (int k = 0; k < 4; k++)
+			braid_stripe_posted(&s.st, 1, 64 * KiB, s.now);
+		for (int k = 0; k < 4; k++) {
+			t1 += (uint64_t)(64 * KiB * 1e9 / R);
+			braid_stripe_completed(&s.st, 1, 64 * KiB, t1);
+			sim_poll_slow(&s);
+		}
+		s.now = t;
+	}
+	assert_near(braid_stripe_rate(&s.st, 1), R, 0.02 * R);
+	assert_int_equal(s.slow_fired[0] + s.slow_fired[1], 0);
+	assert_near(braid_stripe_weight(&s.st, 1), 0.5, 0.02);
+}
+
+/* Guards "sustained" and "once": 40 ms of busy time at R/4 is not reported; 170 ms is,
+ * once, with its rate and the other's; more of it is not reported again. */
+static void slow_lane_sustained_and_latched(void **state)
+{
+	const double both[] = { R, R }, quarter[] = { R, R / 4 };
+	static struct sim s;
+
+	(void)state;
+	sim_init(&s, 2, both, NULL, BRAID_STRIPE_ADAPTIVE);
+	lockstep(&s, both, MiB, 50, 0);
+	lockstep(&s, quarter, MiB, 95, 0); /* 95 x 0.42 ms = 40 ms busy */
+	lockstep(&s, both, MiB, 50, 0);
+	assert_int_equal(s.slow_fired[0] + s.slow_fired[1], 0);
+	lockstep(&s, quarter, MiB, 400, 0); /* 168 ms */
+	assert_int_equal(s.slow_fired[0], 0);
+	assert_int_equal(s.slow_fired[1], 1);
+	assert_near(s.slow_rate, R / 4, 0.02 * R / 4);
+	assert_near(s.slow_others, R, 0.02 * R);
+	lockstep(&s, quarter, MiB, 400, 0);
+	lockstep(&s, both, MiB, 50, 0);
+	lockstep(&s, quarter, MiB, 400, 0);
+	assert_int_equal(s.slow_fired[1], 1);
+	assert_int_equal(s.slow_fired[0], 0);
+}
+
+/* Guards the moving average: one odd sample (a 1 MiB chunk at R/4 on a lane measured at
+ * R) moves the rate by a quarter of the difference, not to the odd sample. */
+static void one_odd_sample_is_damped(void **state)
+{
+	const double both[] = { R, R }, quarter[] = { R, R / 4 };
+	static struct sim s;
+
+	(void)state;
+	sim_init(&s, 2, both, NULL, BRAID_STRIPE_ADAPTIVE);
+	lockstep(&s, both, MiB, 20, 0);
+	lockstep(&s, quarter, MiB, 1, 0);
+	assert_near(braid_stripe_rate(&s.st, 1), R + BRAID_STRIPE_EMA_ALPHA * (R / 4 - R),
+		    0.01 * R);
+	assert_near(braid_stripe_weight(&s.st, 1), 0.8125 / 1.8125, 0.01);
+}
+
+/* Guards the weight floor: a lane at 1% of the other keeps 2%, so it stays measured. */
+static void weight_floor(void **state)
+{
+	static struct sim s;
+
+	(void)state;
+	sim_init(&s, 2, (const double[]){ R, R / 100 }, NULL, BRAID_STRIPE_ADAPTIVE);
+	lockstep(&s, (const double[]){ R, R / 100 }, MiB, 20, 0);
+	assert_near(braid_stripe_rate(&s.st, 1), R / 100, 0.02 * R / 100);
+	assert_near(braid_stripe_weight(&s.st, 1), BRAID_STRIPE_WEIGHT_FLOOR, 1e-9);
+	assert_near(braid_stripe_weight(&s.st, 0), 1 - BRAID_STRIPE_WEIGHT_FLOOR, 1e-9);
+}
+
+/* Guards determinism (the same state cuts the same way) and the misuse guards. */
+static void deterministic_and_misuse(void **state)
+{
+	const int speeds[] = { 100, 37, 52 };
+	size_t len_a[BRAID_STRIPE_MAX_LANES], len_b[BRAID_STRIPE_MAX_LANES];
+	struct braid_stripe a, b;
+	int fa, fb;
+
+	(void)state;
+	braid_stripe_init(&a, 3, speeds, NULL);
+	braid_stripe_posted(&a, 1, 5 * MiB, 10);
+	memcpy(&b, &a, sizeof(a));
+	for (size_t size = 1; size < 64 * MiB; size = size * 3 + 1) {
+		assert_int_equal(braid_stripe_split(&a, size, len_a, &fa),
+				 braid_stripe_split(&b, size, len_b, &fb));
+		assert_int_equal(fa, fb);
+		assert_memory_equal(len_a, len_b, sizeof(len_a));
+	}
+
+	assert_int_equal(braid_stripe_init(&a, 0, NULL, NULL), -EINVAL);
+	assert_int_equal(a.nlanes, 1);
+	assert_int_equal(braid_stripe_init(&a, BRAID_STRIPE_MAX_LANES + 1, NULL, NULL), -EINVAL);
+	assert_int_equal(checked_split(&a, 4 * MiB, len_a), 1);
+	braid_stripe_posted(&a, 1, MiB, 0);  /* no lane 1: ignored */
+	braid_stripe_posted(&a, -1, MiB, 0); /* ignored */
+	assert_int_equal(a.lane[1].outstanding, 0);
+	braid_stripe_posted(&a, 0, 100, 0);
+	braid_stripe_completed(&a, 0, 1000, 1000); /* more than outstanding: what is */
+	assert_int_equal(a.lane[0].outstanding, 0);
+	assert_int_equal(a.lane[0].bytes_completed, 100);
+	assert_near(braid_stripe_weight(&a, 7), 0, 0);
+	assert_near(braid_stripe_rate(&a, -1), 0, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(split_sums_and_alignment),
+		cmocka_unit_test(split_follows_weights),
+		cmocka_unit_test(min_chunk_respected),
+		cmocka_unit_test(small_to_least_outstanding),
+		cmocka_unit_test(equal_mode_splits_evenly),
+		cmocka_unit_test(sim_fast_and_quarter),
+		cmocka_unit_test(sim_equal_lanes),
+		cmocka_unit_test(idle_lane_is_not_slow),
+		cmocka_unit_test(slow_lane_sustained_and_latched),
+		cmocka_unit_test(one_odd_sample_is_damped),
+		cmocka_unit_test(weight_floor),
+		cmocka_unit_test(deterministic_and_misuse),
+	};
+
+	return cmocka_run_group_tests_name("stripe", tests, NULL, NULL);
+}

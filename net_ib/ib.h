@@ -34,6 +34,7 @@
 #include "plugin/oob.h"
 #include "plugin/pool.h"
 #include "plugin/link.h"
+#include "plugin/stripe.h"
 
 /* libibverbs entry points, resolved with dlsym (never linked). Inline verbs that go through
  * the context's ops table (ibv_post_send, ibv_poll_cq, ...) are used directly. */
@@ -72,8 +73,8 @@ struct ibv_dl {
 extern struct ibv_dl ibv;
 int ibv_dl_open(char *why, size_t whylen);
 
-#define IB_RING 32   /* receive groups in flight per comm (NCCL_NET_MAX_REQUESTS) */
-#define IB_MAX_QPS 8 /* QPs per connection */
+#define IB_RING 32    /* receive groups in flight per comm (NCCL_NET_MAX_REQUESTS) */
+#define IB_MAX_QPS 16 /* QPs per connection: up to 8 per NIC, 16 over all its NICs */
 #define IB_SQ_DEPTH (BRAID_MAX_RECVS * IB_RING + 8) /* a send uses <= 1 WR per QP */
 #define IB_RQ_DEPTH (BRAID_MAX_RECVS * IB_RING + 32)
 #define IB_MAX_CHUNK (1ULL << 30)
@@ -86,20 +87,24 @@ struct ib_fifo_elem {
 	uint16_t idx; /* this buffer */
 	uint64_t addr;
 	uint64_t size;
-	uint32_t rkey;
+	uint32_t rkey[BRAID_VDEV_MAX_NICS]; /* per NIC of the receiver, as NCCL's FIFO */
 	int32_t tag;
-	uint32_t pad;
 	uint32_t seq_end; /* == seq */
 } __attribute__((aligned(8)));
-_Static_assert(sizeof(struct ib_fifo_elem) == 40, "FIFO element layout");
+_Static_assert(sizeof(struct ib_fifo_elem) == 48, "FIFO element layout");
 
-/* imm of a data write: [0..2] buffer, [3..10] seq, [11..13] chunks - 1, [24..31]
+/* imm of a data write: [0..2] buffer, [3..10] seq, [11..15] chunks - 1, [24..31]
  * IB_IMM_MAGIC. */
 #define IB_IMM_MAGIC 0xb7u
 static inline uint32_t ib_imm(uint32_t seq, int idx, int nchunks)
 {
 	return (uint32_t)idx | ((seq & 0xffu) << 3) | ((uint32_t)(nchunks - 1) << 11) |
 	       (IB_IMM_MAGIC << 24);
+}
+
+static inline int ib_imm_chunks(uint32_t imm)
+{
+	return (int)((imm >> 11) & 31) + 1;
 }
 
 struct ib_hca; /* one verbs device */
@@ -125,13 +130,26 @@ struct ib_dev {
 	int numa_node; /* of the HCA, from topo/; -1 unknown */
 };
 
+/*
+ * A registration. On one HCA it is the HCA's cached entry; a comm over several NICs gets
+ * a handle of its own whose parts are the entries of each of its NICs' HCAs (NCCL's
+ * ncclIbMrHandle holds one ibv_mr per device the same way).
+ */
 struct ib_mr {
 	uint32_t magic;              /* BRAID_MAGIC_MR */
 	struct braid_mr_range range; /* references guarded by the HCA lock */
 	int dmabuf;
 	struct ib_hca *hca;
 	struct ibv_mr *mr;
+	int nparts; /* 0: this is an HCA's entry; else one part per rail of the comm */
+	struct ib_mr *part[BRAID_VDEV_MAX_NICS];
 };
+
+/* The verbs MR of a registration on a comm's rail. */
+static inline struct ibv_mr *ib_mr_on(const struct ib_mr *m, int rail)
+{
+	return m->nparts ? m->part[rail]->mr : m->mr;
+}
 
 struct ib_comm;
 
@@ -142,7 +160,7 @@ struct ib_hca {
 	struct ibv_device_attr attr;
 	pthread_mutex_t lock; /* registration cache, comm list, async events */
 	struct braid_mr_cache cache;
-	struct ib_comm *comms; /* live comms, for async event dispatch */
+	struct ib_rail *comms; /* the rails of live comms, for async event dispatch */
 	int gdr_peermem, gdr_dmabuf;
 };
 
@@ -152,7 +170,8 @@ struct ib_req {
 	uint32_t magic; /* BRAID_MAGIC_REQ */
 	uint8_t kind;
 	int n;
-	int pending; /* send: chunk completions; recv: buffers + the FIFO write; flush: 1 */
+	int pending; /* send: chunk completions; recv: buffers + the FIFO write; flush: 1 per
+		      * rail */
 	ncclResult_t status;
 	struct ib_comm *comm;
 	uint32_t seq;
@@ -162,6 +181,10 @@ struct ib_req {
 	uint8_t chunks_got[BRAID_MAX_RECVS];
 	size_t cap[BRAID_MAX_RECVS];
 	struct ib_fifo_elem fifo[BRAID_MAX_RECVS]; /* receive: what we write to the sender */
+	/* send on several rails: chunks not yet complete and bytes, per rail (striping's
+	 * goodput measure) */
+	uint8_t rail_pending[BRAID_VDEV_MAX_NICS];
+	uint32_t rail_bytes[BRAID_VDEV_MAX_NICS];
 };
 
 /* wr_id: a pointer or index with the kind in the low 2 bits. */
@@ -174,6 +197,8 @@ static inline uint64_t ib_wr_id(const void *req, unsigned kind)
 
 struct ib_qp {
 	struct ibv_qp *qp;
+	uint8_t rail;      /* of our comm */
+	uint8_t peer_rail; /* the peer's rail this QP reaches: which of its rkeys to use */
 	uint32_t remote_qpn;
 	uint32_t flow_label;
 	uint16_t sport;      /* RoCEv2 UDP source port the label gives (0: not RoCEv2) */
@@ -181,19 +206,38 @@ struct ib_qp {
 	struct braid_ctr_qp *ctr;
 };
 
+/*
+ * One NIC of a comm: its CQ, its flush QP, its place in the HCA's comm list. QP i of a
+ * comm lives on rail i % nrails (as NCCL stripes QPs over a merged device's NICs).
+ */
+struct ib_rail {
+	int devidx;
+	struct ib_dev *dev;
+	struct ib_hca *hca;
+	struct ib_comm *comm;
+	struct ib_rail *next; /* in hca->comms */
+	struct ibv_cq *cq;
+	/* receiver: flushes go over a QP connected to itself (NULL: nothing to flush) */
+	struct ibv_qp *flush_qp;
+	struct ibv_mr *flush_mr;
+	uint8_t flush_byte;
+	struct braid_ctr_lane *ctr;
+};
+
 struct ib_comm {
 	uint32_t magic; /* BRAID_MAGIC_SEND / BRAID_MAGIC_RECV while usable */
-	int devidx;
+	int devidx;     /* rail 0's, as are dev and hca: what messages name */
 	int is_send;
 	struct ib_dev *dev;
 	struct ib_hca *hca;
-	struct ib_comm *next;    /* in hca->comms */
-	struct braid_link *link; /* to the peer comm: set-up, liveness, goodbye */
+	int nrails;
+	struct ib_rail rails[BRAID_VDEV_MAX_NICS];
+	struct braid_stripe stripe; /* sender on several rails */
+	struct braid_link *link;    /* to the peer comm: set-up, liveness, goodbye */
 	char peer[64];
 	char peer_gid[48];
 	int traffic_class;
 
-	struct ibv_cq *cq;
 	int nqps;
 	struct ib_qp qps[IB_MAX_QPS];
 	uint32_t psn[IB_MAX_QPS]; /* our QPs' first PSNs (set-up only) */
@@ -206,11 +250,6 @@ struct ib_comm {
 	uint32_t seq;
 	uint64_t nbufs;     /* receiver: buffers posted so far (the next one's number) */
 	uint64_t sent_upto; /* sender: the current group's first buffer number */
-
-	/* receiver: flushes go over a QP connected to itself (NULL: nothing to flush) */
-	struct ibv_qp *flush_qp;
-	struct ibv_mr *flush_mr;
-	uint8_t flush_byte;
 
 	/* sender: the FIFO the receiver writes into, and which buffers of the current group
 	 * were already sent to */
@@ -252,11 +291,11 @@ extern struct ib_state ib;
 void ib_gid_str(const union ibv_gid *gid, char *buf, size_t len);
 /* Drain the HCA's async events (non-blocking) and mark the comms and ports they hit. */
 void ib_async_poll(struct ib_hca *h);
-void ib_comm_register(struct ib_comm *c);
-void ib_comm_unregister(struct ib_comm *c);
+void ib_rail_register(struct ib_rail *rl);
+void ib_rail_unregister(struct ib_rail *rl);
 
 /* ib_qp.c */
-int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int is_send);
+int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int rail, int is_send);
 int ib_qp_connect(struct ib_comm *c, struct ib_qp *q, int i, uint32_t rqpn, uint32_t rpsn,
 		  uint32_t lpsn, const union ibv_gid *rgid, uint16_t rlid, enum ibv_mtu mtu);
 uint32_t ib_flow_label(uint32_t lqpn, uint32_t rqpn, int i);
@@ -273,9 +312,9 @@ void ib_mr_cache_purge(struct ib_hca *h);
 int ib_access_flags(void);
 
 /* ib_conn.c */
-ncclResult_t ib_listen(int dev, void *handle, void **listen_comm);
-ncclResult_t ib_connect(int dev, const struct braid_conn_opts *opts, const void *handle,
-			void **send_comm);
+ncclResult_t ib_listen(const struct braid_vdev *vd, void *handle, void **listen_comm);
+ncclResult_t ib_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
+			const void *handle, void **send_comm);
 ncclResult_t ib_accept(void *listen_comm, void **recv_comm);
 ncclResult_t ib_close_send(void *send_comm);
 ncclResult_t ib_close_recv(void *recv_comm);
@@ -293,10 +332,10 @@ void ib_comm_bye(struct ib_comm *c, struct braid_link_bye *bye);
 /* ib_flush.c */
 ncclResult_t ib_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
 		       void **request);
-/* A receive comm's flush QP, when flushes are due on its device; 0 or -errno (WARNed). */
-int ib_flush_open(struct ib_comm *c);
+/* A receive comm's flush QP on a rail, when flushes are due; 0 or -errno (WARNed). */
+int ib_flush_open(struct ib_comm *c, struct ib_rail *rl);
 void ib_flush_close(struct ib_comm *c);
-/* Send-queue entries the flush QP needs on the comm's CQ. */
+/* Send-queue entries the flush QP needs on its rail's CQ. */
 #define IB_FLUSH_DEPTH (2 * IB_RING)
 
 #endif

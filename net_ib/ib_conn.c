@@ -4,10 +4,16 @@
  * its blob, braid's verbs wire description:
  *
  *   connector (sender)                             listener (receiver)
- *   CQ, QPs to INIT, FIFO registered
- *   HELLO {QPNs, PSNs, GID, LID, MTU, FIFO}  --->  check; CQ, QPs, receives, RTR, RTS
- *                <---------------------------   REPLY {QPNs, PSNs, GID, LID, MTU}
+ *   CQs, QPs to INIT, FIFO registered
+ *   HELLO {QPNs, PSNs, FIFO, per NIC: GID,  --->  check; CQs, QPs, receives, RTR, RTS
+ *          LID, MTU}
+ *                <---------------------------   REPLY {QPNs, PSNs, per NIC: ...}
  *   QPs to RTR, RTS; READY  ----------------->   comm ready
+ *
+ * A comm on a device of several NICs ("rails") puts QP i on its rail i % nrails, as
+ * NCCL's IB transport does on a merged device; each side tells the other its rails, so
+ * QP i reaches the peer's rail i % peer_nrails and the sender writes with that rail's
+ * rkey. The connector picks the QP count: BRAID_IB_QPS_PER_CONN per NIC of its own.
  *
  * The blob carries braid's verbs wire magic, version and exact length, so a peer of
  * another version or another backend gets a clear error.
@@ -26,24 +32,31 @@
 #include "plugin/params.h"
 
 #define IB_WIRE_MAGIC 0x62726962u /* "brib" */
-#define IB_WIRE_VERSION 2         /* 2: the nonce moved to plugin/link.c's hello */
+#define IB_WIRE_VERSION 3         /* 3: several NICs per comm; 2: the nonce moved to link.c */
+
+struct ib_wire_rail {
+	uint8_t link_layer;
+	uint8_t mtu;
+	uint8_t port;
+	uint8_t pad;
+	uint16_t lid;
+	uint16_t gid_index;
+	uint8_t gid[16];
+	char dev[40];
+} __attribute__((packed));
 
 struct ib_wire {
 	uint32_t magic;
 	uint16_t version;
 	uint16_t len; /* sizeof(struct ib_wire) */
-	uint8_t link_layer;
-	uint8_t mtu;
 	uint8_t nqps;
-	uint8_t port;
-	uint16_t lid;
-	uint16_t gid_index;
-	uint8_t gid[16];
-	uint64_t fifo_addr;
+	uint8_t nrails;
+	uint16_t pad;
+	uint64_t fifo_addr; /* on the sender's rail 0, where the receiver's QP 0 writes */
 	uint32_t fifo_rkey;
 	uint32_t qpn[IB_MAX_QPS];
 	uint32_t psn[IB_MAX_QPS];
-	char dev[64];
+	struct ib_wire_rail rails[BRAID_VDEV_MAX_NICS];
 } __attribute__((packed));
 
 static void comm_free(struct ib_comm *c)
@@ -60,7 +73,8 @@ static void comm_free(struct ib_comm *c)
 		c->link = NULL;
 	}
 	c->magic = BRAID_MAGIC_DEAD;
-	ib_comm_unregister(c);
+	for (int k = 0; k < c->nrails; k++)
+		ib_rail_unregister(&c->rails[k]);
 	ib_flush_close(c);
 	for (int i = 0; i < c->nqps; i++) {
 		if (c->qps[i].qp)
@@ -68,8 +82,9 @@ static void comm_free(struct ib_comm *c)
 		if (c->qps[i].ctr)
 			__atomic_store_n(&c->qps[i].ctr->in_use, 0, __ATOMIC_RELEASE);
 	}
-	if (c->cq)
-		ibv.destroy_cq(c->cq);
+	for (int k = 0; k < c->nrails; k++)
+		if (c->rails[k].cq)
+			ibv.destroy_cq(c->rails[k].cq);
 	if (c->fifo_mr)
 		ibv.dereg_mr(c->fifo_mr);
 	if (c->pool_mr)
@@ -81,21 +96,30 @@ static void comm_free(struct ib_comm *c)
 	free(c);
 }
 
-static struct ib_comm *comm_new(int devidx, struct braid_link *lk, int is_send)
+static struct ib_comm *comm_new(const struct braid_vdev *vd, struct braid_link *lk, int is_send)
 {
 	struct ib_comm *c = calloc(1, sizeof(*c));
 
 	if (!c)
 		return NULL;
-	c->devidx = devidx;
-	c->dev = &ib.devs[devidx];
-	c->hca = c->dev->hca;
+	c->nrails = vd->n;
+	for (int k = 0; k < vd->n; k++) {
+		struct ib_rail *rl = &c->rails[k];
+
+		rl->devidx = vd->nic[k];
+		rl->dev = &ib.devs[vd->nic[k]];
+		rl->hca = rl->dev->hca;
+		rl->comm = c;
+		ib_rail_register(rl);
+	}
+	c->devidx = c->rails[0].devidx;
+	c->dev = c->rails[0].dev;
+	c->hca = c->rails[0].hca;
 	c->is_send = is_send;
 	c->link = lk;
 	snprintf(c->peer, sizeof(c->peer), "%s", lk->peer);
 	c->traffic_class = (int)braid_param_int(BRAID_P_IB_TC);
 	c->split_bytes = (size_t)braid_param_int(BRAID_P_IB_SPLIT_BYTES);
-	ib_comm_register(c);
 	return c;
 }
 
@@ -108,7 +132,15 @@ static int flush_wanted(const struct ib_comm *c)
 	return mode == 1 || (mode == 0 && (c->hca->gdr_peermem || c->hca->gdr_dmabuf));
 }
 
-/* CQ, QPs (to INIT), request pool; the sender's FIFO. */
+/* The QPs a connector asks for: BRAID_IB_QPS_PER_CONN per NIC, at least one per NIC. */
+static int connector_nqps(const struct ib_comm *c)
+{
+	int n = c->dev->nqps * c->nrails;
+
+	return n > IB_MAX_QPS ? IB_MAX_QPS : n;
+}
+
+/* CQs, QPs (to INIT), request pool; the sender's FIFO. */
 static int comm_open(struct ib_comm *c, int nqps)
 {
 	struct ib_hca *h = c->hca;
@@ -116,15 +148,29 @@ static int comm_open(struct ib_comm *c, int nqps)
 	int flush = !c->is_send && flush_wanted(c) ? IB_FLUSH_DEPTH : 0;
 	int rc;
 
+	if (nqps < c->nrails) {
+		/* the peer's QPs cannot reach every NIC of ours: use as many as they do */
+		BRAID_INFO(NCCL_NET, "ib: comm with %s uses %d of %d NICs of %s (peer has %d QPs)",
+			   c->peer, nqps, c->nrails, c->dev->name, nqps);
+		for (int k = nqps; k < c->nrails; k++)
+			ib_rail_unregister(&c->rails[k]);
+		c->nrails = nqps;
+	}
 	c->nqps = nqps;
-	c->cq = ibv.create_cq(h->ctx, nqps * per_qp + flush + 16, NULL, NULL, 0);
-	if (!c->cq) {
-		rc = errno ? errno : EIO;
-		BRAID_WARN("ib: ibv_create_cq on %s failed: %s", h->name, strerror(rc));
-		return -rc;
+	for (int k = 0; k < c->nrails; k++) {
+		struct ib_rail *rl = &c->rails[k];
+		int mine = (nqps - k + c->nrails - 1) / c->nrails; /* QPs k, k + nrails, ... */
+
+		rl->cq = ibv.create_cq(rl->hca->ctx, mine * per_qp + flush + 16, NULL, NULL, 0);
+		if (!rl->cq) {
+			rc = errno ? errno : EIO;
+			BRAID_WARN("ib: ibv_create_cq on %s failed: %s", rl->hca->name,
+				   strerror(rc));
+			return -rc;
+		}
 	}
 	for (int i = 0; i < nqps; i++) {
-		rc = ib_qp_create(c, &c->qps[i], c->is_send);
+		rc = ib_qp_create(c, &c->qps[i], i % c->nrails, c->is_send);
 		if (rc)
 			return rc;
 	}
@@ -142,12 +188,31 @@ static int comm_open(struct ib_comm *c, int nqps)
 		for (int i = 0; i < nqps; i++) {
 			rc = ib_qp_post_recvs(c, &c->qps[i], IB_RQ_DEPTH);
 			if (rc) {
-				BRAID_WARN("ib: posting receives on %s:%d failed: %s", c->dev->name,
-					   c->dev->port, strerror(-rc));
+				BRAID_WARN("ib: posting receives on %s:%d failed: %s",
+					   c->rails[c->qps[i].rail].dev->name,
+					   c->rails[c->qps[i].rail].dev->port, strerror(-rc));
 				return rc;
 			}
 		}
-		return flush ? ib_flush_open(c) : 0;
+		for (int k = 0; flush && k < c->nrails; k++) {
+			rc = ib_flush_open(c, &c->rails[k]);
+			if (rc)
+				return rc;
+		}
+		return 0;
+	}
+	if (c->nrails > 1) {
+		const struct braid_stripe_cfg cfg = {
+			.mode = (int)braid_param_int(BRAID_P_STRIPE),
+			.threshold = (size_t)braid_param_int(BRAID_P_STRIPE_BYTES),
+			.min_chunk = BRAID_STRIPE_DEF_MIN_CHUNK,
+			.align = BRAID_STRIPE_DEF_ALIGN,
+		};
+		int speed[BRAID_VDEV_MAX_NICS];
+
+		for (int k = 0; k < c->nrails; k++)
+			speed[k] = c->rails[k].dev->speed_mbps;
+		braid_stripe_init(&c->stripe, c->nrails, speed, &cfg);
 	}
 	c->fifo = braid_numa_alloc(IB_RING * sizeof(*c->fifo), c->dev->numa_node);
 	if (!c->fifo)
@@ -165,19 +230,24 @@ reg_fail:
 
 static void fill_wire(struct ib_comm *c, struct ib_wire *w, const uint32_t *psn)
 {
-	struct ib_dev *d = c->dev;
-
 	memset(w, 0, sizeof(*w));
 	w->magic = IB_WIRE_MAGIC;
 	w->version = IB_WIRE_VERSION;
 	w->len = sizeof(*w);
-	w->link_layer = (uint8_t)d->link_layer;
-	w->mtu = (uint8_t)d->mtu;
 	w->nqps = (uint8_t)c->nqps;
-	w->port = (uint8_t)d->port;
-	w->lid = d->lid;
-	w->gid_index = (uint16_t)d->gid_index;
-	memcpy(w->gid, d->gid.raw, 16);
+	w->nrails = (uint8_t)c->nrails;
+	for (int k = 0; k < c->nrails; k++) {
+		const struct ib_dev *d = c->rails[k].dev;
+		struct ib_wire_rail *wr = &w->rails[k];
+
+		wr->link_layer = (uint8_t)d->link_layer;
+		wr->mtu = (uint8_t)d->mtu;
+		wr->port = (uint8_t)d->port;
+		wr->lid = d->lid;
+		wr->gid_index = (uint16_t)d->gid_index;
+		memcpy(wr->gid, d->gid.raw, 16);
+		snprintf(wr->dev, sizeof(wr->dev), "%.39s", d->name);
+	}
 	if (c->fifo_mr) {
 		w->fifo_addr = (uint64_t)(uintptr_t)c->fifo;
 		w->fifo_rkey = c->fifo_mr->rkey;
@@ -186,7 +256,6 @@ static void fill_wire(struct ib_comm *c, struct ib_wire *w, const uint32_t *psn)
 		w->qpn[i] = c->qps[i].qp->qp_num;
 		w->psn[i] = psn[i];
 	}
-	snprintf(w->dev, sizeof(w->dev), "%s", d->name);
 }
 
 /* 0 when the peer's description is usable; -EPROTO with one WARN otherwise. */
@@ -195,7 +264,7 @@ static int check_wire(struct ib_comm *c, const void *payload, uint32_t len, int 
 {
 	const struct ib_wire *w = payload;
 
-	if (len < offsetof(struct ib_wire, link_layer) || w->magic != IB_WIRE_MAGIC) {
+	if (len < offsetof(struct ib_wire, nqps) || w->magic != IB_WIRE_MAGIC) {
 		BRAID_WARN("ib: %s %s: the peer's %s is not braid's verbs handshake (%u bytes%s); is "
 			   "it running braid with BRAID_BACKEND=ib?",
 			   side, c->peer, want_nqps ? "reply" : "hello", len,
@@ -208,10 +277,19 @@ static int check_wire(struct ib_comm *c, const void *payload, uint32_t len, int 
 			   side, c->peer, w->version, w->len, IB_WIRE_VERSION, sizeof(*w));
 		return -EPROTO;
 	}
-	if (w->link_layer != c->dev->link_layer) {
-		BRAID_WARN("ib: %s %s: the peer's port %s:%u is %s, ours %s:%d is %s", side,
-			   c->peer, w->dev, w->port,
-			   w->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
+	if (w->nrails < 1 || w->nrails > BRAID_VDEV_MAX_NICS) {
+		BRAID_WARN("ib: %s %s: bad NIC count %u", side, c->peer, w->nrails);
+		return -EPROTO;
+	}
+	/* every NIC of both ends on one link layer, as NCCL requires of a merged device */
+	for (int k = 0; k < w->nrails; k++) {
+		const struct ib_wire_rail *r = &w->rails[k];
+
+		if (r->link_layer == c->dev->link_layer)
+			continue;
+		BRAID_WARN("ib: %s %s: the peer's port %.40s:%u is %s, ours %s:%d is %s", side,
+			   c->peer, r->dev, r->port,
+			   r->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
 			   c->dev->name, c->dev->port,
 			   c->dev->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand");
 		return -EPROTO;
@@ -225,15 +303,21 @@ static int check_wire(struct ib_comm *c, const void *payload, uint32_t len, int 
 
 static int connect_qps(struct ib_comm *c, const struct ib_wire *w, const uint32_t *lpsn)
 {
-	union ibv_gid rgid;
-	enum ibv_mtu mtu = (enum ibv_mtu)(w->mtu < c->dev->mtu ? w->mtu : c->dev->mtu);
 	struct braid_ctr_region *r = braid_counters();
+	union ibv_gid rgid;
 
-	memcpy(rgid.raw, w->gid, 16);
+	memcpy(rgid.raw, w->rails[0].gid, 16);
 	ib_gid_str(&rgid, c->peer_gid, sizeof(c->peer_gid));
 	for (int i = 0; i < c->nqps; i++) {
-		int rc = ib_qp_connect(c, &c->qps[i], i, w->qpn[i], w->psn[i], lpsn[i], &rgid,
-				       w->lid, mtu);
+		struct ib_qp *qp = &c->qps[i];
+		const struct ib_wire_rail *pr = &w->rails[i % w->nrails];
+		const struct ib_dev *d = c->rails[qp->rail].dev;
+		enum ibv_mtu mtu = (enum ibv_mtu)(pr->mtu < d->mtu ? pr->mtu : d->mtu);
+		int rc;
+
+		qp->peer_rail = (uint8_t)(i % w->nrails);
+		memcpy(rgid.raw, pr->gid, 16);
+		rc = ib_qp_connect(c, qp, i, w->qpn[i], w->psn[i], lpsn[i], &rgid, pr->lid, mtu);
 
 		if (rc)
 			return rc;
@@ -246,7 +330,7 @@ static int connect_qps(struct ib_comm *c, const struct ib_wire *w, const uint32_
 							 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 				continue;
 			memset((char *)q + sizeof(q->in_use), 0, sizeof(*q) - sizeof(q->in_use));
-			q->dev = c->devidx;
+			q->dev = c->rails[qp->rail].devidx;
 			q->comm = -1;
 			q->qpn = c->qps[i].qp->qp_num;
 			q->remote_qpn = w->qpn[i];
@@ -269,9 +353,10 @@ static void log_ready(struct ib_comm *c)
 					 "%s%#x->%#x fl %#x sport %u", i ? ", " : "",
 					 c->qps[i].qp->qp_num, c->qps[i].remote_qpn,
 					 c->qps[i].flow_label, c->qps[i].sport);
-	BRAID_INFO(NCCL_NET, "ib: %s comm %s %s on %s:%d ready, peer GID %s, %d QP(s): %s",
+	BRAID_INFO(NCCL_NET, "ib: %s comm %s %s on %s:%d%s ready, peer GID %s, %d QP(s): %s",
 		   c->is_send ? "send" : "receive", c->is_send ? "to" : "from", c->peer,
-		   c->dev->name, c->dev->port, c->peer_gid, c->nqps, labels);
+		   c->dev->name, c->dev->port, c->nrails > 1 ? " and more NICs" : "", c->peer_gid,
+		   c->nqps, labels);
 }
 
 static void make_psns(uint32_t *psn, int n)
@@ -310,7 +395,7 @@ static int link_finish(void *comm, const void *blob, uint32_t len)
 static int link_answer(void *listen_comm, struct braid_link *lk, const void *blob, uint32_t len,
 		       void *reply, uint32_t *rlen, void **comm)
 {
-	struct ib_comm *c = comm_new(to_listen_comm(listen_comm)->dev, lk, 0);
+	struct ib_comm *c = comm_new(&to_listen_comm(listen_comm)->vdev, lk, 0);
 	const struct ib_wire *hello = blob;
 	uint32_t psn[IB_MAX_QPS];
 	int rc;
@@ -352,9 +437,10 @@ static const struct braid_link_ops ib_link_ops = {
 	.discard = link_discard,
 };
 
-ncclResult_t ib_listen(int dev, void *handle, void **listen_comm)
+ncclResult_t ib_listen(const struct braid_vdev *vd, void *handle, void **listen_comm)
 {
-	return braid_listen_comm_open(&ib_link_ops, dev, handle, ib.devs[dev].ctr, listen_comm);
+	return braid_listen_comm_open(&ib_link_ops, vd, handle, ib.devs[vd->nic[0]].ctr,
+				      listen_comm);
 }
 
 /* A comm is ready: its counters, and the QPs' records name it. */
@@ -363,6 +449,12 @@ static void comm_ready(struct ib_comm *c, int is_send)
 	c->ctr = braid_counters_comm_get(c->devidx,
 					 is_send ? BRAID_CTR_COMM_SEND : BRAID_CTR_COMM_RECV,
 					 c->peer);
+	c->ctr->nlanes = (uint32_t)c->nrails;
+	for (int k = 0; k < c->nrails && k < BRAID_CTR_MAX_LANES; k++) {
+		c->rails[k].ctr = &c->ctr->lanes[k];
+		c->rails[k].ctr->dev = c->rails[k].devidx;
+		c->rails[k].ctr->weight_ppm = (uint32_t)(1000000 / c->nrails);
+	}
 	for (int i = 0; i < c->nqps; i++)
 		if (c->qps[i].ctr)
 			c->qps[i].ctr->comm = ctr_index(c->ctr);
@@ -370,8 +462,8 @@ static void comm_ready(struct ib_comm *c, int is_send)
 	log_ready(c);
 }
 
-ncclResult_t ib_connect(int dev, const struct braid_conn_opts *opts, const void *handle,
-			void **send_comm)
+ncclResult_t ib_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
+			const void *handle, void **send_comm)
 {
 	struct ib_comm *c = braid_handle_stage_get(handle);
 	struct braid_link *lk;
@@ -379,17 +471,17 @@ ncclResult_t ib_connect(int dev, const struct braid_conn_opts *opts, const void 
 	int rc;
 
 	if (!c) {
-		res = braid_link_dial(&ib_link_ops, dev, handle, &lk);
+		res = braid_link_dial(&ib_link_ops, vd->nic[0], handle, &lk);
 		if (res != ncclSuccess)
 			return res;
-		c = comm_new(dev, lk, 1);
+		c = comm_new(vd, lk, 1);
 		if (!c) {
 			braid_link_close(lk, NULL);
 			return ncclSystemError;
 		}
 		if (opts->traffic_class != NCCL_NET_TRAFFIC_CLASS_UNDEF)
 			c->traffic_class = opts->traffic_class & 0xff;
-		rc = comm_open(c, c->dev->nqps);
+		rc = comm_open(c, connector_nqps(c));
 		if (rc) {
 			comm_free(c);
 			return braid_link_error(rc);

@@ -46,6 +46,12 @@ static int qp_index(const struct ib_comm *c, uint32_t qpn)
 
 static void check_health(struct ib_comm *c);
 
+/* The rail of QP qi (rail 0 when it is none of the data QPs: a flush QP, say). */
+static const struct ib_rail *rail_of(const struct ib_comm *c, int qi)
+{
+	return &c->rails[qi >= 0 ? c->qps[qi].rail : 0];
+}
+
 static ncclResult_t wc_result(enum ibv_wc_status st)
 {
 	switch (st) {
@@ -96,7 +102,7 @@ static void handle_wc_error(struct ib_comm *c, const struct ibv_wc *wc)
 	c->warned = 1;
 	BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): %s completion "
 		   "error: %s (status %d, vendor error %#x)",
-		   side(c), c->dev->name, c->dev->port, wc->qp_num,
+		   side(c), rail_of(c, qi)->dev->name, rail_of(c, qi)->dev->port, wc->qp_num,
 		   qi >= 0 ? c->qps[qi].remote_qpn : 0, c->peer, c->peer_gid,
 		   kind == IB_WR_SEND    ? "data write"
 		   : kind == IB_WR_FIFO  ? "FIFO write"
@@ -111,7 +117,7 @@ static void data_arrived(struct ib_comm *c, const struct ibv_wc *wc)
 {
 	uint32_t imm = ntohl(wc->imm_data);
 	uint32_t seq8 = (imm >> 3) & 0xff;
-	int idx = (int)(imm & 7), nch = (int)((imm >> 11) & 7) + 1;
+	int idx = (int)(imm & 7), nch = ib_imm_chunks(imm);
 	struct ib_req *r = c->slot[seq8 % IB_RING];
 	int qi = qp_index(c, wc->qp_num);
 
@@ -121,8 +127,8 @@ static void data_arrived(struct ib_comm *c, const struct ibv_wc *wc)
 			c->warned = 1;
 			BRAID_WARN("ib: receive comm %s:%d QP %#x (peer %s, GID %s): protocol error: "
 				   "data for group %u buffer %d (imm %#x) while at group %u",
-				   c->dev->name, c->dev->port, wc->qp_num, c->peer, c->peer_gid,
-				   seq8, idx, imm, c->seq);
+				   rail_of(c, qi)->dev->name, rail_of(c, qi)->dev->port, wc->qp_num,
+				   c->peer, c->peer_gid, seq8, idx, imm, c->seq);
 		}
 		comm_fail(c, ncclRemoteError);
 		return;
@@ -134,11 +140,48 @@ static void data_arrived(struct ib_comm *c, const struct ibv_wc *wc)
 		braid_ctr_add(&c->qps[qi].ctr->rx_bytes, wc->byte_len);
 		braid_ctr_add(&c->qps[qi].ctr->rx_msgs, 1);
 	}
+	if (qi >= 0 && c->nrails > 1 && c->rails[c->qps[qi].rail].ctr) {
+		braid_ctr_add(&c->rails[c->qps[qi].rail].ctr->bytes, wc->byte_len);
+		braid_ctr_add(&c->rails[c->qps[qi].rail].ctr->chunks, 1);
+	}
 	if (r->chunks_got[idx] == nch) {
 		r->pending--;
 		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_bytes), r->size[idx]);
 		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_msgs), 1);
 	}
+}
+
+/* A sender's chunk on a rail completed: the stripe's goodput sample, and a NIC that runs
+ * slow is named once. */
+static void rail_chunk_done(struct ib_comm *c, struct ib_req *r, uint32_t qpn)
+{
+	int qi = qp_index(c, qpn), k, slow;
+	double rate, others;
+	struct ib_rail *rl;
+
+	if (qi < 0)
+		return;
+	k = c->qps[qi].rail;
+	if (!r->rail_pending[k] || --r->rail_pending[k])
+		return;
+	braid_stripe_completed(&c->stripe, k, r->rail_bytes[k], braid_now_ns());
+	rl = &c->rails[k];
+	if (rl->ctr) {
+		rl->ctr->weight_ppm = (uint32_t)(braid_stripe_weight(&c->stripe, k) * 1e6);
+		rl->ctr->rate_bps = (uint64_t)braid_stripe_rate(&c->stripe, k);
+	}
+	slow = braid_stripe_slow_lane(&c->stripe, &rate, &others);
+	if (slow < 0)
+		return;
+	rl = &c->rails[slow];
+	BRAID_WARN("ib: send comm to %s: NIC %s:%d carries %.0f MB/s, under half the %.0f MB/s of "
+		   "the comm's other NICs; striping gives it less (BRAID_STRIPE=%s). Check its "
+		   "link speed and the path to the peer.",
+		   c->peer, rl->dev->name, rl->dev->port, rate / 1e6, others / 1e6,
+		   braid_param_int(BRAID_P_STRIPE) ? "equal" : "adaptive");
+	if (rl->ctr)
+		rl->ctr->slow = 1;
+	braid_ctr_add(&rl->dev->ctr->slow_lanes, 1);
 }
 
 static void handle_wc(struct ib_comm *c, const struct ibv_wc *wc)
@@ -151,6 +194,8 @@ static void handle_wc(struct ib_comm *c, const struct ibv_wc *wc)
 	}
 	switch (wc->wr_id & 3) {
 	case IB_WR_SEND:
+		if (c->nrails > 1)
+			rail_chunk_done(c, r, wc->qp_num);
 		if (--r->pending == 0 && r->status == ncclSuccess) {
 			braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_bytes), r->size[0]);
 			braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_msgs), 1);
@@ -171,15 +216,19 @@ static void progress(struct ib_comm *c)
 	struct ibv_wc wc[CQ_BATCH];
 	int n;
 
-	do {
-		n = ibv_poll_cq(c->cq, CQ_BATCH, wc);
-		for (int i = 0; i < n; i++)
-			handle_wc(c, &wc[i]);
-	} while (n == CQ_BATCH);
-	if (n < 0) {
-		BRAID_WARN("ib: ibv_poll_cq on %s:%d (peer %s) failed", c->dev->name, c->dev->port,
-			   c->peer);
-		comm_fail(c, ncclSystemError);
+	for (int k = 0; k < c->nrails; k++) {
+		struct ib_rail *rl = &c->rails[k];
+
+		do {
+			n = ibv_poll_cq(rl->cq, CQ_BATCH, wc);
+			for (int i = 0; i < n; i++)
+				handle_wc(c, &wc[i]);
+		} while (n == CQ_BATCH);
+		if (n < 0) {
+			BRAID_WARN("ib: ibv_poll_cq on %s:%d (peer %s) failed", rl->dev->name,
+				   rl->dev->port, c->peer);
+			comm_fail(c, ncclSystemError);
+		}
 	}
 	if (c->is_send || c->error)
 		return;
@@ -193,10 +242,20 @@ static void progress(struct ib_comm *c)
 		q->rq_reposts = 0;
 		if (rc) {
 			BRAID_WARN("ib: receive comm %s:%d QP %#x: reposting receives failed: %s",
-				   c->dev->name, c->dev->port, q->qp->qp_num, strerror(-rc));
+				   c->rails[q->rail].dev->name, c->rails[q->rail].dev->port,
+				   q->qp->qp_num, strerror(-rc));
 			comm_fail(c, ncclSystemError);
 		}
 	}
+}
+
+/* The first rail whose port went down, or -1. */
+static int rail_down(const struct ib_comm *c)
+{
+	for (int k = 0; k < c->nrails; k++)
+		if (__atomic_load_n(&c->rails[k].dev->port_down, __ATOMIC_ACQUIRE))
+			return k;
+	return -1;
 }
 
 /* While something waits: is the peer process there, did an async event or a port going
@@ -209,20 +268,26 @@ static void check_health(struct ib_comm *c)
 	if (now < c->next_liveness_ns || c->error)
 		return;
 	c->next_liveness_ns = now + (uint64_t)braid_param_int(BRAID_P_LIVENESS_MS) * 1000000ULL;
-	ib_async_poll(c->hca);
+	for (int k = 0; k < c->nrails; k++)
+		ib_async_poll(c->rails[k].hca);
 	async = __atomic_load_n(&c->async_error, __ATOMIC_ACQUIRE);
 	if (async) {
 		const struct ib_qp *q = &c->qps[c->async_qp];
 
 		BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): %s",
-			   side(c), c->dev->name, c->dev->port, q->qp->qp_num, q->remote_qpn,
-			   c->peer, c->peer_gid, c->async_why);
+			   side(c), c->rails[q->rail].dev->name, c->rails[q->rail].dev->port,
+			   q->qp->qp_num, q->remote_qpn, c->peer, c->peer_gid, c->async_why);
 		comm_fail(c, (ncclResult_t)async);
-	} else if (__atomic_load_n(&c->dev->port_down, __ATOMIC_ACQUIRE)) {
+	} else if (rail_down(c) >= 0) {
+		const struct ib_rail *rl = &c->rails[rail_down(c)];
+		const struct ib_qp *q = &c->qps[rl - c->rails];
+
 		BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): port %d is "
-			   "down (IBV_EVENT_PORT_ERR) with %d request(s) in flight",
-			   side(c), c->dev->name, c->dev->port, c->qps[0].qp->qp_num,
-			   c->qps[0].remote_qpn, c->peer, c->peer_gid, c->dev->port, c->inflight);
+			   "down (IBV_EVENT_PORT_ERR) with %d request(s) in flight%s",
+			   side(c), rl->dev->name, rl->dev->port, q->qp->qp_num, q->remote_qpn,
+			   c->peer, c->peer_gid, rl->dev->port, c->inflight,
+			   c->nrails > 1 ? "; the comm's other NICs are not used in its place"
+					 : "");
 		comm_fail(c, ncclSystemError);
 	} else {
 		enum braid_link_state was = c->link->state;
@@ -280,11 +345,17 @@ static const struct ib_fifo_elem *group_ready(struct ib_comm *c)
 	return e;
 }
 
-static int post_write(struct ib_comm *c, int qi, struct ib_req *r, const void *buf, uint32_t len,
-		      uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm)
+/* Bytes [off, off + len) of the message, over QP qi, into the receiver's buffer e: with
+ * the keys of the QP's rail here and of the peer's rail it reaches there. */
+static int post_write(struct ib_comm *c, int qi, struct ib_req *r, const char *data, size_t off,
+		      uint32_t len, const struct ib_mr *m, const struct ib_fifo_elem *e,
+		      uint32_t imm)
 {
 	struct ib_qp *q = &c->qps[qi];
-	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = len, .lkey = lkey };
+	const struct ib_rail *rl = &c->rails[q->rail];
+	struct ibv_sge sge = { .addr = (uintptr_t)(data + off),
+			       .length = len,
+			       .lkey = ib_mr_on(m, q->rail)->lkey };
 	struct ibv_send_wr wr, *bad;
 	int rc;
 
@@ -295,13 +366,13 @@ static int post_write(struct ib_comm *c, int qi, struct ib_req *r, const void *b
 	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
 	wr.send_flags = IBV_SEND_SIGNALED;
 	wr.imm_data = htonl(imm);
-	wr.wr.rdma.remote_addr = raddr;
-	wr.wr.rdma.rkey = rkey;
+	wr.wr.rdma.remote_addr = e->addr + off;
+	wr.wr.rdma.rkey = e->rkey[q->peer_rail];
 	rc = ibv_post_send(q->qp, &wr, &bad);
 	if (rc) {
 		BRAID_WARN("ib: send comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): "
 			   "ibv_post_send of %u bytes failed: %s",
-			   c->dev->name, c->dev->port, q->qp->qp_num, q->remote_qpn, c->peer,
+			   rl->dev->name, rl->dev->port, q->qp->qp_num, q->remote_qpn, c->peer,
 			   c->peer_gid, len, strerror(rc));
 		return -rc;
 	}
@@ -337,6 +408,64 @@ static ncclResult_t refuse_after_bye(struct ib_comm *c)
 	c->warned = 1;
 	comm_fail(c, ncclRemoteError);
 	return c->error;
+}
+
+/* The QPs of rail k: k, k + nrails, ... */
+static int rail_nqps(const struct ib_comm *c, int k)
+{
+	return (c->nqps - k + c->nrails - 1) / c->nrails;
+}
+
+/*
+ * A message on several rails: plugin/stripe.c says how many bytes each rail carries; a
+ * rail's part above BRAID_IB_SPLIT_BYTES is cut again over that rail's QPs. Every chunk's
+ * immediate carries the total count, so the receiver knows when the buffer is complete.
+ * imm0 is the immediate for one chunk. 0, or the first post's error (*posted went out).
+ */
+static int post_striped(struct ib_comm *c, struct ib_req *r, const char *data, size_t size,
+			const struct ib_mr *m, const struct ib_fifo_elem *e, uint32_t imm0,
+			int *posted)
+{
+	size_t len[BRAID_STRIPE_MAX_LANES], off = 0;
+	int nq[BRAID_STRIPE_MAX_LANES] = { 0 }, first, nch = 0, rc = 0;
+	uint64_t now = braid_now_ns();
+
+	braid_stripe_split(&c->stripe, size, len, &first);
+	for (int k = 0; k < c->nrails; k++) {
+		if (!len[k] && k != first)
+			continue;
+		nq[k] = len[k] > c->split_bytes ? rail_nqps(c, k) : 1;
+		nch += nq[k];
+	}
+	imm0 += (uint32_t)(nch - 1) << 11;
+	for (int k = 0; k < c->nrails && !rc; k++) {
+		size_t chunk, left = len[k];
+
+		if (!nq[k])
+			continue;
+		chunk = (left + (size_t)nq[k] - 1) / (size_t)nq[k];
+		chunk = (chunk + 127) & ~(size_t)127;
+		braid_stripe_posted(&c->stripe, k, len[k], now);
+		r->rail_bytes[k] = (uint32_t)len[k];
+		for (int j = 0; j < nq[k] && !rc; j++) {
+			/* one QP for a small part, in turn; a large part over all of the rail's */
+			int qslot = nq[k] == 1 ? (int)(c->next_qp % (uint32_t)rail_nqps(c, k)) : j;
+			uint32_t n = (uint32_t)(left < chunk ? left : chunk);
+
+			rc = post_write(c, k + qslot * c->nrails, r, data, off, n, m, e, imm0);
+			if (rc)
+				break;
+			r->rail_pending[k]++;
+			(*posted)++;
+			off += n;
+			left -= n;
+		}
+		if (c->rails[k].ctr) {
+			braid_ctr_add(&c->rails[k].ctr->bytes, len[k]);
+			braid_ctr_add(&c->rails[k].ctr->chunks, 1);
+		}
+	}
+	return rc;
 }
 
 ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
@@ -398,15 +527,18 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 		chunk = ((size + (size_t)nch - 1) / (size_t)nch + 127) & ~(size_t)127;
 		nch = (int)((size + chunk - 1) / chunk);
 	}
-	for (int k = 0; k < nch && !rc; k++) {
-		size_t off = (size_t)k * chunk;
-		size_t len = size - off < chunk ? size - off : chunk;
+	if (c->nrails > 1) {
+		rc = post_striped(c, r, data, size, m, &e, ib_imm(c->seq, idx, 1), &posted);
+	} else {
+		for (int k = 0; k < nch && !rc; k++) {
+			size_t off = (size_t)k * chunk;
+			size_t len = size - off < chunk ? size - off : chunk;
 
-		rc = post_write(c, (int)((c->next_qp + (uint32_t)k) % (uint32_t)c->nqps), r,
-				(char *)data + off, (uint32_t)len, m->mr->lkey, e.addr + off,
-				e.rkey, ib_imm(c->seq, idx, nch));
-		if (!rc)
-			posted++;
+			rc = post_write(c, (int)((c->next_qp + (uint32_t)k) % (uint32_t)c->nqps), r,
+					data, off, (uint32_t)len, m, &e, ib_imm(c->seq, idx, nch));
+			if (!rc)
+				posted++;
+		}
 	}
 	c->next_qp++;
 	if (rc) {
@@ -469,10 +601,11 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 			.idx = (uint16_t)i,
 			.addr = (uint64_t)(uintptr_t)data[i],
 			.size = sizes[i],
-			.rkey = m->mr->rkey,
 			.tag = tags[i],
 			.seq_end = c->seq + 1,
 		};
+		for (int k = 0; k < c->nrails; k++)
+			r->fifo[i].rkey[k] = ib_mr_on(m, k)->rkey;
 	}
 	sge.addr = (uintptr_t)r->fifo;
 	sge.length = (uint32_t)(n * (int)sizeof(r->fifo[0]));

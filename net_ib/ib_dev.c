@@ -545,34 +545,34 @@ static ncclResult_t ib_get_props(int devidx, struct braid_dev_props *p)
 
 /* ---- comms of an HCA, for async events ---- */
 
-void ib_comm_register(struct ib_comm *c)
+void ib_rail_register(struct ib_rail *rl)
 {
-	struct ib_hca *h = c->hca;
+	struct ib_hca *h = rl->hca;
 
 	pthread_mutex_lock(&h->lock);
-	c->next = h->comms;
-	h->comms = c;
+	rl->next = h->comms;
+	h->comms = rl;
 	pthread_mutex_unlock(&h->lock);
 }
 
-void ib_comm_unregister(struct ib_comm *c)
+void ib_rail_unregister(struct ib_rail *rl)
 {
-	struct ib_hca *h = c->hca;
+	struct ib_hca *h = rl->hca;
 
 	pthread_mutex_lock(&h->lock);
-	for (struct ib_comm **pp = &h->comms; *pp; pp = &(*pp)->next)
-		if (*pp == c) {
-			*pp = c->next;
+	for (struct ib_rail **pp = &h->comms; *pp; pp = &(*pp)->next)
+		if (*pp == rl) {
+			*pp = rl->next;
 			break;
 		}
 	pthread_mutex_unlock(&h->lock);
 }
 
-static void mark_comm(struct ib_comm *c, ncclResult_t rc, const char *fmt, const char *what)
+static void mark_comm(struct ib_comm *c, ncclResult_t rc, const struct ib_hca *h, const char *what)
 {
 	if (__atomic_load_n(&c->async_error, __ATOMIC_ACQUIRE))
 		return;
-	snprintf(c->async_why, sizeof(c->async_why), fmt, what);
+	snprintf(c->async_why, sizeof(c->async_why), "async event on %s: %s", h->name, what);
 	__atomic_store_n(&c->async_error, (int)rc, __ATOMIC_RELEASE);
 }
 
@@ -586,22 +586,25 @@ static void handle_event(struct ib_hca *h, const struct ibv_async_event *e)
 	case IBV_EVENT_QP_REQ_ERR:
 	case IBV_EVENT_QP_ACCESS_ERR:
 		/* Compare pointers only: the QP may already be gone. */
-		for (struct ib_comm *c = h->comms; c; c = c->next)
+		for (struct ib_rail *rl = h->comms; rl; rl = rl->next) {
+			struct ib_comm *c = rl->comm;
+
 			for (int i = 0; i < c->nqps; i++)
 				if (c->qps[i].qp == e->element.qp &&
 				    !__atomic_load_n(&c->async_error, __ATOMIC_ACQUIRE)) {
 					c->async_qp = i;
-					mark_comm(c, ncclRemoteError, "async event: %s", what);
+					mark_comm(c, ncclRemoteError, h, what);
 				}
+		}
 		break;
 	case IBV_EVENT_CQ_ERR:
-		for (struct ib_comm *c = h->comms; c; c = c->next)
-			if (c->cq == e->element.cq)
-				mark_comm(c, ncclSystemError, "async event: %s", what);
+		for (struct ib_rail *rl = h->comms; rl; rl = rl->next)
+			if (rl->cq == e->element.cq)
+				mark_comm(rl->comm, ncclSystemError, h, what);
 		break;
 	case IBV_EVENT_DEVICE_FATAL:
-		for (struct ib_comm *c = h->comms; c; c = c->next)
-			mark_comm(c, ncclSystemError, "async event: %s", what);
+		for (struct ib_rail *rl = h->comms; rl; rl = rl->next)
+			mark_comm(rl->comm, ncclSystemError, h, what);
 		break;
 	case IBV_EVENT_PORT_ERR:
 	case IBV_EVENT_PORT_ACTIVE:
@@ -631,6 +634,7 @@ void ib_async_poll(struct ib_hca *h)
 const struct braid_backend_ops braid_ib_ops = {
 	.name = "ib",
 	.kind = BRAID_BACKEND_IB,
+	.max_nics = BRAID_VDEV_MAX_NICS,
 	.init = ib_init,
 	.fini = ib_fini,
 	.ndevs = ib_ndevs,

@@ -6,7 +6,9 @@
  * receive comm has its own loopback QP, on the comm's own CQ, deep enough for a flush
  * per request the comm can hold: no other comm's load can ever fill it. The QP exists
  * only where flushes are due (GPUDirect on the HCA, or BRAID_IB_FLUSH=always); with
- * nothing to flush iflush returns a NULL request, as NCCL's contract allows.
+ * nothing to flush iflush returns a NULL request, as NCCL's contract allows. A comm over
+ * several NICs has one per NIC and flushes on each (as NCCL: "we don't know which
+ * devIndex the recv was on, so we flush on all devices").
  */
 #include <errno.h>
 #include <string.h>
@@ -15,20 +17,26 @@
 #include "plugin/log.h"
 #include "plugin/params.h"
 
+static void flush_close_rail(struct ib_rail *rl)
+{
+	if (rl->flush_qp)
+		ibv.destroy_qp(rl->flush_qp);
+	if (rl->flush_mr)
+		ibv.dereg_mr(rl->flush_mr);
+	rl->flush_qp = NULL;
+	rl->flush_mr = NULL;
+}
+
 void ib_flush_close(struct ib_comm *c)
 {
-	if (c->flush_qp)
-		ibv.destroy_qp(c->flush_qp);
-	if (c->flush_mr)
-		ibv.dereg_mr(c->flush_mr);
-	c->flush_qp = NULL;
-	c->flush_mr = NULL;
+	for (int i = 0; i < c->nrails; i++)
+		flush_close_rail(&c->rails[i]);
 }
 
 /* INIT -> RTR (to itself) -> RTS; 0 or the failing step's errno. */
-static int flush_qp_up(struct ib_comm *c)
+static int flush_qp_up(struct ib_rail *rl)
 {
-	struct ib_dev *d = c->dev;
+	struct ib_dev *d = rl->dev;
 	struct ibv_qp_attr a;
 	int rc;
 
@@ -36,14 +44,14 @@ static int flush_qp_up(struct ib_comm *c)
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = (uint8_t)d->port;
 	a.qp_access_flags = IBV_ACCESS_REMOTE_READ;
-	rc = ibv.modify_qp(c->flush_qp, &a,
+	rc = ibv.modify_qp(rl->flush_qp, &a,
 			   IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 	if (rc)
 		return rc;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = d->mtu;
-	a.dest_qp_num = c->flush_qp->qp_num;
+	a.dest_qp_num = rl->flush_qp->qp_num;
 	a.max_dest_rd_atomic = 1;
 	a.min_rnr_timer = 12;
 	a.ah_attr.port_num = (uint8_t)d->port;
@@ -55,7 +63,7 @@ static int flush_qp_up(struct ib_comm *c)
 	} else {
 		a.ah_attr.dlid = d->lid;
 	}
-	rc = ibv.modify_qp(c->flush_qp, &a,
+	rc = ibv.modify_qp(rl->flush_qp, &a,
 			   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 				   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
 				   IBV_QP_MIN_RNR_TIMER);
@@ -67,34 +75,62 @@ static int flush_qp_up(struct ib_comm *c)
 	a.retry_cnt = (uint8_t)braid_param_int(BRAID_P_IB_RETRY_CNT);
 	a.rnr_retry = 7;
 	a.max_rd_atomic = 1;
-	return ibv.modify_qp(c->flush_qp, &a,
+	return ibv.modify_qp(rl->flush_qp, &a,
 			     IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 				     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
-int ib_flush_open(struct ib_comm *c)
+int ib_flush_open(struct ib_comm *c, struct ib_rail *rl)
 {
 	struct ibv_qp_init_attr ia;
 	int rc;
 
 	memset(&ia, 0, sizeof(ia));
-	ia.send_cq = ia.recv_cq = c->cq;
+	ia.send_cq = ia.recv_cq = rl->cq;
 	ia.qp_type = IBV_QPT_RC;
 	ia.cap.max_send_wr = IB_FLUSH_DEPTH;
 	ia.cap.max_recv_wr = 1;
 	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	c->flush_mr = ibv.reg_mr(c->hca->pd, &c->flush_byte, 1, IBV_ACCESS_LOCAL_WRITE);
-	c->flush_qp = c->flush_mr ? ibv.create_qp(c->hca->pd, &ia) : NULL;
-	rc = c->flush_qp ? flush_qp_up(c) : (errno ? errno : EIO);
+	rl->flush_mr = ibv.reg_mr(rl->hca->pd, &rl->flush_byte, 1, IBV_ACCESS_LOCAL_WRITE);
+	rl->flush_qp = rl->flush_mr ? ibv.create_qp(rl->hca->pd, &ia) : NULL;
+	rc = rl->flush_qp ? flush_qp_up(rl) : (errno ? errno : EIO);
 	if (rc) {
 		BRAID_WARN("ib: receive comm %s:%d (peer %s): creating its flush QP failed: %s",
-			   c->dev->name, c->dev->port, c->peer, strerror(rc));
-		ib_flush_close(c);
+			   rl->dev->name, rl->dev->port, c->peer, strerror(rc));
+		flush_close_rail(rl);
 		return -rc;
 	}
-	BRAID_TRACE("ib: receive comm %s:%d (peer %s): flush QP %#x ready", c->dev->name,
-		    c->dev->port, c->peer, c->flush_qp->qp_num);
+	BRAID_TRACE("ib: receive comm %s:%d (peer %s): flush QP %#x ready", rl->dev->name,
+		    rl->dev->port, c->peer, rl->flush_qp->qp_num);
 	return 0;
+}
+
+/* One flush READ of data on a rail; 0 or the verbs errno (WARNed). */
+static int post_flush(struct ib_comm *c, struct ib_rail *rl, struct ib_req *r, void *data,
+		      const struct ib_mr *m)
+{
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+	int rc;
+
+	sge.addr = (uintptr_t)&rl->flush_byte;
+	sge.length = 1;
+	sge.lkey = rl->flush_mr->lkey;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = ib_wr_id(r, IB_WR_FLUSH);
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_READ;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)data;
+	wr.wr.rdma.rkey = ib_mr_on(m, (int)(rl - c->rails))->rkey;
+	rc = ibv_post_send(rl->flush_qp, &wr, &bad);
+	if (rc)
+		BRAID_WARN("ib: receive comm %s:%d (peer %s): posting the flush READ on QP %#x "
+			   "failed: %s",
+			   rl->dev->name, rl->dev->port, c->peer, rl->flush_qp->qp_num,
+			   strerror(rc));
+	return rc;
 }
 
 ncclResult_t ib_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
@@ -102,15 +138,13 @@ ncclResult_t ib_iflush(void *recv_comm, int n, void **data, const int *sizes, vo
 {
 	struct ib_comm *c = to_ib_comm(recv_comm);
 	int always = braid_param_int(BRAID_P_IB_FLUSH) == 1;
-	struct ibv_send_wr wr, *bad;
-	struct ibv_sge sge;
 	struct ib_req *r;
-	int last = -1, rc;
+	int last = -1;
 
 	*request = NULL;
 	if (c->error)
 		return c->error;
-	if (!c->flush_qp)
+	if (!c->rails[0].flush_qp)
 		return ncclSuccess; /* no GPUDirect on this HCA: nothing to flush */
 	/* As NCCL: one READ, of the last buffer that received bytes. */
 	for (int i = 0; i < n; i++) {
@@ -132,25 +166,20 @@ ncclResult_t ib_iflush(void *recv_comm, int n, void **data, const int *sizes, vo
 	r->comm = c;
 	r->kind = IB_REQ_FLUSH;
 	r->n = 0;
-	r->pending = 1;
-	sge.addr = (uintptr_t)&c->flush_byte;
-	sge.length = 1;
-	sge.lkey = c->flush_mr->lkey;
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = ib_wr_id(r, IB_WR_FLUSH);
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_RDMA_READ;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)data[last];
-	wr.wr.rdma.rkey = ((const struct ib_mr *)mhandles[last])->mr->rkey;
-	rc = ibv_post_send(c->flush_qp, &wr, &bad);
-	if (rc) {
-		BRAID_WARN("ib: receive comm %s:%d (peer %s): posting the flush READ on QP %#x "
-			   "failed: %s",
-			   c->dev->name, c->dev->port, c->peer, c->flush_qp->qp_num, strerror(rc));
-		braid_pool_put(&c->reqs, r);
-		return ncclSystemError;
+	r->pending = 0;
+	for (int k = 0; k < c->nrails; k++) {
+		if (!c->rails[k].flush_qp)
+			continue;
+		if (post_flush(c, &c->rails[k], r, data[last], mhandles[last])) {
+			if (!r->pending) {
+				braid_pool_put(&c->reqs, r);
+				return ncclSystemError;
+			}
+			/* the READs posted complete before the comm closes */
+			r->status = ncclSystemError;
+			break;
+		}
+		r->pending++;
 	}
 	r->magic = BRAID_MAGIC_REQ;
 	*request = r;

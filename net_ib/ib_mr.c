@@ -4,7 +4,8 @@
  * registered buffer is a lookup under the HCA lock). Host and, with nvidia_peermem, CUDA
  * memory go through ibv_reg_mr (CUDA memory without peer memory is refused); dma-buf
  * through ibv_reg_dmabuf_mr (never cached: NCCL closes the fd after the call, and offsets
- * make ranges incomparable).
+ * make ranges incomparable). A comm over several NICs registers on each NIC's HCA and
+ * hands NCCL a handle of its own that holds the parts (ib.h).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -33,10 +34,9 @@ static void mr_release(struct braid_mr_range *r)
 	mr_free(braid_container_of(r, struct ib_mr, range));
 }
 
-ncclResult_t ib_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
+static ncclResult_t reg_host(struct ib_hca *h, void *data, size_t size, int type,
+			     struct ib_mr **mhandle)
 {
-	struct ib_comm *c = comm;
-	struct ib_hca *h = c->hca;
 	int use_cache = (int)braid_param_int(BRAID_P_MR_CACHE);
 	struct braid_mr_range *hit;
 	struct ib_mr *m;
@@ -86,15 +86,11 @@ ncclResult_t ib_reg_mr(void *comm, void *data, size_t size, int type, void **mha
 	return ncclSuccess;
 }
 
-ncclResult_t ib_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
-			      int fd, void **mhandle)
+static ncclResult_t reg_dmabuf(struct ib_hca *h, void *data, size_t size, int type, uint64_t offset,
+			       int fd, struct ib_mr **mhandle)
 {
-	struct ib_comm *c = comm;
-	struct ib_hca *h = c->hca;
 	struct ib_mr *m;
 
-	if (fd < 0)
-		return ib_reg_mr(comm, data, size, type, mhandle);
 	if (!h->gdr_dmabuf || !ibv.reg_dmabuf_mr) {
 		BRAID_WARN("ib: regMrDmaBuf on %s, which has no dma-buf support (ptrSupport did not "
 			   "offer it)",
@@ -124,18 +120,82 @@ ncclResult_t ib_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uin
 	return ncclSuccess;
 }
 
-ncclResult_t ib_dereg_mr(void *comm, void *mhandle)
+static void put_one(struct ib_mr *m)
 {
-	struct ib_mr *m = mhandle;
 	struct ib_hca *h = m->hca;
 	int last;
 
-	(void)comm;
 	pthread_mutex_lock(&h->lock);
 	last = braid_mr_cache_put(&h->cache, &m->range); /* dma-buf: not in it, just counted */
 	pthread_mutex_unlock(&h->lock);
 	if (last)
 		mr_free(m);
+}
+
+/* The handle of a comm over several NICs: one registration per rail, or the first error. */
+static ncclResult_t reg_rails(struct ib_comm *c, void *data, size_t size, int type, uint64_t offset,
+			      int fd, void **mhandle)
+{
+	struct ib_mr *w = calloc(1, sizeof(*w));
+	ncclResult_t rc = ncclSuccess;
+
+	if (!w)
+		return ncclSystemError;
+	braid_mr_range_init(&w->range, data, size, type);
+	for (int k = 0; k < c->nrails && rc == ncclSuccess; k++) {
+		struct ib_hca *h = c->rails[k].hca;
+
+		rc = fd >= 0 ? reg_dmabuf(h, data, size, type, offset, fd, &w->part[k])
+			     : reg_host(h, data, size, type, &w->part[k]);
+		if (rc == ncclSuccess)
+			w->nparts = k + 1;
+	}
+	if (rc != ncclSuccess) {
+		for (int k = 0; k < w->nparts; k++)
+			put_one(w->part[k]);
+		free(w);
+		return rc;
+	}
+	w->dmabuf = fd >= 0;
+	w->magic = BRAID_MAGIC_MR;
+	*mhandle = w;
+	return ncclSuccess;
+}
+
+ncclResult_t ib_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
+{
+	struct ib_comm *c = to_ib_comm(comm);
+
+	if (c->nrails > 1)
+		return reg_rails(c, data, size, type, 0, -1, mhandle);
+	return reg_host(c->hca, data, size, type, (struct ib_mr **)mhandle);
+}
+
+ncclResult_t ib_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
+			      int fd, void **mhandle)
+{
+	struct ib_comm *c = to_ib_comm(comm);
+
+	if (fd < 0)
+		return ib_reg_mr(comm, data, size, type, mhandle);
+	if (c->nrails > 1)
+		return reg_rails(c, data, size, type, offset, fd, mhandle);
+	return reg_dmabuf(c->hca, data, size, type, offset, fd, (struct ib_mr **)mhandle);
+}
+
+ncclResult_t ib_dereg_mr(void *comm, void *mhandle)
+{
+	struct ib_mr *m = mhandle;
+
+	(void)comm;
+	if (!m->nparts) {
+		put_one(m);
+		return ncclSuccess;
+	}
+	for (int k = 0; k < m->nparts; k++)
+		put_one(m->part[k]);
+	m->magic = BRAID_MAGIC_DEAD;
+	free(m);
 	return ncclSuccess;
 }
 

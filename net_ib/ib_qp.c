@@ -66,16 +66,18 @@ uint32_t ib_flow_label(uint32_t lqpn0, uint32_t rqpn0, int i)
 	return fl ? fl : 1u << 14;
 }
 
-int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int is_send)
+int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int rail, int is_send)
 {
-	struct ib_hca *h = c->hca;
+	struct ib_rail *rl = &c->rails[rail];
+	struct ib_hca *h = rl->hca;
 	struct ibv_qp_init_attr ia;
 	struct ibv_qp_attr a;
 	int rc;
 
 	memset(&ia, 0, sizeof(ia));
-	ia.send_cq = c->cq;
-	ia.recv_cq = c->cq;
+	q->rail = (uint8_t)rail;
+	ia.send_cq = rl->cq;
+	ia.recv_cq = rl->cq;
 	ia.qp_type = IBV_QPT_RC;
 	/* sender: data writes; receiver: FIFO writes and the receives the data consumes */
 	ia.cap.max_send_wr = is_send ? IB_SQ_DEPTH : IB_RING + 8;
@@ -85,20 +87,20 @@ int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int is_send)
 	q->qp = ibv.create_qp(h->pd, &ia);
 	if (!q->qp) {
 		rc = errno ? errno : EIO;
-		BRAID_WARN("ib: ibv_create_qp on %s:%d failed: %s", c->dev->name, c->dev->port,
+		BRAID_WARN("ib: ibv_create_qp on %s:%d failed: %s", rl->dev->name, rl->dev->port,
 			   strerror(rc));
 		return -rc;
 	}
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
 	a.pkey_index = 0;
-	a.port_num = (uint8_t)c->dev->port;
+	a.port_num = (uint8_t)rl->dev->port;
 	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 	rc = ibv.modify_qp(q->qp, &a,
 			   IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 	if (rc) {
-		BRAID_WARN("ib: QP %#x on %s:%d to INIT failed: %s", q->qp->qp_num, c->dev->name,
-			   c->dev->port, strerror(rc));
+		BRAID_WARN("ib: QP %#x on %s:%d to INIT failed: %s", q->qp->qp_num, rl->dev->name,
+			   rl->dev->port, strerror(rc));
 		return -rc;
 	}
 	return 0;
@@ -126,7 +128,7 @@ int ib_qp_post_recvs(struct ib_comm *c, struct ib_qp *q, uint32_t count)
 int ib_qp_connect(struct ib_comm *c, struct ib_qp *q, int i, uint32_t rqpn, uint32_t rpsn,
 		  uint32_t lpsn, const union ibv_gid *rgid, uint16_t rlid, enum ibv_mtu mtu)
 {
-	struct ib_dev *d = c->dev;
+	struct ib_dev *d = c->rails[q->rail].dev;
 	struct ibv_qp_attr a;
 	int roce = d->link_layer == IBV_LINK_LAYER_ETHERNET;
 	int rc;

@@ -315,9 +315,9 @@ int ofi_mr_reg_raw(struct ofi_dev *d, void *buf, size_t len, uint64_t access, st
 void ofi_mr_close_raw(struct ofi_dev *d, struct fid_mr *mr);
 
 /* ofi_conn.c */
-ncclResult_t ofi_listen(int dev, void *handle, void **listen_comm);
-ncclResult_t ofi_connect(int dev, const struct braid_conn_opts *opts, const void *handle,
-			 void **send_comm);
+ncclResult_t ofi_listen(const struct braid_vdev *vd, void *handle, void **listen_comm);
+ncclResult_t ofi_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
+			 const void *handle, void **send_comm);
 ncclResult_t ofi_accept(void *listen_comm, void **recv_comm);
 ncclResult_t ofi_close_send(void *send_comm);
 ncclResult_t ofi_close_recv(void *recv_comm);

@@ -387,9 +387,11 @@ static const struct braid_link_ops ofi_link_ops = {
 	.discard = link_discard,
 };
 
-ncclResult_t ofi_listen(int dev, void *handle, void **listen_comm)
+ncclResult_t ofi_listen(const struct braid_vdev *vd, void *handle, void **listen_comm)
 {
-	return braid_listen_comm_open(&ofi_link_ops, dev, handle, ofi.devs[dev].ctr, listen_comm);
+	int dev = vd->nic[0];
+
+	return braid_listen_comm_open(&ofi_link_ops, vd, handle, ofi.devs[dev].ctr, listen_comm);
 }
 
 /* A comm is ready: its counters, and announcements may find it. */
@@ -411,9 +413,10 @@ static void comm_ready(struct ofi_comm *c, int is_send)
 		   c->peer_id, c->dev->name);
 }
 
-ncclResult_t ofi_connect(int dev, const struct braid_conn_opts *opts, const void *handle,
-			 void **send_comm)
+ncclResult_t ofi_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
+			 const void *handle, void **send_comm)
 {
+	int dev = vd->nic[0];
 	struct ofi_comm *c = braid_handle_stage_get(handle);
 	struct braid_link *lk;
 	ncclResult_t res;

@@ -604,6 +604,7 @@ static ncclResult_t ofi_get_props(int devidx, struct braid_dev_props *p)
 const struct braid_backend_ops braid_ofi_ops = {
 	.name = "ofi",
 	.kind = BRAID_BACKEND_OFI,
+	.max_nics = 1, /* net_ofi does not stripe over domains yet */
 	.init = ofi_init,
 	.fini = ofi_fini,
 	.ndevs = ofi_ndevs,

@@ -6,7 +6,7 @@
 static ncclResult_t v10_init(ncclDebugLogger_t logger, ncclProfilerCallback_t prof)
 {
 	(void)prof;
-	return braid_init(logger);
+	return braid_init(logger, 10);
 }
 
 static ncclResult_t v10_get_properties(int dev, ncclNetProperties_v10_t *props)

@@ -21,7 +21,7 @@ static ncclResult_t v11_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return ncclSystemError;
-	rc = braid_init(logger);
+	rc = braid_init(logger, 11);
 	if (rc != ncclSuccess) {
 		free(c);
 		return rc;

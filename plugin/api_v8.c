@@ -39,9 +39,14 @@ static ncclResult_t v8_irecv(void *recv_comm, int n, void **data, int *sizes, in
 	return braid_irecv(recv_comm, n, data, big, tags, mhandles, request);
 }
 
+static ncclResult_t v8_init(ncclDebugLogger_t logger)
+{
+	return braid_init(logger, 8);
+}
+
 BRAID_EXPORT ncclNet_v8_t ncclNetPlugin_v8 = {
 	.name = "braid",
-	.init = braid_init,
+	.init = v8_init,
 	.devices = braid_devices,
 	.getProperties = v8_get_properties,
 	.listen = braid_listen,

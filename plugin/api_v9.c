@@ -28,9 +28,14 @@ static ncclResult_t v9_make_vdevice(int *d, ncclNetVDeviceProps_t *props)
 	return braid_make_vdevice(d, props);
 }
 
+static ncclResult_t v9_init(ncclDebugLogger_t logger)
+{
+	return braid_init(logger, 9);
+}
+
 BRAID_EXPORT ncclNet_v9_t ncclNetPlugin_v9 = {
 	.name = "braid",
-	.init = braid_init,
+	.init = v9_init,
 	.devices = braid_devices,
 	.getProperties = v9_get_properties,
 	.listen = braid_listen,

@@ -37,6 +37,13 @@ struct braid_obj {
 #define BRAID_MAX_RECVS 8
 #define BRAID_MAX_REQUESTS NCCL_NET_MAX_REQUESTS
 
+/* A device as NCCL sees it: 1 to 4 of the backend's NICs (NCCL_NET_MAX_DEVS_PER_NIC). */
+#define BRAID_VDEV_MAX_NICS 4
+struct braid_vdev {
+	int n;
+	int nic[BRAID_VDEV_MAX_NICS]; /* backend device indices, distinct */
+};
+
 struct braid_dev_props {
 	char name[64];
 	char pci_path[256]; /* "" when the device has none */
@@ -52,6 +59,7 @@ struct braid_dev_props {
 	int max_recvs;
 	size_t max_p2p_bytes;
 	size_t max_coll_bytes;
+	struct braid_vdev vdev; /* NCCL's vProps: the devices it was made of */
 };
 
 struct braid_conn_opts {
@@ -61,14 +69,18 @@ struct braid_conn_opts {
 struct braid_backend_ops {
 	const char *name;
 	enum braid_backend_kind kind;
+	/* NICs one comm may stripe over (1: the backend does not fuse NICs). */
+	int max_nics;
 	/* Open the library and find devices. 0: usable; <0: not, with the reason in why. */
 	int (*init)(char *why, size_t whylen);
 	void (*fini)(void);
 	int (*ndevs)(void);
 	ncclResult_t (*get_props)(int dev, struct braid_dev_props *props);
-	ncclResult_t (*listen)(int dev, void *handle, void **listen_comm);
-	ncclResult_t (*connect)(int dev, const struct braid_conn_opts *opts, const void *handle,
-				void **send_comm);
+	/* devices: get_props and ndevs speak of NICs; listen and connect of the device NCCL
+	 * chose, whose NICs (1 to max_nics) a comm stripes over */
+	ncclResult_t (*listen)(const struct braid_vdev *vd, void *handle, void **listen_comm);
+	ncclResult_t (*connect)(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
+				const void *handle, void **send_comm);
 	ncclResult_t (*accept)(void *listen_comm, void **recv_comm);
 	ncclResult_t (*reg_mr)(void *comm, void *data, size_t size, int type, void **mhandle);
 	ncclResult_t (*reg_mr_dmabuf)(void *comm, void *data, size_t size, int type,

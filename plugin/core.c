@@ -15,6 +15,7 @@
 #include "plugin/gpudirect.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
+#include "plugin/vdev.h"
 #include "topo/topo.h"
 
 /* init/finalize may come from several communicator threads at once (v11). */
@@ -138,7 +139,7 @@ static void report_gpudirect(const struct braid_backend_ops *ops)
 			   first.fix);
 }
 
-static ncclResult_t choose_backend(void)
+static ncclResult_t choose_backend(int api_version)
 {
 	static const char *const names[] = { "auto", "ib", "ofi" };
 	int want = (int)braid_param_int(BRAID_P_BACKEND);
@@ -189,13 +190,19 @@ static ncclResult_t choose_backend(void)
 			   ps & NCCL_PTR_DMABUF ? ", dma-buf" : "");
 	}
 	report_gpudirect(chosen);
+	if (braid_vdev_setup(dev_props, be_ndevs, topology, api_version, chosen->max_nics)) {
+		free(dev_props);
+		dev_props = NULL;
+		chosen->fini();
+		return ncclInvalidUsage;
+	}
 	braid_counters()->ndevs = (uint32_t)(be_ndevs < BRAID_CTR_MAX_DEVS ? be_ndevs
 									   : BRAID_CTR_MAX_DEVS);
 	__atomic_store_n(&be, chosen, __ATOMIC_RELEASE);
 	return ncclSuccess;
 }
 
-ncclResult_t braid_init(ncclDebugLogger_t logger)
+ncclResult_t braid_init(ncclDebugLogger_t logger, int api_version)
 {
 	ncclResult_t rc = ncclSuccess;
 
@@ -208,7 +215,7 @@ ncclResult_t braid_init(ncclDebugLogger_t logger)
 			rc = ncclSystemError;
 		} else {
 			load_topology();
-			rc = choose_backend();
+			rc = choose_backend(api_version);
 			if (rc != ncclSuccess) {
 				braid_counters_close();
 				braid_topo_free(topology);
@@ -234,6 +241,7 @@ ncclResult_t braid_finalize(void)
 		braid_counters_print_summary();
 		be->fini();
 		__atomic_store_n(&be, NULL, __ATOMIC_RELEASE);
+		braid_vdev_teardown();
 		free(dev_props);
 		dev_props = NULL;
 		be_ndevs = 0;
@@ -250,14 +258,16 @@ ncclResult_t braid_devices(int *ndev)
 	CHECK_INIT();
 	if (!ndev)
 		return ncclInvalidArgument;
-	*ndev = be_ndevs;
+	*ndev = braid_vdev_count();
 	return ncclSuccess;
 }
 
 static ncclResult_t check_dev(int dev, const char *fn)
 {
-	if (dev < 0 || dev >= be_ndevs) {
-		BRAID_WARN("%s: device %d does not exist (braid has %d)", fn, dev, be_ndevs);
+	int n = braid_vdev_count();
+
+	if (dev < 0 || dev >= n) {
+		BRAID_WARN("%s: device %d does not exist (braid has %d)", fn, dev, n);
 		return ncclInvalidArgument;
 	}
 	return ncclSuccess;
@@ -268,7 +278,7 @@ ncclResult_t braid_get_properties(int dev, const struct braid_dev_props **props)
 	CHECK_INIT();
 	if (check_dev(dev, __func__) || !props)
 		return ncclInvalidArgument;
-	*props = &dev_props[dev];
+	*props = braid_vdev_props(dev);
 	return ncclSuccess;
 }
 
@@ -278,7 +288,7 @@ ncclResult_t braid_listen(int dev, void *handle, void **listen_comm)
 	if (check_dev(dev, __func__) || !handle || !listen_comm)
 		return ncclInvalidArgument;
 	*listen_comm = NULL;
-	return be->listen(dev, handle, listen_comm);
+	return be->listen(braid_vdev_get(dev), handle, listen_comm);
 }
 
 ncclResult_t braid_connect(int dev, const struct braid_conn_opts *opts, void *handle,
@@ -293,7 +303,7 @@ ncclResult_t braid_connect(int dev, const struct braid_conn_opts *opts, void *ha
 	if (check_dev(dev, __func__) || !handle || !send_comm)
 		return ncclInvalidArgument;
 	*send_comm = NULL;
-	return be->connect(dev, opts ? opts : &no_opts, handle, send_comm);
+	return be->connect(braid_vdev_get(dev), opts ? opts : &no_opts, handle, send_comm);
 }
 
 ncclResult_t braid_accept(void *listen_comm, void **recv_comm, ncclNetDeviceHandle_t **dev_handle)
@@ -457,16 +467,11 @@ ncclResult_t braid_irecv_consumed(void *recv_comm, int n, void *request)
 ncclResult_t braid_make_vdevice(int *d, const ncclNetVDeviceProps_t *props)
 {
 	CHECK_INIT();
-	if (!d || !props)
+	if (!d || !props) {
+		BRAID_WARN("makeVDevice: NULL %s", d ? "properties" : "device pointer");
 		return ncclInvalidArgument;
-	if (props->ndevs == 1 && check_dev(props->devs[0], __func__) == ncclSuccess) {
-		*d = props->devs[0];
-		return ncclSuccess;
 	}
-	BRAID_WARN("makeVDevice: merging %d NICs into one virtual device is not supported yet; "
-		   "set NCCL_NET_MERGE_LEVEL=LOC to keep NICs separate",
-		   props->ndevs);
-	return ncclInvalidUsage;
+	return braid_vdev_make(d, props->ndevs, props->devs);
 }
 
 ncclResult_t braid_ctx_check(void *ctx, const char *what)

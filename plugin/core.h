@@ -9,7 +9,8 @@
 
 #include "plugin/backend.h"
 
-ncclResult_t braid_init(ncclDebugLogger_t logger);
+/* api_version: the ncclNet version NCCL loaded (8..11); some defaults follow it. */
+ncclResult_t braid_init(ncclDebugLogger_t logger, int api_version);
 ncclResult_t braid_finalize(void);
 ncclResult_t braid_devices(int *ndev);
 /* *props points at braid's copy, alive until the last finalize (NCCL keeps name and pciPath). */

@@ -199,6 +199,8 @@ struct braid_ctr_comm *braid_counters_comm_get(int dev, enum braid_ctr_comm_kind
 						 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 			continue;
 		memset(&c->t, 0, sizeof(c->t));
+		c->nlanes = 1;
+		memset(c->lanes, 0, sizeof(c->lanes));
 		c->dev = dev;
 		snprintf(c->peer, sizeof(c->peer), "%s", peer ? peer : "");
 		return c;

@@ -12,10 +12,11 @@
 #include <stdint.h>
 
 #define BRAID_CTR_MAGIC 0x5254434449415242ULL /* "BRAIDCTR" little-endian */
-#define BRAID_CTR_VERSION 3
+#define BRAID_CTR_VERSION 4
 #define BRAID_CTR_MAX_DEVS 32
 #define BRAID_CTR_MAX_COMMS 1024
 #define BRAID_CTR_MAX_QPS 1024
+#define BRAID_CTR_MAX_LANES 4 /* NICs of a fused device */
 #define BRAID_CTR_PATH_FMT "/dev/shm/braid-%d"
 
 struct braid_ctr_traffic {
@@ -36,6 +37,9 @@ struct braid_ctr_dev {
 	/* version 3 */
 	uint64_t av_entries; /* libfabric address vector entries in use (ofi; 0 for verbs) */
 	uint64_t strangers;  /* connections to a listen port dropped: not a braid peer of it */
+	/* version 4 */
+	uint64_t slow_lanes; /* times this NIC ran under half the rate of the other NICs of a
+			      * comm on a fused device (one WARN each) */
 };
 
 enum braid_ctr_comm_kind {
@@ -44,11 +48,26 @@ enum braid_ctr_comm_kind {
 	BRAID_CTR_COMM_RECV = 2
 };
 
+/* version 4: one NIC of a comm on a fused device (what striping gave it) */
+struct braid_ctr_lane {
+	int32_t dev;         /* the NIC's device index */
+	uint32_t weight_ppm; /* its current share of a large message, in millionths */
+	uint64_t bytes;      /* sent over it */
+	uint64_t chunks;
+	uint64_t rate_bps; /* measured goodput, bytes/s (0: not measured yet) */
+	uint32_t slow;     /* 1 once it was found under half the others' rate */
+	uint32_t pad;
+};
+
 struct braid_ctr_comm {
 	uint32_t kind; /* enum braid_ctr_comm_kind; 0 = slot free */
 	int32_t dev;
 	char peer[64];
 	struct braid_ctr_traffic t;
+	/* version 4 */
+	uint32_t nlanes; /* NICs the comm stripes over (1 on a device of one NIC) */
+	uint32_t pad;
+	struct braid_ctr_lane lanes[BRAID_CTR_MAX_LANES];
 };
 
 /* Why the job runs the way it does: the record a fabric engineer reads first. */

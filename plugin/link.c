@@ -529,9 +529,10 @@ void braid_listener_close(struct braid_listener *l, const struct braid_link_ops 
 	l->fd = -1;
 }
 
-ncclResult_t braid_listen_comm_open(const struct braid_link_ops *ops, int dev, void *handle,
-				    struct braid_ctr_dev *ctr, void **listen_comm)
+ncclResult_t braid_listen_comm_open(const struct braid_link_ops *ops, const struct braid_vdev *vd,
+				    void *handle, struct braid_ctr_dev *ctr, void **listen_comm)
 {
+	int dev = vd->nic[0];
 	struct braid_listen_comm *l = calloc(1, sizeof(*l));
 	ncclResult_t rc;
 
@@ -543,6 +544,7 @@ ncclResult_t braid_listen_comm_open(const struct braid_link_ops *ops, int dev, v
 		return rc;
 	}
 	l->dev = dev;
+	l->vdev = *vd;
 	l->magic = BRAID_MAGIC_LISTEN;
 	*listen_comm = l;
 	return ncclSuccess;

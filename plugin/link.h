@@ -131,8 +131,9 @@ void braid_listener_close(struct braid_listener *l, const struct braid_link_ops 
 
 /* What listen() hands NCCL: the same for every backend. */
 struct braid_listen_comm {
-	uint32_t magic; /* BRAID_MAGIC_LISTEN */
-	int dev;
+	uint32_t magic;         /* BRAID_MAGIC_LISTEN */
+	int dev;                /* its first NIC, for messages */
+	struct braid_vdev vdev; /* the NICs its comms stripe over */
 	struct braid_listener lsn;
 };
 
@@ -141,8 +142,8 @@ static inline struct braid_listen_comm *to_listen_comm(void *listen_comm)
 	return listen_comm;
 }
 
-ncclResult_t braid_listen_comm_open(const struct braid_link_ops *ops, int dev, void *handle,
-				    struct braid_ctr_dev *ctr, void **listen_comm);
+ncclResult_t braid_listen_comm_open(const struct braid_link_ops *ops, const struct braid_vdev *vd,
+				    void *handle, struct braid_ctr_dev *ctr, void **listen_comm);
 ncclResult_t braid_listen_comm_close(const struct braid_link_ops *ops, void *listen_comm);
 
 /* ---- after set-up ---- */

@@ -41,6 +41,18 @@ enum braid_param_type {
 	X(LIVENESS_MS, "BRAID_LIVENESS_MS", BRAID_PARAM_INT, "100", 1, 60000, NULL, NULL,          \
 	  "While a request waits, how often test() checks that the peer process is still "         \
 	  "there (one poll() on the handshake socket).")                                           \
+	X(MERGE, "BRAID_MERGE", BRAID_PARAM_STR, "auto", 0, 0, NULL, NULL,                         \
+	  "Which NICs braid fuses into one NCCL device (docs/multirail.md). none: one device "     \
+	  "per NIC; rail: the NICs of each GPU's rail (topology); a list such as "                 \
+	  "mlx5_0+mlx5_1,mlx5_2+mlx5_3. auto: rail under ncclNet v8, none from v9 (NCCL fuses "    \
+	  "with makeVDevice, NCCL_NET_MERGE_LEVEL).")                                              \
+	X(STRIPE, "BRAID_STRIPE", BRAID_PARAM_ENUM, "adaptive", 0, 0, "adaptive|equal", NULL,      \
+	  "How a fused device splits large messages over its NICs: adaptive (by each NIC's "       \
+	  "measured goodput) or equal.")                                                           \
+	X(STRIPE_BYTES, "BRAID_STRIPE_BYTES", BRAID_PARAM_INT, "131072", 0, 1073741824, NULL,      \
+	  NULL,                                                                                    \
+	  "On a fused device, messages of at least this size are split over its NICs; smaller "    \
+	  "ones go whole to the NIC with the fewest bytes outstanding.")                           \
 	X(MR_CACHE, "BRAID_MR_CACHE", BRAID_PARAM_BOOL, "1", 0, 1, NULL, NULL,                     \
 	  "Registration cache: a regMr of a range already registered is a lookup. With it off, "   \
 	  "regIsGlobal is reported as 0.")                                                         \

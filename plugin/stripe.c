@@ -8,7 +8,8 @@
  *   64 KiB (128 KiB in later releases). 128 KiB is the least size that makes two chunks.
  * - align 4 KiB: chunks start on pages of the (page-aligned) NCCL buffers, and the
  *   rounding costs at most 4 KiB of balance per boundary, under 2% of a 256 KiB message.
- * - a rate sample is 1 MiB of completions or 2 ms of busy time, whichever comes first:
+ * - a rate sample is 1 MiB of completions (over at least 100 us) or 2 ms of busy time,
+ *   whichever comes first:
  *   long enough that the jitter of when a completion is seen (a few us) is a few percent
  *   of the sample at 50 GB/s, short enough that a slow 1 GB/s lane still gives a sample
  *   every millisecond or two.
@@ -329,8 +330,13 @@ void braid_stripe_completed(struct braid_stripe *st, int lane, size_t bytes, uin
 	l->busy_ns += busy;
 	l->win_bytes += bytes;
 	l->win_ns += busy;
-	if (l->win_ns &&
-	    (l->win_bytes >= BRAID_STRIPE_WINDOW_BYTES || l->win_ns >= BRAID_STRIPE_WINDOW_NS)) {
+	/* A NIC's completions are reaped in batches, at the next test(): the first of a
+	 * batch carries all the time since the last reap, the rest almost none. A sample
+	 * closed on bytes alone inside a batch read tens of TB/s on softverbs, so one also
+	 * needs BRAID_STRIPE_WINDOW_MIN_NS of busy time: the rest of the batch then joins
+	 * the next sample, with that sample's time. */
+	if (l->win_ns >= BRAID_STRIPE_WINDOW_NS || (l->win_bytes >= BRAID_STRIPE_WINDOW_BYTES &&
+						    l->win_ns >= BRAID_STRIPE_WINDOW_MIN_NS)) {
 		double sample = (double)l->win_bytes * 1e9 / (double)l->win_ns;
 
 		l->rate = l->samples ? l->rate + BRAID_STRIPE_EMA_ALPHA * (sample - l->rate)

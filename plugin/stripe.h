@@ -28,6 +28,7 @@
 #define BRAID_STRIPE_DEF_MIN_CHUNK (64u << 10)  /* no smaller chunk when split */
 #define BRAID_STRIPE_DEF_ALIGN 4096u            /* chunk boundaries on pages */
 #define BRAID_STRIPE_WINDOW_BYTES (1u << 20)    /* a rate sample: this many bytes... */
+#define BRAID_STRIPE_WINDOW_MIN_NS 100000ull    /* ...over at least this busy time... */
 #define BRAID_STRIPE_WINDOW_NS 2000000ull       /* ...or this much busy time */
 #define BRAID_STRIPE_EMA_ALPHA 0.25             /* weight of a new sample in the rate */
 #define BRAID_STRIPE_WEIGHT_FLOOR 0.02          /* least weight of a lane, adaptive mode */

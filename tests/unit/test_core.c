@@ -52,7 +52,7 @@ static void missing_provider_fails_loudly(void **state)
 	setenv("BRAID_OFI_PROVIDER", "no-such-provider", 1);
 	braid_params_reset();
 	unit_log_reset();
-	assert_int_equal(braid_init(unit_logger), ncclSystemError);
+	assert_int_equal(braid_init(unit_logger, 11), ncclSystemError);
 	assert_non_null(strstr(unit_log, "no-such-provider"));
 	assert_non_null(strstr(unit_log, "no usable network backend"));
 	assert_false(shm_exists());
@@ -64,8 +64,8 @@ static void refcounted_init(void **state)
 
 	(void)state;
 	use_tcp();
-	assert_int_equal(braid_init(unit_logger), ncclSuccess);
-	assert_int_equal(braid_init(unit_logger), ncclSuccess);
+	assert_int_equal(braid_init(unit_logger, 11), ncclSuccess);
+	assert_int_equal(braid_init(unit_logger, 11), ncclSuccess);
 	assert_true(shm_exists());
 	assert_int_equal(braid_devices(&n), ncclSuccess);
 	assert_true(n >= 1);
@@ -111,7 +111,7 @@ static void misuse_gets_errors(void **state)
 
 	(void)state;
 	use_tcp();
-	assert_int_equal(braid_init(unit_logger), ncclSuccess);
+	assert_int_equal(braid_init(unit_logger, 11), ncclSuccess);
 	assert_int_equal(braid_get_properties(-1, &p), ncclInvalidArgument);
 	assert_int_equal(braid_get_properties(999, &p), ncclInvalidArgument);
 	assert_int_equal(braid_get_properties(0, &p), ncclSuccess);
@@ -199,7 +199,7 @@ static void fallback_keeps_backend_reason(void **state)
 	use_tcp();
 	setenv("HWLOC_XMLFILE", "tests/topo/no-gpu.xml", 1);
 	unit_log_reset();
-	assert_int_equal(braid_init(unit_logger), ncclSuccess);
+	assert_int_equal(braid_init(unit_logger, 11), ncclSuccess);
 	fb = &braid_counters()->fallback;
 	print_message("fallback why: %s\n", fb->why);
 	assert_string_equal(fb->backend, "ofi");
@@ -217,7 +217,7 @@ static void fallback_keeps_backend_reason(void **state)
 	setenv("BRAID_BACKEND", "auto", 1);
 	setenv("BRAID_IB_HCA", "=no-such-hca", 1);
 	braid_params_reset();
-	assert_int_equal(braid_init(unit_logger), ncclSuccess);
+	assert_int_equal(braid_init(unit_logger, 11), ncclSuccess);
 	fb = &braid_counters()->fallback;
 	print_message("fallback why: %s\n", fb->why);
 	assert_string_equal(fb->backend, "ofi");
@@ -236,7 +236,7 @@ static void ofi_with_gpus_warns_once(void **state)
 	use_tcp();
 	setenv("HWLOC_XMLFILE", "tests/topo/hwloc-2socket-3gpu-mlx5.xml", 1);
 	unit_log_reset();
-	assert_int_equal(braid_init(unit_logger), ncclSuccess);
+	assert_int_equal(braid_init(unit_logger, 11), ncclSuccess);
 	if (occurrences(unit_log, "GPUDirect RDMA is off") != 1 || !strstr(unit_log, "FI_HMEM") ||
 	    !strstr(unit_log, "3 GPU"))
 		fail_msg("want one WARN naming 3 GPUs, \"GPUDirect RDMA is off\" and FI_HMEM; log:\n%s",

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The conformance suite, unchanged, on a fused device: two softverbs RoCE NICs (svroce0,
+# svroce1) joined by BRAID_MERGE into one NCCL device, so every comm stripes over both.
+# Messages of 64 KiB and up are split (BRAID_STRIPE_BYTES), so the suite's sizes cover
+# both the split and the whole-to-one-NIC paths.
+set -u
+. "$(dirname "$0")/lib.sh"
+export SOFTVERBS_DEVICES=svroce0:roce:1,svroce1:roce:1 BRAID_IB_HCA==svroce0,svroce1
+export BRAID_MERGE=svroce0+svroce1 BRAID_STRIPE_BYTES=${BRAID_STRIPE_BYTES:-65536}
+export BRAID_SOCKET_IFNAME=lo
+"$CONF_BIN" --plugin "$PLUGIN_SO" "$@"

@@ -207,6 +207,7 @@ static int comm_open(struct ib_comm *c, int nqps)
 			.threshold = (size_t)braid_param_int(BRAID_P_STRIPE_BYTES),
 			.min_chunk = BRAID_STRIPE_DEF_MIN_CHUNK,
 			.align = BRAID_STRIPE_DEF_ALIGN,
+			.batched = 1, /* CQs are read at test() */
 		};
 		int speed[BRAID_VDEV_MAX_NICS];
 

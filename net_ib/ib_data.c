@@ -151,22 +151,31 @@ static void data_arrived(struct ib_comm *c, const struct ibv_wc *wc)
 	}
 }
 
-/* A sender's chunk on a rail completed: the stripe's goodput sample, and a NIC that runs
- * slow is named once. */
+/* A sender's chunk on a rail completed: the rail's part of r is done once all are. */
 static void rail_chunk_done(struct ib_comm *c, struct ib_req *r, uint32_t qpn)
 {
-	int qi = qp_index(c, qpn), k, slow;
-	double rate, others;
-	struct ib_rail *rl;
+	int qi = qp_index(c, qpn), k;
 
 	if (qi < 0)
 		return;
 	k = c->qps[qi].rail;
-	if (!r->rail_pending[k] || --r->rail_pending[k])
-		return;
-	braid_stripe_completed(&c->stripe, k, r->rail_bytes[k], braid_now_ns());
-	rl = &c->rails[k];
-	if (rl->ctr) {
+	if (r->rail_pending[k] && !--r->rail_pending[k])
+		braid_stripe_completed(&c->stripe, k, r->rail_bytes[k], braid_now_ns());
+}
+
+/* After a CQ read on a sender over several rails: the stripe's goodput samples, the
+ * rails' counters, and a NIC that runs slow is named once. */
+static void stripe_reaped(struct ib_comm *c)
+{
+	double rate, others;
+	struct ib_rail *rl;
+	int slow;
+
+	braid_stripe_reaped(&c->stripe);
+	for (int k = 0; k < c->nrails; k++) {
+		rl = &c->rails[k];
+		if (!rl->ctr)
+			continue;
 		rl->ctr->weight_ppm = (uint32_t)(braid_stripe_weight(&c->stripe, k) * 1e6);
 		rl->ctr->rate_bps = (uint64_t)braid_stripe_rate(&c->stripe, k);
 	}
@@ -230,6 +239,8 @@ static void progress(struct ib_comm *c)
 			comm_fail(c, ncclSystemError);
 		}
 	}
+	if (c->is_send && c->nrails > 1)
+		stripe_reaped(c);
 	if (c->is_send || c->error)
 		return;
 	for (int i = 0; i < c->nqps; i++) {

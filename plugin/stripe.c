@@ -31,6 +31,7 @@
 
 void braid_stripe_cfg_default(struct braid_stripe_cfg *cfg)
 {
+	*cfg = (struct braid_stripe_cfg){ 0 };
 	cfg->mode = BRAID_STRIPE_ADAPTIVE;
 	cfg->threshold = BRAID_STRIPE_DEF_THRESHOLD;
 	cfg->min_chunk = BRAID_STRIPE_DEF_MIN_CHUNK;
@@ -285,9 +286,9 @@ static double stripe_others_rate(const struct braid_stripe *st, int lane)
 	return n ? sum / n : 0;
 }
 
-/* One completion on lane, busy_ns of busy time since the last: extend or end its run of
+/* n completions on lane, busy_ns of busy time since the last: extend or end its run of
  * slow completions, and mark it found when the run is long enough (once). */
-static void stripe_slow_check(struct braid_stripe *st, int lane, uint64_t busy_ns)
+static void stripe_slow_check(struct braid_stripe *st, int lane, uint32_t n, uint64_t busy_ns)
 {
 	struct braid_stripe_lane *l = &st->lane[lane];
 	double others = stripe_others_rate(st, lane);
@@ -295,7 +296,7 @@ static void stripe_slow_check(struct braid_stripe *st, int lane, uint64_t busy_n
 	if (l->slow_found)
 		return;
 	if (l->rate > 0 && others > 0 && l->rate < BRAID_STRIPE_SLOW_RATIO * others) {
-		l->slow_run++;
+		l->slow_run += n;
 		l->slow_run_ns += busy_ns;
 		if (l->slow_run >= BRAID_STRIPE_SLOW_COMPLETIONS &&
 		    l->slow_run_ns >= BRAID_STRIPE_SLOW_BUSY_NS)
@@ -304,6 +305,22 @@ static void stripe_slow_check(struct braid_stripe *st, int lane, uint64_t busy_n
 		l->slow_run = 0;
 		l->slow_run_ns = 0;
 	}
+}
+
+/* Fold the lane's sample into its rate once it is long enough. */
+static void stripe_close_window(struct braid_stripe *st, struct braid_stripe_lane *l)
+{
+	double sample;
+
+	if (l->win_ns < BRAID_STRIPE_WINDOW_NS &&
+	    (l->win_bytes < BRAID_STRIPE_WINDOW_BYTES || l->win_ns < BRAID_STRIPE_WINDOW_MIN_NS))
+		return;
+	sample = (double)l->win_bytes * 1e9 / (double)l->win_ns;
+	l->rate = l->samples ? l->rate + BRAID_STRIPE_EMA_ALPHA * (sample - l->rate) : sample;
+	l->samples++;
+	l->win_bytes = 0;
+	l->win_ns = 0;
+	stripe_reweigh(st);
 }
 
 void braid_stripe_completed(struct braid_stripe *st, int lane, size_t bytes, uint64_t now_ns)
@@ -330,23 +347,29 @@ void braid_stripe_completed(struct braid_stripe *st, int lane, size_t bytes, uin
 	l->busy_ns += busy;
 	l->win_bytes += bytes;
 	l->win_ns += busy;
-	/* A NIC's completions are reaped in batches, at the next test(): the first of a
-	 * batch carries all the time since the last reap, the rest almost none. A sample
-	 * closed on bytes alone inside a batch read tens of TB/s on softverbs, so one also
-	 * needs BRAID_STRIPE_WINDOW_MIN_NS of busy time: the rest of the batch then joins
-	 * the next sample, with that sample's time. */
-	if (l->win_ns >= BRAID_STRIPE_WINDOW_NS || (l->win_bytes >= BRAID_STRIPE_WINDOW_BYTES &&
-						    l->win_ns >= BRAID_STRIPE_WINDOW_MIN_NS)) {
-		double sample = (double)l->win_bytes * 1e9 / (double)l->win_ns;
-
-		l->rate = l->samples ? l->rate + BRAID_STRIPE_EMA_ALPHA * (sample - l->rate)
-				     : sample;
-		l->samples++;
-		l->win_bytes = 0;
-		l->win_ns = 0;
-		stripe_reweigh(st);
+	if (st->cfg.batched) {
+		/* The first completion of a batch carries all the time since the last reap,
+		 * the rest almost none: a sample must hold whole batches (braid_stripe_reaped) */
+		l->batch_n++;
+		l->batch_ns += busy;
+		return;
 	}
-	stripe_slow_check(st, lane, busy);
+	stripe_close_window(st, l);
+	stripe_slow_check(st, lane, 1, busy);
+}
+
+void braid_stripe_reaped(struct braid_stripe *st)
+{
+	for (int i = 0; i < st->nlanes; i++) {
+		struct braid_stripe_lane *l = &st->lane[i];
+
+		if (!l->batch_n)
+			continue;
+		stripe_close_window(st, l);
+		stripe_slow_check(st, i, l->batch_n, l->batch_ns);
+		l->batch_n = 0;
+		l->batch_ns = 0;
+	}
 }
 
 double braid_stripe_weight(const struct braid_stripe *st, int lane)

@@ -46,6 +46,8 @@ struct braid_stripe_cfg {
 	size_t threshold; /* messages of fewer bytes go whole to one lane */
 	size_t min_chunk; /* least bytes of a chunk of a split message (rounded up to align) */
 	size_t align;     /* every chunk boundary but the message end is a multiple of it */
+	int batched;      /* the caller reaps completions in batches and calls
+			   * braid_stripe_reaped() after each (a NIC's CQ read at test()) */
 };
 
 struct braid_stripe_lane {
@@ -64,6 +66,8 @@ struct braid_stripe_lane {
 	/* slow-lane state: the current run of completions seen slow, and the latch */
 	uint32_t slow_run;
 	uint64_t slow_run_ns;
+	uint32_t batch_n; /* batched: completions since the last reap, and their busy time */
+	uint64_t batch_ns;
 	uint8_t slow_found;    /* the run was long enough: to report */
 	uint8_t slow_reported; /* braid_stripe_slow_lane() returned it: never again */
 };
@@ -116,6 +120,14 @@ int braid_stripe_split(struct braid_stripe *st, size_t size, size_t len[BRAID_ST
  */
 void braid_stripe_posted(struct braid_stripe *st, int lane, size_t bytes, uint64_t now_ns);
 void braid_stripe_completed(struct braid_stripe *st, int lane, size_t bytes, uint64_t now_ns);
+
+/*
+ * cfg.batched: every completion of a reap has been reported; fold the samples. A NIC's
+ * completions are read in batches (at the next test()); within one, the first carries all
+ * the time since the last read and the rest almost none, so a sample that ended inside a
+ * batch read tens of TB/s on softverbs. Samples hold whole batches instead.
+ */
+void braid_stripe_reaped(struct braid_stripe *st);
 
 /* Current weight of a lane, in [0, 1]; the lanes' weights sum to 1. For counters. */
 double braid_stripe_weight(const struct braid_stripe *st, int lane);

@@ -149,6 +149,7 @@ static ncclResult_t v8_get_props(const struct net_api *api, int dev, struct net_
 	p->max_recvs = raw.maxRecvs;
 	p->net_device_type = raw.netDeviceType;
 	p->vdev_ndevs = 1;
+	p->vdev_devs[0] = dev; /* v8: NCCL fills {dev} itself */
 	return ncclSuccess;
 }
 
@@ -211,6 +212,8 @@ static void props_from_v9(struct net_props *p, const ncclNetProperties_v9_t *raw
 	p->max_recvs = raw->maxRecvs;
 	p->net_device_type = raw->netDeviceType;
 	p->vdev_ndevs = raw->vProps.ndevs;
+	for (int i = 0; i < raw->vProps.ndevs && i < 4; i++)
+		p->vdev_devs[i] = raw->vProps.devs[i];
 	p->max_p2p_bytes = raw->maxP2pBytes;
 	p->max_coll_bytes = raw->maxCollBytes;
 }
@@ -453,6 +456,24 @@ COMMON_OPS(v9, T9)
 COMMON_OPS(v10, T10)
 COMMON_OPS(v11, T11)
 
+/* makeVDevice takes the same props type in v9..v11. */
+#define MAKE_VDEVICE(V, T)                                                                 \
+	static ncclResult_t V##_make_vdevice(const struct net_api *api, int *d, int ndevs, \
+					     const int *devs)                              \
+	{                                                                                  \
+		ncclNetVDeviceProps_t props;                                               \
+                                                                                           \
+		memset(&props, 0, sizeof(props));                                          \
+		props.ndevs = ndevs;                                                       \
+		for (int i = 0; i < ndevs && i < NCCL_NET_MAX_DEVS_PER_NIC; i++)           \
+			props.devs[i] = devs[i];                                           \
+		return T(api)->makeVDevice(d, &props);                                     \
+	}
+
+MAKE_VDEVICE(v9, T9)
+MAKE_VDEVICE(v10, T10)
+MAKE_VDEVICE(v11, T11)
+
 #define FILL(V, FIN)                                  \
 	do {                                          \
 		api->init = V##_init;                 \
@@ -490,9 +511,18 @@ int netapi_bind(void *dl, int version, struct net_api *api)
 	api->name = *(const char *const *)table;
 	switch (version) {
 	case 8: FILL(v8, no_finalize); break;
-	case 9: FILL(v9, no_finalize); break;
-	case 10: FILL(v10, no_finalize); break;
-	case 11: FILL(v11, v11_finalize); break;
+	case 9:
+		FILL(v9, no_finalize);
+		api->make_vdevice = v9_make_vdevice;
+		break;
+	case 10:
+		FILL(v10, no_finalize);
+		api->make_vdevice = v10_make_vdevice;
+		break;
+	case 11:
+		FILL(v11, v11_finalize);
+		api->make_vdevice = v11_make_vdevice;
+		break;
 	default: return -1;
 	}
 	return 0;

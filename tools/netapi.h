@@ -30,6 +30,7 @@ struct net_props {
 	int max_recvs;
 	int net_device_type;
 	int vdev_ndevs;
+	int vdev_devs[4];           /* vProps.devs; v8: {the device} */
 	size_t max_p2p_bytes;       /* v9+; 0 for v8 */
 	size_t max_coll_bytes;      /* v9+; 0 for v8 */
 	int max_multi_request_size; /* v11; 0 before */
@@ -67,6 +68,8 @@ struct net_api {
 	ncclResult_t (*close_send)(const struct net_api *api, void *send_comm);
 	ncclResult_t (*close_recv)(const struct net_api *api, void *recv_comm);
 	ncclResult_t (*close_listen)(const struct net_api *api, void *listen_comm);
+	/* v9+: fuse devices; NULL for v8, which has no makeVDevice */
+	ncclResult_t (*make_vdevice)(const struct net_api *api, int *d, int ndevs, const int *devs);
 };
 
 /*

@@ -20,10 +20,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "plugin/counters.h"
 #include "tools/bootstrap.h"
 #include "tools/netapi.h"
 #include "tools/pattern.h"
@@ -815,6 +819,58 @@ static void print_header(const struct perf *p, const char *loaded)
 	fflush(stdout);
 }
 
+/*
+ * What striping did, from the plugin's own counters (/dev/shm/braid-<pid>, this process):
+ * for each NIC of the send comm of a fused device, the bytes and chunks it carried, its
+ * share and its measured rate. Nothing when the device is one NIC or counters are off.
+ */
+static void print_lanes(void)
+{
+	char path[64];
+	struct braid_ctr_region *r;
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof(path), BRAID_CTR_PATH_FMT, (int)getpid());
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) || (size_t)st.st_size < sizeof(*r)) {
+		close(fd);
+		return;
+	}
+	r = mmap(NULL, sizeof(*r), PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (r == MAP_FAILED)
+		return;
+	if (r->magic != BRAID_CTR_MAGIC || r->version != BRAID_CTR_VERSION) {
+		printf("# per-NIC counters: %s has layout version %u, this braid reads %u\n", path,
+		       r->version, BRAID_CTR_VERSION);
+		munmap(r, sizeof(*r));
+		return;
+	}
+	for (int i = 0; i < BRAID_CTR_MAX_COMMS; i++) {
+		const struct braid_ctr_comm *c = &r->comms[i];
+
+		if (c->kind != BRAID_CTR_COMM_SEND || c->nlanes < 2)
+			continue;
+		printf("# send comm to %s: %u NICs\n", c->peer, c->nlanes);
+		printf("#   %-16s %14s %10s %8s %12s  %s\n", "NIC", "bytes", "chunks", "share",
+		       "rate(GB/s)", "slow");
+		for (uint32_t k = 0; k < c->nlanes && k < BRAID_CTR_MAX_LANES; k++) {
+			const struct braid_ctr_lane *l = &c->lanes[k];
+			const char *name = l->dev >= 0 && l->dev < BRAID_CTR_MAX_DEVS
+						   ? r->devs[l->dev].name
+						   : "?";
+
+			printf("#   %-16s %14llu %10llu %7.1f%% %12.3f  %s\n", name,
+			       (unsigned long long)l->bytes, (unsigned long long)l->chunks,
+			       l->weight_ppm / 1e4, (double)l->rate_bps / 1e9, l->slow ? "yes" : "no");
+		}
+	}
+	munmap(r, sizeof(*r));
+}
+
 /* The whole measurement on an established bootstrap socket. */
 static int run_session(struct perf *p)
 {
@@ -831,6 +887,8 @@ static int run_session(struct perf *p)
 		print_header(p, loaded);
 	if (p->o.bw && run_bandwidth(p, &all_ok))
 		goto out;
+	if (p->streamer && p->o.bw)
+		print_lanes();
 	if (p->o.lat && run_latency(p, &all_ok))
 		goto out;
 	/* both sides are done with the comms before either closes them */

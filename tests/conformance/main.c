@@ -74,6 +74,10 @@ const struct scenario scenarios[] = {
 	     "iflush of 32 receives on each of 64 comms, all in "
 	     "flight at once: never an error"),
 	  .own_init = true },
+	{ SC("vdevice", sc_vdevice, 9,
+	     "makeVDevice: bad arguments refused with ncclInvalidUsage, nothing changed; two "
+	     "devices fused into a third (name a+b, sum of speeds, vProps)"),
+	  .one_sided = true, .quick = true },
 	{ SC("ring", sc_ring, 8,
 	     "rings of 2, 3 and 4 processes: irecv, then isend until "
 	     "taken, 1,000 times: no deadlock"),

@@ -270,3 +270,77 @@ out:
 	plan_free(&p);
 	return rc;
 }
+
+/*
+ * makeVDevice (v9+), as NCCL's topology code calls it: bad arguments fail with
+ * ncclInvalidUsage (ncclIbMakeVDevice's answer) and leave devices() as it was; fusing
+ * two devices, where the backend can, adds one device after the others whose vProps are
+ * the two, whose name joins theirs with '+' and whose speed is their sum. A backend that
+ * cannot fuse must say so with ncclInvalidUsage, never succeed without striping.
+ */
+int sc_vdevice(struct side *s)
+{
+	static const struct {
+		int n;
+		int devs[4];
+		const char *what;
+	} bad[] = {
+		{ 0, { 0 }, "no device" },         { 5, { 0, 0, 0, 0 }, "5 devices" },
+		{ 2, { 0, 1000 }, "device 1000" }, { 2, { -1, 0 }, "device -1" },
+		{ 2, { 0, 0 }, "device 0 twice" },
+	};
+	struct net_props a, b, f;
+	int ndev = 0, after = 0, d = -1;
+	ncclResult_t r;
+
+	if (s->api->devices(s->api, &ndev) != ncclSuccess || ndev < 1)
+		return conf_fail(s, "devices() failed");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		conf_step(s, "makeVDevice(%s)", bad[i].what);
+		d = -7;
+		r = s->api->make_vdevice(s->api, &d, bad[i].n, bad[i].devs);
+		if (r != ncclInvalidUsage)
+			return conf_fail(s, "returned %s (%d), not ncclInvalidUsage",
+					 netapi_result_str(r), r);
+		if (d != -7)
+			return conf_fail(s, "wrote device %d on failure", d);
+		if (s->api->devices(s->api, &after) != ncclSuccess || after != ndev)
+			return conf_fail(s, "devices() went from %d to %d", ndev, after);
+	}
+	conf_step(s, "makeVDevice(one device)");
+	r = s->api->make_vdevice(s->api, &d, 1, (const int[]){ ndev - 1 });
+	if (r != ncclSuccess || d != ndev - 1)
+		return conf_fail(s, "returned %s (%d), device %d; want the device itself (%d)",
+				 netapi_result_str(r), r, d, ndev - 1);
+	if (ndev < 2) {
+		conf_log(s, "one device: nothing to fuse");
+		return 0;
+	}
+	conf_step(s, "makeVDevice(0, 1)");
+	r = s->api->make_vdevice(s->api, &d, 2, (const int[]){ 0, 1 });
+	if (r == ncclInvalidUsage) {
+		conf_log(s, "the backend does not fuse devices: ncclInvalidUsage, as it must say");
+		return 0;
+	}
+	if (r != ncclSuccess || d != ndev)
+		return conf_fail(s, "returned %s (%d), device %d (want %d)", netapi_result_str(r),
+				 r, d, ndev);
+	if (s->api->devices(s->api, &after) != ncclSuccess || after != ndev + 1)
+		return conf_fail(s, "devices() is %d after fusing, want %d", after, ndev + 1);
+	if (s->api->get_props(s->api, 0, &a) || s->api->get_props(s->api, 1, &b) ||
+	    s->api->get_props(s->api, d, &f))
+		return conf_fail(s, "getProperties failed");
+	conf_log(s, "fused device %d: '%s', %d Mbps, vProps {%d: %d, %d}", d, f.name, f.speed,
+		 f.vdev_ndevs, f.vdev_devs[0], f.vdev_devs[1]);
+	if (f.vdev_ndevs != 2 || f.vdev_devs[0] != 0 || f.vdev_devs[1] != 1)
+		return conf_fail(s, "vProps {%d: %d, %d}, want {2: 0, 1}", f.vdev_ndevs,
+				 f.vdev_devs[0], f.vdev_devs[1]);
+	if (f.speed != a.speed + b.speed)
+		return conf_fail(s, "speed %d, want %d + %d", f.speed, a.speed, b.speed);
+	char want[600];
+
+	snprintf(want, sizeof(want), "%s+%s", a.name, b.name);
+	if (strcmp(f.name, want))
+		return conf_fail(s, "name '%s', want '%s'", f.name, want);
+	return 0;
+}

@@ -598,6 +598,33 @@ static void deterministic_and_misuse(void **state)
 	assert_near(braid_stripe_rate(&a, -1), 0, 0);
 }
 
+/*
+ * Guards batched reaping: a NIC's CQ is read at test(), so eight chunks that finished one
+ * after another are all seen at once. The sample must hold the whole batch: 8 MiB over the
+ * 8.4 ms the lane was busy. Reported one by one, the first completion carries all the time
+ * and closes a sample of 1 MiB alone (8x too slow), and the rest arrive in no time.
+ */
+static void batched_reap_reads_true_rate(void **state)
+{
+	struct braid_stripe_cfg cfg;
+	struct braid_stripe st;
+	const uint64_t t_end = 8400000; /* ns */
+
+	(void)state;
+	braid_stripe_cfg_default(&cfg);
+	cfg.batched = 1;
+	braid_stripe_init(&st, 2, NULL, &cfg);
+	for (int i = 0; i < 8; i++)
+		braid_stripe_posted(&st, 0, MiB, 0);
+	for (int i = 0; i < 8; i++)
+		braid_stripe_completed(&st, 0, MiB, t_end);
+	assert_true(braid_stripe_rate(&st, 0) == 0); /* nothing folded before the reap */
+	braid_stripe_reaped(&st);
+	assert_near(braid_stripe_rate(&st, 0), 8.0 * MiB * 1e9 / (double)t_end,
+		    0.01 * 8.0 * MiB * 1e9 / (double)t_end);
+	assert_true(braid_stripe_rate(&st, 1) == 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -613,6 +640,7 @@ int main(void)
 		cmocka_unit_test(one_odd_sample_is_damped),
 		cmocka_unit_test(weight_floor),
 		cmocka_unit_test(deterministic_and_misuse),
+		cmocka_unit_test(batched_reap_reads_true_rate),
 	};
 
 	return cmocka_run_group_tests_name("stripe", tests, NULL, NULL);

@@ -865,7 +865,8 @@ static void print_lanes(void)
 
 			printf("#   %-16s %14llu %10llu %7.1f%% %12.3f  %s\n", name,
 			       (unsigned long long)l->bytes, (unsigned long long)l->chunks,
-			       l->weight_ppm / 1e4, (double)l->rate_bps / 1e9, l->slow ? "yes" : "no");
+			       l->weight_ppm / 1e4, (double)l->rate_bps / 1e9,
+			       l->slow ? "yes" : "no");
 		}
 	}
 	munmap(r, sizeof(*r));

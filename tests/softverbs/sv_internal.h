@@ -41,6 +41,8 @@
 #define SV_ROCE_GID_TBL_LEN 256
 #define SV_IB_GID_TBL_LEN 128
 
+_Static_assert(SV_MAX_DEVICES <= SV_STATS_MAX_DEVICES, "a stats slot per device");
+
 #define sv_container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 struct sv_port {
@@ -406,5 +408,6 @@ int sv_stats_open(void);
 void sv_stats_close(void);
 struct sv_stats_qp *sv_stats_qp_slot(uint32_t qpn);
 void sv_stats_uplink_add(int uplink, uint64_t bytes);
+void sv_stats_device_add(int dev, uint64_t bytes);
 
 #endif

@@ -180,6 +180,7 @@ static void account_tx(struct sv_qp *qp, uint64_t bytes)
 		__atomic_fetch_add(&qp->stats->tx_msgs, 1, __ATOMIC_RELAXED);
 	}
 	sv_stats_uplink_add(qp->uplink, bytes);
+	sv_stats_device_add(qp->ctx->dev->index, bytes);
 }
 
 /* Send the WR at qp->sq_send. Lock held; qp pinned by the caller. */

@@ -2,8 +2,10 @@
 /*
  * softverbs cmocka tests of the fabric model and fault injection: RoCEv2
  * UDP source ports as Linux computes them, uplink choice by 5-tuple hash,
- * per-uplink and per-QP counters (stats file and softverbs-stat), uplink rate
- * limit and delay, and each SOFTVERBS_FAULT_* knob.
+ * per-uplink, per-device and per-QP counters (stats file and softverbs-stat),
+ * uplink rate limit and delay, device line rates (SOFTVERBS_DEVICE_RATE_MBPS:
+ * parsing, and that devices are paced independently), and each
+ * SOFTVERBS_FAULT_* knob.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -27,6 +29,8 @@
 
 #define ACC_ALL (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 #define NPAIRS 8
+/* The devices of this test: svt_fabric_init's, plus a second RoCE device. */
+#define DEVICES "svroce0:roce:1,svib0:ib:2,svroce1:roce:1"
 
 static int clear_env(void **state)
 {
@@ -41,6 +45,7 @@ static int clear_env(void **state)
 		"SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS",
 		"SOFTVERBS_FAULT_PORT_UP_AFTER_MS",
 		"SOFTVERBS_POST_SEND_DELAY_US",
+		"SOFTVERBS_DEVICE_RATE_MBPS",
 	};
 
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
@@ -104,6 +109,15 @@ static const struct sv_stats_file *my_stats(void)
 	assert_true(f != MAP_FAILED);
 	assert_int_equal(f->magic, SV_STATS_MAGIC);
 	return f;
+}
+
+static const struct sv_stats_device *stats_dev(const struct sv_stats_file *f, const char *name)
+{
+	for (uint32_t i = 0; i < f->ndevices && i < SV_STATS_MAX_DEVICES; i++)
+		if (!strncmp(f->device[i].name, name, sizeof(f->device[i].name)))
+			return &f->device[i];
+	fail_msg("device %s not in the stats file", name);
+	return NULL;
 }
 
 static const struct sv_stats_qp *stats_qp(const struct sv_stats_file *f, uint32_t qpn)
@@ -212,6 +226,99 @@ static void test_sport_uplinks_stats(void **state)
 		ibv_dereg_mr(bmr[i]);
 		svt_end_fini(&a[i]);
 		svt_end_fini(&b[i]);
+	}
+}
+
+/* Path of softverbs-stat, next to this test binary. */
+static void stat_tool(char *path, size_t len)
+{
+	char exe[256];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	assert_true(n > 0);
+	exe[n] = 0;
+	*strrchr(exe, '/') = 0;
+	snprintf(path, len, "%s/softverbs-stat", exe);
+}
+
+/* Open svroce0 with SOFTVERBS_DEVICE_RATE_MBPS=rates (the engine reads it at
+ * its start); what softverbs wrote to stderr meanwhile goes to log. */
+static struct ibv_context *open_with_rates(const char *rates, char *log, size_t len)
+{
+	struct ibv_context *ctx;
+	FILE *tmp = tmpfile();
+	int saved = dup(2);
+	size_t n;
+
+	assert_non_null(tmp);
+	assert_true(saved >= 0);
+	setenv("SOFTVERBS_DEVICE_RATE_MBPS", rates, 1);
+	fflush(stderr);
+	assert_true(dup2(fileno(tmp), 2) == 2);
+	ctx = svt_open("svroce0");
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	rewind(tmp);
+	n = fread(log, 1, len - 1, tmp);
+	log[n] = 0;
+	fclose(tmp);
+	assert_non_null(ctx);
+	return ctx;
+}
+
+static void test_device_rate_config(void **state)
+{
+	static const char *const bad[] = {
+		"nosuch:10",  "svroce0",          ":5",
+		"svroce0:",   "svroce0:abc",      "svroce0:10x",
+		"svroce0:-1", "svroce0:10000001", "svroce0:99999999999999999999999",
+	};
+	struct ibv_context *ctx;
+	const struct sv_stats_file *f;
+	char log[2048], cmd[600], line[512], key[128];
+	int seen = 0;
+	FILE *p;
+
+	/* Left to right: '*' first, then per device; 0 is no limit. */
+	ctx = open_with_rates("*:100,svroce1:400,svib0:0", log, sizeof(log));
+	assert_string_equal(log, "");
+	f = my_stats();
+	assert_int_equal(f->ndevices, 3);
+	assert_int_equal(stats_dev(f, "svroce0")->rate, 100000000);
+	assert_int_equal(stats_dev(f, "svib0")->rate, 0);
+	assert_int_equal(stats_dev(f, "svroce1")->rate, 400000000);
+	/* softverbs-stat shows them. */
+	stat_tool(cmd, sizeof(cmd));
+	snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " -f %s", svt_fabric());
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	snprintf(key, sizeof(key), "device pid=%d name=svroce1 rate_mbps=400 tx_bytes=0 ",
+		 (int)getpid());
+	while (fgets(line, sizeof(line), p))
+		if (!strncmp(line, key, strlen(key)))
+			seen++;
+	assert_int_equal(pclose(p), 0);
+	assert_int_equal(seen, 1);
+	munmap((void *)f, sizeof(*f));
+	ibv_close_device(ctx);
+
+	/* A bad entry is named, and the whole variable is ignored (the good
+	 * entry before it too). */
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char rates[128];
+
+		snprintf(rates, sizeof(rates), "svroce1:300,%s", bad[i]);
+		ctx = open_with_rates(rates, log, sizeof(log));
+		printf("softverbs: %s=%s: %s", "SOFTVERBS_DEVICE_RATE_MBPS", rates, log);
+		assert_non_null(strstr(log, "SOFTVERBS_DEVICE_RATE_MBPS"));
+		assert_non_null(strstr(log, bad[i]));
+		assert_non_null(strstr(log, "ignored"));
+		f = my_stats();
+		for (uint32_t d = 0; d < f->ndevices; d++)
+			assert_int_equal(f->device[d].rate, 0);
+		munmap((void *)f, sizeof(*f));
+		ibv_close_device(ctx);
 	}
 }
 
@@ -493,11 +600,19 @@ static void test_fault_port_down_for_good(void **state)
 	assert_true(svt_now_ms() - t0 < 1000);
 }
 
+static int group_setup(void **state)
+{
+	svt_fabric_init();
+	setenv("SOFTVERBS_DEVICES", DEVICES, 1);
+	return 0;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_sport_uplinks_stats, clear_env),
 		cmocka_unit_test_teardown(test_uplink_rate_and_delay, clear_env),
+		cmocka_unit_test_teardown(test_device_rate_config, clear_env),
 		cmocka_unit_test_teardown(test_post_send_delay, clear_env),
 		cmocka_unit_test_teardown(test_fault_fail_reg, clear_env),
 		cmocka_unit_test_teardown(test_fault_remote_access, clear_env),
@@ -506,5 +621,5 @@ int main(void)
 		cmocka_unit_test_teardown(test_fault_port_down_for_good, clear_env),
 	};
 
-	return cmocka_run_group_tests(tests, svt_fabric_group_setup, svt_fabric_group_teardown);
+	return cmocka_run_group_tests(tests, group_setup, svt_fabric_group_teardown);
 }

@@ -201,10 +201,13 @@ int sv_uplink_of(uint32_t sip, uint32_t dip, uint16_t sport, int nuplinks)
  * SOFTVERBS_UPLINK_DELAY_US); a slot lasts B/R, plus the uplink's delay. The
  * message goes on the wire whole when the later of its slots ends, so a
  * message arrives when its last byte would have, and each link, over time,
- * carries at most its rate. A link idle since before now starts its slot
- * now; a link freed less than SV_PACE_SLACK_NS ago starts it where the last
- * one ended, so that the tx thread's own latency (it reserves the next slot
- * only after writing the message before) does not eat into the rate.
+ * carries at most its rate. A link freed less than SV_PACE_SLACK_NS ago
+ * starts the slot where the last one ended, so that the tx thread's own
+ * latency (it reserves a slot only after writing the message before, and
+ * maybe other links' messages too) does not eat into the rate; a link idle
+ * for longer starts it now. Slots never overlap, so a link never carries
+ * more than its rate from the moment it starts being busy; the slack only
+ * lets a late tx thread catch up (at most SV_PACE_SLACK_NS * R bytes).
  *
  * The reservation is made, once, when the message is next in line on its QP
  * (or connection) and could otherwise be sent: the caller keeps the ready
@@ -212,7 +215,7 @@ int sv_uplink_of(uint32_t sip, uint32_t dip, uint16_t sport, int nuplinks)
  * earliest ready time. So a link that has budget never waits for another
  * one. Called with sv_eng.lock held, by the tx thread only.
  */
-#define SV_PACE_SLACK_NS 1000000ull
+#define SV_PACE_SLACK_NS 10000000ull
 
 static uint64_t link_reserve(uint64_t *next, uint64_t rate, uint64_t delay_ns, uint64_t bytes,
 			     uint64_t now)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * softverbs-stat: print the live counters of every softverbs process on a
- * fabric: bytes per uplink (summed over processes) and per QP.
+ * fabric: bytes per uplink (summed over processes), per device and per QP.
  *
  *   softverbs-stat [-f FABRIC_DIR] [-a]
  *
@@ -10,6 +10,7 @@
  * Output, one record per line, space separated key=value pairs:
  *   uplink id=U tx_bytes=N tx_msgs=N
  *   qp pid=P qpn=0xQ dest_qpn=0xQ sport=S uplink=U sip=A dip=A tx_bytes=N rx_bytes=N
+ *   device pid=P name=NAME rate_mbps=R tx_bytes=N tx_msgs=N   (R 0: no limit)
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -73,6 +74,14 @@ static void show_file(const char *path, int all)
 		       f->pid, q->qpn, q->dest_qpn, q->sport, q->uplink, sip, dip,
 		       (unsigned long long)ld(&q->tx_bytes), (unsigned long long)ld(&q->rx_bytes),
 		       (unsigned long long)ld(&q->tx_msgs), (unsigned long long)ld(&q->rx_msgs));
+	}
+	for (unsigned int i = 0; i < f->ndevices && i < SV_STATS_MAX_DEVICES; i++) {
+		const struct sv_stats_device *d = &f->device[i];
+
+		printf("device pid=%d name=%.*s rate_mbps=%llu tx_bytes=%llu tx_msgs=%llu\n",
+		       f->pid, (int)sizeof(d->name), d->name,
+		       (unsigned long long)(d->rate / 1000000),
+		       (unsigned long long)ld(&d->tx_bytes), (unsigned long long)ld(&d->tx_msgs));
 	}
 	munmap((void *)f, sizeof(*f));
 }

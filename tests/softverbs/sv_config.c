@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* softverbs: configuration from the environment, and the timing model. */
+#include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +45,73 @@ static void parse_uplink_table(const char *name, uint64_t *table, uint64_t mult)
 	}
 }
 
+#define SV_MAX_RATE_MBPS 10000000ull /* 10 TB/s: B * 1e9 / rate cannot overflow */
+
+/*
+ * SOFTVERBS_DEVICE_RATE_MBPS: "NAME:MBPS,..." and/or "*:MBPS", applied left
+ * to right (so "*:100,svroce1:400" gives svroce1 400), NAME a device of
+ * SOFTVERBS_DEVICES and MBPS a whole number of 10^6 bytes/s (0: no limit).
+ * An entry that is not that is reported and the whole variable ignored: a
+ * half-applied limit would skew a measurement without anyone noticing.
+ */
+static void parse_device_rates(uint64_t *rate)
+{
+	static const char var[] = "SOFTVERBS_DEVICE_RATE_MBPS";
+	const char *v = getenv(var);
+	uint64_t tab[SV_MAX_DEVICES] = { 0 };
+	char buf[512], *save = NULL, *tok;
+	struct sv_device *devs;
+	int ndevs;
+
+	if (!v || !*v)
+		return;
+	if (strlen(v) >= sizeof(buf)) {
+		sv_log("%s: value longer than %zu characters: ignored", var, sizeof(buf) - 1);
+		return;
+	}
+	devs = sv_devices(&ndevs);
+	snprintf(buf, sizeof(buf), "%s", v);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *colon = strchr(tok, ':'), *end;
+		unsigned long long mbps;
+		int d;
+
+		if (!colon || colon == tok) {
+			sv_log("%s: bad entry '%s' (want DEVICE:MBPS or *:MBPS): variable ignored",
+			       var, tok);
+			return;
+		}
+		*colon = 0;
+		errno = 0;
+		mbps = strtoull(colon + 1, &end, 10);
+		if (!isdigit((unsigned char)colon[1]) || *end || errno || mbps > SV_MAX_RATE_MBPS) {
+			sv_log("%s: bad entry '%s:%s' (MBPS: a whole number from 0 to %llu): "
+			       "variable ignored",
+			       var, tok, colon + 1, SV_MAX_RATE_MBPS);
+			return;
+		}
+		if (!strcmp(tok, "*")) {
+			for (d = 0; d < SV_MAX_DEVICES; d++)
+				tab[d] = mbps * 1000000ull;
+			continue;
+		}
+		for (d = 0; d < ndevs && strcmp(devs[d].ibdev.name, tok); d++)
+			;
+		if (d == ndevs) {
+			sv_log("%s: bad entry '%s:%s' (no device %s in SOFTVERBS_DEVICES): "
+			       "variable ignored",
+			       var, tok, colon + 1, tok);
+			return;
+		}
+		tab[d] = mbps * 1000000ull;
+	}
+	memcpy(rate, tab, sizeof(tab));
+	for (int d = 0; d < ndevs; d++)
+		if (rate[d])
+			sv_debug("device %s: %llu MB/s", devs[d].ibdev.name,
+				 (unsigned long long)(rate[d] / 1000000ull));
+}
+
 void sv_config_load(struct sv_config *cfg)
 {
 	const char *v;
@@ -61,6 +130,8 @@ void sv_config_load(struct sv_config *cfg)
 		cfg->uplinks = SV_STATS_MAX_UPLINKS;
 	parse_uplink_table("SOFTVERBS_UPLINK_RATE_MBPS", cfg->uplink_rate, 1000000ull);
 	parse_uplink_table("SOFTVERBS_UPLINK_DELAY_US", cfg->uplink_delay_us, 1);
+	cfg->debug = env_long("SOFTVERBS_DEBUG", 0) != 0;
+	parse_device_rates(cfg->device_rate);
 	cfg->fault_cut_bytes = (uint64_t)env_long("SOFTVERBS_FAULT_CUT_AFTER_BYTES", 0);
 	cfg->fault_cut_qp = (int)env_long("SOFTVERBS_FAULT_CUT_QP", 0);
 	cfg->fault_fail_reg = env_long("SOFTVERBS_FAULT_FAIL_REG", 0);
@@ -69,7 +140,6 @@ void sv_config_load(struct sv_config *cfg)
 	cfg->fault_port_up_ms = env_long("SOFTVERBS_FAULT_PORT_UP_AFTER_MS", -1);
 	cfg->post_send_delay_us = env_long("SOFTVERBS_POST_SEND_DELAY_US", 0);
 	cfg->dmabuf = env_long("SOFTVERBS_DMABUF", 0) != 0;
-	cfg->debug = env_long("SOFTVERBS_DEBUG", 0) != 0;
 }
 
 /*

@@ -12,7 +12,8 @@
  *    message: payloads are read straight into the target MR or receive
  *    buffers, completions are generated, responses queued;
  *  - a tx thread that sends posted WRs and queued responses, writing
- *    payloads straight from registered memory.
+ *    payloads straight from registered memory, and paces each device and
+ *    each uplink on its own (sv_pace_reserve in sv_fabric.c).
  *
  * Deadlock freedom: the rx thread never writes to a socket (it only queues
  * responses), so it always drains; a blocked tx thread is therefore always
@@ -129,6 +130,8 @@ static int engine_start(void)
 	sv_eng.start_ns = sv_now_ns();
 	sv_eng.nqp_created = 0;
 	sv_eng.nreg = sv_eng.nremote_ops = 0;
+	memset(sv_eng.dev_next_ns, 0, sizeof(sv_eng.dev_next_ns));
+	memset(sv_eng.ul_next_ns, 0, sizeof(sv_eng.ul_next_ns));
 	sv_eng.stop = false;
 	if (pthread_create(&sv_eng.rx_thread, NULL, sv_rx_main, NULL))
 		goto fail;

@@ -193,37 +193,57 @@ int sv_uplink_of(uint32_t sip, uint32_t dip, uint16_t sport, int nuplinks)
 	return (int)(h % (uint64_t)(nuplinks > 0 ? nuplinks : 1));
 }
 
-static void sleep_until(uint64_t t)
+/*
+ * Pacing. Each device and each uplink is a link that carries one message at
+ * a time: a token bucket with no burst. A message of B bytes reserves the
+ * next free slot of every link it crosses that has a limit: its device
+ * (SOFTVERBS_DEVICE_RATE_MBPS) and its uplink (SOFTVERBS_UPLINK_RATE_MBPS,
+ * SOFTVERBS_UPLINK_DELAY_US); a slot lasts B/R, plus the uplink's delay. The
+ * message goes on the wire whole when the later of its slots ends, so a
+ * message arrives when its last byte would have, and each link, over time,
+ * carries at most its rate. A link freed less than SV_PACE_SLACK_NS ago
+ * starts the slot where the last one ended, so that the tx thread's own
+ * latency (it reserves a slot only after writing the message before, and
+ * maybe other links' messages too) does not eat into the rate; a link idle
+ * for longer starts it now. Slots never overlap, so a link never carries
+ * more than its rate from the moment it starts being busy; the slack only
+ * lets a late tx thread catch up (at most SV_PACE_SLACK_NS * R bytes).
+ *
+ * The reservation is made, once, when the message is next in line on its QP
+ * (or connection) and could otherwise be sent: the caller keeps the ready
+ * time and the tx thread sends whatever is ready, sleeping only until the
+ * earliest ready time. So a link that has budget never waits for another
+ * one. Called with sv_eng.lock held, by the tx thread only.
+ */
+#define SV_PACE_SLACK_NS 10000000ull
+
+static uint64_t link_reserve(uint64_t *next, uint64_t rate, uint64_t delay_ns, uint64_t bytes,
+			     uint64_t now)
 {
-	uint64_t now = sv_now_ns();
+	uint64_t start = *next + SV_PACE_SLACK_NS >= now ? *next : now;
 
-	if (t > now) {
-		struct timespec ts = {
-			.tv_sec = (time_t)((t - now) / 1000000000ull),
-			.tv_nsec = (long)((t - now) % 1000000000ull),
-		};
-
-		nanosleep(&ts, NULL);
-	}
+	*next = start + delay_ns + (rate ? bytes * 1000000000ull / rate : 0);
+	return *next;
 }
 
-/* Congested path: the tx thread waits here before putting bytes on an
- * uplink that has a rate limit (a token bucket with no burst) or a delay.
- * Only the tx thread calls it. */
-void sv_uplink_pace(int uplink, uint64_t bytes)
+/* When a message of bytes on device dev and uplink uplink may go on the wire
+ * (now when neither has a limit). */
+uint64_t sv_pace_reserve(int dev, int uplink, uint64_t bytes, uint64_t now)
 {
-	uint64_t rate = sv_eng.cfg.uplink_rate[uplink];
-	uint64_t delay = sv_eng.cfg.uplink_delay_us[uplink];
+	const struct sv_config *cfg = &sv_eng.cfg;
+	uint64_t ready = now, t;
 
-	if (delay)
-		sleep_until(sv_now_ns() + delay * 1000ull);
-	if (rate) {
-		uint64_t now = sv_now_ns();
-		uint64_t *next = &sv_eng.ul_next_ns[uplink];
-
-		if (*next < now)
-			*next = now;
-		*next += bytes * 1000000000ull / rate;
-		sleep_until(*next);
+	if (dev >= 0 && dev < SV_MAX_DEVICES && cfg->device_rate[dev]) {
+		t = link_reserve(&sv_eng.dev_next_ns[dev], cfg->device_rate[dev], 0, bytes, now);
+		if (t > ready)
+			ready = t;
 	}
+	if (uplink >= 0 && uplink < SV_STATS_MAX_UPLINKS &&
+	    (cfg->uplink_rate[uplink] || cfg->uplink_delay_us[uplink])) {
+		t = link_reserve(&sv_eng.ul_next_ns[uplink], cfg->uplink_rate[uplink],
+				 cfg->uplink_delay_us[uplink] * 1000ull, bytes, now);
+		if (t > ready)
+			ready = t;
+	}
+	return ready;
 }

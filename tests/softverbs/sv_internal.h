@@ -41,6 +41,8 @@
 #define SV_ROCE_GID_TBL_LEN 256
 #define SV_IB_GID_TBL_LEN 128
 
+_Static_assert(SV_MAX_DEVICES <= SV_STATS_MAX_DEVICES, "a stats slot per device");
+
 #define sv_container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 struct sv_port {
@@ -163,6 +165,12 @@ struct sv_qp {
 	 * completed. Until then the tx thread must not pick this QP, or it
 	 * would pick it again at once, for ever, holding the lock. */
 	bool sq_stalled;
+	/* Pacing: the WR at pace_idx (== sq_send while valid) may go on the
+	 * wire at pace_ready_ns, the end of the slot it reserved on its
+	 * device's and its uplink's links (sv_pace_reserve). */
+	bool pace_set;
+	uint64_t pace_idx;
+	uint64_t pace_ready_ns;
 
 	struct sv_rwqe *rq;
 	struct ibv_sge *rq_sge;
@@ -245,6 +253,7 @@ struct sv_conn {
 	bool verified;       /* hello checked against a ready QP */
 	bool rnr_wait;       /* after an RNR NAK: drop without NAKs */
 	int pending;         /* queued responses not yet written */
+	bool resp_seen;      /* scratch of the tx thread's response scan */
 	struct sv_conn *next;
 };
 
@@ -252,7 +261,9 @@ struct sv_resp {
 	struct sv_conn *conn;
 	struct sv_hdr hdr;
 	void *data;       /* READ response source, or NULL */
-	struct sv_qp *qp; /* for stats, pinned while queued */
+	struct sv_qp *qp; /* for stats and pacing, pinned while queued */
+	bool paced;       /* ready_ns is set */
+	uint64_t ready_ns;
 	struct sv_resp *next;
 };
 
@@ -262,6 +273,8 @@ struct sv_config {
 	int uplinks;
 	uint64_t uplink_rate[SV_STATS_MAX_UPLINKS]; /* bytes/s, 0 = none */
 	uint64_t uplink_delay_us[SV_STATS_MAX_UPLINKS];
+	/* SOFTVERBS_DEVICE_RATE_MBPS, by device index: bytes/s, 0 = none */
+	uint64_t device_rate[SV_MAX_DEVICES];
 	uint64_t fault_cut_bytes; /* 0 = off */
 	int fault_cut_qp;         /* ordinal, 0 = every QP */
 	long fault_fail_reg;      /* n-th registration fails */
@@ -298,7 +311,10 @@ struct sv_engine {
 	size_t stats_len;
 	char stats_path[PATH_MAX];
 	struct sv_config cfg;
-	uint64_t ul_next_ns[SV_STATS_MAX_UPLINKS]; /* rate limiter */
+	/* Pacing: each device and each uplink is a link that is busy until
+	 * its *_next_ns (sv_pace_reserve). Written by the tx thread only. */
+	uint64_t dev_next_ns[SV_MAX_DEVICES];
+	uint64_t ul_next_ns[SV_STATS_MAX_UPLINKS];
 };
 
 extern struct sv_engine sv_eng;
@@ -385,12 +401,13 @@ void sv_qpn_free(const char *file);
 int sv_qpn_endpoint(uint32_t qpn, char *ep, size_t eplen);
 uint16_t sv_rocev2_sport(uint32_t lqpn, uint32_t rqpn, uint32_t flow_label);
 int sv_uplink_of(uint32_t sip, uint32_t dip, uint16_t sport, int nuplinks);
-void sv_uplink_pace(int uplink, uint64_t bytes);
+uint64_t sv_pace_reserve(int dev, int uplink, uint64_t bytes, uint64_t now);
 
 /* sv_stats.c */
 int sv_stats_open(void);
 void sv_stats_close(void);
 struct sv_stats_qp *sv_stats_qp_slot(uint32_t qpn);
 void sv_stats_uplink_add(int uplink, uint64_t bytes);
+void sv_stats_device_add(int dev, uint64_t bytes);
 
 #endif

@@ -368,6 +368,7 @@ static void qp_reset(struct sv_qp *qp)
 	 * tx_busy cleared and leaves the new one alone. */
 	qp->tx_busy = qp->held = false;
 	qp->sq_stalled = false;
+	qp->pace_set = false;
 	qp->link_cut = false;
 	qp->bytes_sent = 0;
 	if (qp->out) {

@@ -13,8 +13,9 @@ int sv_stats_open(void)
 {
 	static int seq;
 	size_t len = sizeof(struct sv_stats_file);
+	struct sv_device *devs;
 	void *p;
-	int fd;
+	int fd, ndevs;
 
 	snprintf(sv_eng.stats_path, sizeof(sv_eng.stats_path), "%s/stats/%d.%d.stat",
 		 sv_eng.cfg.fabric, (int)getpid(), ++seq);
@@ -39,6 +40,13 @@ int sv_stats_open(void)
 	sv_eng.stats->version = SV_STATS_VERSION;
 	sv_eng.stats->pid = (int32_t)getpid();
 	sv_eng.stats->nuplinks = (uint32_t)sv_eng.cfg.uplinks;
+	devs = sv_devices(&ndevs);
+	for (int i = 0; i < ndevs; i++) { /* ndevs <= SV_MAX_DEVICES <= SV_STATS_MAX_DEVICES */
+		snprintf(sv_eng.stats->device[i].name, sizeof(sv_eng.stats->device[i].name), "%s",
+			 devs[i].ibdev.name);
+		sv_eng.stats->device[i].rate = sv_eng.cfg.device_rate[i];
+	}
+	sv_eng.stats->ndevices = (uint32_t)ndevs;
 	__atomic_store_n(&sv_eng.stats->magic, SV_STATS_MAGIC, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -76,4 +84,12 @@ void sv_stats_uplink_add(int uplink, uint64_t bytes)
 		return;
 	__atomic_fetch_add(&sv_eng.stats->uplink[uplink].tx_bytes, bytes, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&sv_eng.stats->uplink[uplink].tx_msgs, 1, __ATOMIC_RELAXED);
+}
+
+void sv_stats_device_add(int dev, uint64_t bytes)
+{
+	if (!sv_eng.stats || dev < 0 || dev >= SV_STATS_MAX_DEVICES)
+		return;
+	__atomic_fetch_add(&sv_eng.stats->device[dev].tx_bytes, bytes, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&sv_eng.stats->device[dev].tx_msgs, 1, __ATOMIC_RELAXED);
 }

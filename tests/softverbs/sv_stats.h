@@ -12,9 +12,10 @@
 #include <stdint.h>
 
 #define SV_STATS_MAGIC 0x53565354u /* "SVST" */
-#define SV_STATS_VERSION 1
+#define SV_STATS_VERSION 2
 #define SV_STATS_MAX_UPLINKS 64
 #define SV_STATS_MAX_QPS 1024
+#define SV_STATS_MAX_DEVICES 8
 
 struct sv_stats_uplink {
 	uint64_t tx_bytes;
@@ -32,6 +33,14 @@ struct sv_stats_qp {
 	uint64_t tx_msgs, rx_msgs;
 };
 
+/* A device of SOFTVERBS_DEVICES, as this process sees it. */
+struct sv_stats_device {
+	char name[64];
+	uint64_t rate;     /* SOFTVERBS_DEVICE_RATE_MBPS in bytes/s (0: no limit) */
+	uint64_t tx_bytes; /* payload its QPs sent (requests + READ responses) */
+	uint64_t tx_msgs;
+};
+
 struct sv_stats_file {
 	uint32_t magic;
 	uint32_t version;
@@ -39,6 +48,9 @@ struct sv_stats_file {
 	uint32_t nuplinks;
 	struct sv_stats_uplink uplink[SV_STATS_MAX_UPLINKS];
 	struct sv_stats_qp qp[SV_STATS_MAX_QPS];
+	uint32_t ndevices;
+	uint32_t pad;
+	struct sv_stats_device device[SV_STATS_MAX_DEVICES];
 };
 
 #endif

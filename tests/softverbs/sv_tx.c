@@ -1,9 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
- * softverbs: the tx thread. It sends queued responses first, then the
- * posted WR that has waited longest across all QPs in RTS, connecting a
- * QP's path on first use; payloads are written straight from registered
- * memory. It also fails WRs whose retry budget ran out, and paces uplinks.
+ * softverbs: the tx thread. It sends queued responses first (in order per
+ * connection), then the posted WR that has waited longest across all QPs in
+ * RTS, connecting a QP's path on first use; payloads are written straight
+ * from registered memory. It also fails WRs whose retry budget ran out.
+ *
+ * Pacing (device and uplink rate limits, uplink delay; see sv_pace_reserve)
+ * never sleeps here: the next message of each QP and of each connection's
+ * responses reserves its slot on its links once, and the thread sends
+ * whatever is ready, oldest first, and otherwise waits on tx_cond until the
+ * earliest ready time (or new work). A slow link only delays its own
+ * messages.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -173,6 +180,7 @@ static void account_tx(struct sv_qp *qp, uint64_t bytes)
 		__atomic_fetch_add(&qp->stats->tx_msgs, 1, __ATOMIC_RELAXED);
 	}
 	sv_stats_uplink_add(qp->uplink, bytes);
+	sv_stats_device_add(qp->ctx->dev->index, bytes);
 }
 
 /* Send the WR at qp->sq_send. Lock held; qp pinned by the caller. */
@@ -231,11 +239,11 @@ static void tx_wqe(struct sv_qp *qp)
 	qp->tx_busy = true;
 	qp->tx_busy_idx = qp->sq_send;
 	qp->sq_send++;
+	qp->pace_set = false; /* its slot is used */
 	c = qp->out;
 	c->refs++;
 	pthread_mutex_unlock(&sv_eng.lock);
 
-	sv_uplink_pace(qp->uplink, payload);
 	rc = sv_writev_full(c->fd, iov, n);
 
 	pthread_mutex_lock(&sv_eng.lock);
@@ -276,8 +284,6 @@ static void tx_resp(struct sv_resp *r)
 
 	if (r->conn->dead)
 		return;
-	if (bytes && r->qp)
-		sv_uplink_pace(r->qp->uplink, bytes);
 	if (sv_writev_full(r->conn->fd, iov, n)) {
 		pthread_mutex_lock(&sv_eng.lock);
 		sv_conn_lost(r->conn);
@@ -297,7 +303,31 @@ static bool port_up(struct sv_qp *qp)
 	       qp->ctx->dev->port[qp->attr.port_num - 1].state == IBV_PORT_ACTIVE;
 }
 
-/* Timeouts due now, and the QP whose next WR has waited longest. */
+/*
+ * May the WR at qp->sq_send go on the wire now? Its slot on its links is
+ * reserved the first time it is asked (a READ request carries no payload: it
+ * only waits for its links to be free); otherwise *wake is lowered to the
+ * time it may go.
+ */
+static bool wqe_paced(struct sv_qp *qp, uint64_t now, uint64_t *wake)
+{
+	if (!qp->pace_set || qp->pace_idx != qp->sq_send) {
+		const struct sv_swqe *w = &qp->sq[qp->sq_send % qp->sq_size];
+		uint64_t bytes = w->opcode == IBV_WR_RDMA_READ ? 0 : w->len;
+
+		qp->pace_ready_ns = sv_pace_reserve(qp->ctx->dev->index, qp->uplink, bytes, now);
+		qp->pace_idx = qp->sq_send;
+		qp->pace_set = true;
+	}
+	if (qp->pace_ready_ns <= now)
+		return true;
+	if (qp->pace_ready_ns < *wake)
+		*wake = qp->pace_ready_ns;
+	return false;
+}
+
+/* Timeouts due now, and the QP whose next WR has waited longest among those
+ * that may send now. */
 static struct sv_qp *tx_pick(uint64_t now, uint64_t *wake)
 {
 	struct sv_qp *best = NULL;
@@ -332,6 +362,8 @@ static struct sv_qp *tx_pick(uint64_t now, uint64_t *wake)
 				*wake = t;
 			continue;
 		}
+		if (!wqe_paced(qp, now, wake))
+			continue;
 		if (qp->sq[qp->sq_send % qp->sq_size].post_ns < best_t) {
 			best_t = qp->sq[qp->sq_send % qp->sq_size].post_ns;
 			best = qp;
@@ -340,19 +372,72 @@ static struct sv_qp *tx_pick(uint64_t now, uint64_t *wake)
 	return best;
 }
 
+/*
+ * May response r go on the wire now? A READ response's payload reserves its
+ * slot on the responding QP's device and uplink, once. Nothing waits for a
+ * connection that is gone or a QP being destroyed (destroy_qp waits for its
+ * queued responses to go out).
+ */
+static bool resp_paced(struct sv_resp *r, uint64_t now, uint64_t *wake)
+{
+	if (r->conn->dead || (r->qp && r->qp->destroyed))
+		return true;
+	if (!r->paced) {
+		r->paced = true;
+		r->ready_ns = now;
+		if (r->data && r->hdr.len && r->qp)
+			r->ready_ns = sv_pace_reserve(r->qp->ctx->dev->index, r->qp->uplink,
+						      r->hdr.len, now);
+	}
+	if (r->ready_ns <= now)
+		return true;
+	if (r->ready_ns < *wake)
+		*wake = r->ready_ns;
+	return false;
+}
+
+/*
+ * Take the oldest queued response that may go now and is first in line on
+ * its connection (a requester matches responses to its WRs in order). The
+ * usual case, the queue's head being ready, takes no scan.
+ */
+static struct sv_resp *resp_pick(uint64_t now, uint64_t *wake)
+{
+	struct sv_resp *r, *prev = NULL;
+	bool scanning = false;
+
+	for (r = sv_eng.resp_head; r; prev = r, r = r->next) {
+		if (scanning && r->conn->resp_seen)
+			continue; /* an earlier response on its connection waits */
+		if (resp_paced(r, now, wake)) {
+			if (prev)
+				prev->next = r->next;
+			else
+				sv_eng.resp_head = r->next;
+			if (sv_eng.resp_tail == r)
+				sv_eng.resp_tail = prev;
+			return r;
+		}
+		if (!scanning) {
+			for (struct sv_resp *o = sv_eng.resp_head; o; o = o->next)
+				o->conn->resp_seen = false;
+			scanning = true;
+		}
+		r->conn->resp_seen = true;
+	}
+	return NULL;
+}
+
 void *sv_tx_main(void *arg)
 {
 	(void)arg;
 	pthread_mutex_lock(&sv_eng.lock);
 	while (!sv_eng.stop) {
-		struct sv_resp *r = sv_eng.resp_head;
-		uint64_t now, wake;
+		uint64_t now = sv_now_ns(), wake = now + 100000000ull;
+		struct sv_resp *r = resp_pick(now, &wake);
 		struct sv_qp *qp;
 
 		if (r) {
-			sv_eng.resp_head = r->next;
-			if (!sv_eng.resp_head)
-				sv_eng.resp_tail = NULL;
 			pthread_mutex_unlock(&sv_eng.lock);
 			tx_resp(r);
 			pthread_mutex_lock(&sv_eng.lock);
@@ -363,8 +448,6 @@ void *sv_tx_main(void *arg)
 			free(r);
 			continue;
 		}
-		now = sv_now_ns();
-		wake = now + 100000000ull;
 		qp = tx_pick(now, &wake);
 		if (qp) {
 			qp->refs++;

@@ -27,7 +27,7 @@ for t in "$@"; do
 	   printf 'FAIL  %-48s %6ss (%s)\n' "$name" "$secs" "$why"
 	   # the lines that say why first (a long log's tail may not), then the tail
 	   echo "---- lines of $log that report a failure (at most 20)"
-	   grep -E 'FAIL|ERROR|[Aa]ssert|Sanitizer' "$log" | head -n 20
+	   grep -E 'FAIL|ERROR|[Aa]ssert|Sanitizer|: warning\(|: error\(' "$log" | head -n 20
 	   echo "---- last lines of $log"; tail -n 40 "$log"; echo "----" ;;
 	esac
 	[ "$show_log" = 1 ] && [ "$rc" -eq 0 ] && { cat "$log"; echo; }

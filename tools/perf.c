@@ -845,7 +845,7 @@ static void print_lanes(void)
 		return;
 	if (r->magic != BRAID_CTR_MAGIC || r->version != BRAID_CTR_VERSION) {
 		printf("# per-NIC counters: %s has layout version %u, this braid reads %u\n", path,
-		       r->version, BRAID_CTR_VERSION);
+		       r->version, (unsigned)BRAID_CTR_VERSION);
 		munmap(r, sizeof(*r));
 		return;
 	}

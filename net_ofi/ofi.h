@@ -100,6 +100,9 @@ static inline uint64_t ofi_msg_tag(uint16_t id, uint64_t buf)
 int ofi_tag_format_ok(uint64_t mem_tag_format, char *why, size_t whylen);
 
 #define OFI_MAX_INFLIGHT 32 /* receive requests per comm (NCCL_NET_MAX_REQUESTS) */
+/* operations a comm may have waiting for the provider: a lane of a fused send comm, every
+ * send it may have in flight (maxRecvs x 32) */
+#define OFI_BACKLOG (BRAID_MAX_RECVS * OFI_MAX_INFLIGHT)
 
 /* How long closing a comm waits for its cancelled operations before parking it. */
 #define OFI_CLOSE_REAP_MS 200
@@ -184,6 +187,7 @@ struct ofi_dev {
 
 struct ofi_mr {
 	uint32_t magic;              /* BRAID_MAGIC_MR */
+	uint8_t fused;               /* 0 here; 1 in a struct ofi_fmr (ofi_fused.c) */
 	struct braid_mr_range range; /* references guarded by the device lock */
 	struct ofi_dev *dev;
 	struct fid_mr *mr; /* NULL when the provider needs no registration for this */
@@ -214,6 +218,7 @@ struct ofi_announce_slot {
 
 struct ofi_req {
 	uint32_t magic; /* BRAID_MAGIC_REQ */
+	uint8_t fused;  /* 0 here; 1 in a struct ofi_freq (ofi_fused.c) */
 	uint8_t is_send;
 	uint8_t done_mask; /* receives: buffers whose data arrived */
 	int n;
@@ -238,6 +243,8 @@ struct ofi_group {
 
 struct ofi_comm {
 	uint32_t magic; /* BRAID_MAGIC_SEND / BRAID_MAGIC_RECV while usable */
+	uint8_t fused;  /* 0 here; 1 in a struct ofi_fcomm (ofi_fused.c) */
+	uint8_t lane;   /* a lane of a fused comm: its link is the fused comm's */
 	int devidx;
 	int is_send;
 	struct ofi_dev *dev;
@@ -268,7 +275,7 @@ struct ofi_comm {
 
 	/* receive requests whose parts the provider did not all take (-FI_EAGAIN): posted
 	 * from any progress, in order, so nothing ever waits inside a call */
-	struct ofi_req *backlog[OFI_MAX_INFLIGHT];
+	struct ofi_req *backlog[OFI_BACKLOG];
 	uint32_t backlog_head, backlog_tail;
 	struct ofi_comm *deferred_next; /* on dev->deferred while the backlog is not empty */
 	int on_deferred;
@@ -322,8 +329,42 @@ ncclResult_t ofi_accept(void *listen_comm, void **recv_comm);
 ncclResult_t ofi_close_send(void *send_comm);
 ncclResult_t ofi_close_recv(void *recv_comm);
 ncclResult_t ofi_close_listen(void *listen_comm);
+
 /* fini: free a parked comm, once the endpoint is closed. */
 void ofi_comm_free_parked(struct ofi_comm *c);
+/* For ofi_fused.c: one comm of the usual kind per NIC of a fused comm (a lane), set up
+ * with the fused comm's link. */
+size_t ofi_lane_blob_len(void);
+struct ofi_comm *ofi_lane_new(int devidx, int is_send, struct braid_link *lk);
+int ofi_lane_open(struct ofi_comm *c);
+void ofi_lane_blob(const struct ofi_comm *c, void *blob);
+int ofi_lane_take_blob(struct ofi_comm *c, const void *blob);
+void ofi_lane_ready(struct ofi_comm *c, int is_send);
+/* Free a lane; its goodbye went out over the fused comm's link. */
+void ofi_lane_free(struct ofi_comm *c);
+/* Plain (one-NIC) comms: the backend's entry points dispatch here (ofi_fused.c). */
+ncclResult_t ofi_plain_listen(const struct braid_vdev *vd, void *handle, void **listen_comm);
+ncclResult_t ofi_plain_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
+			       const void *handle, void **send_comm);
+ncclResult_t ofi_plain_accept(void *listen_comm, void **recv_comm);
+ncclResult_t ofi_plain_close_listen(void *listen_comm);
+void ofi_plain_comm_free(struct ofi_comm *c);
+
+/* ofi_data.c, for fused comms: the size of the buffer an isend with this tag would go to
+ * now; 0 and *size, or -EAGAIN (not announced yet, no free buffer with the tag) or the
+ * comm's error (a negative ncclResult_t). Takes ep_lock. */
+int ofi_send_peek(struct ofi_comm *c, int tag, size_t *size);
+/* Read the lane's device CQ and post what waits there (takes ep_lock). */
+void ofi_lane_progress(struct ofi_comm *c);
+
+/* ofi_fused.c: entry points for comms of one NIC or several */
+ncclResult_t ofi_any_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
+ncclResult_t ofi_any_dereg_mr(void *comm, void *mhandle);
+ncclResult_t ofi_any_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			   void **request);
+ncclResult_t ofi_any_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
+			   const int *tags, void **mhandles, void **request);
+ncclResult_t ofi_any_test(void *request, int *done, size_t *sizes, int *nsizes);
 
 /* ofi_data.c */
 ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,

@@ -178,7 +178,7 @@ static void comm_free(struct ofi_comm *c)
 	if (!c)
 		return;
 	d = c->dev;
-	if (c->magic == BRAID_MAGIC_SEND || c->magic == BRAID_MAGIC_RECV)
+	if ((c->magic == BRAID_MAGIC_SEND || c->magic == BRAID_MAGIC_RECV) && c->link)
 		comm_say_bye(c);
 	c->magic = BRAID_MAGIC_DEAD;
 	ctr = c->ctr;
@@ -277,8 +277,16 @@ static int comm_open(struct ofi_comm *c)
 	pthread_mutex_unlock(&d->lock);
 	if (rc)
 		return rc;
-	if (c->is_send)
+	if (c->is_send) {
+		/* Findable by announcements from now on, before the handshake ends: the peer
+		 * may post receives, and announce them, the moment it has our READY, and
+		 * another thread reading this device's CQ in between would drop them (a send
+		 * comm then waited for group 0 for ever: the threads scenario over netns). */
+		pthread_mutex_lock(&d->ep_lock);
+		d->by_id[c->id] = c;
+		pthread_mutex_unlock(&d->ep_lock);
 		return 0;
+	}
 	/* announcements go out of the receive requests */
 	step = "registering the request pool";
 	rc = ofi_mr_reg_raw(d, c->reqs.mem, c->reqs.elem_size * c->reqs.nelem, FI_SEND, &c->pool_mr,
@@ -387,7 +395,7 @@ static const struct braid_link_ops ofi_link_ops = {
 	.discard = link_discard,
 };
 
-ncclResult_t ofi_listen(const struct braid_vdev *vd, void *handle, void **listen_comm)
+ncclResult_t ofi_plain_listen(const struct braid_vdev *vd, void *handle, void **listen_comm)
 {
 	int dev = vd->nic[0];
 
@@ -404,8 +412,6 @@ static void comm_ready(struct ofi_comm *c, int is_send)
 
 	pthread_mutex_lock(&c->dev->ep_lock); /* other comms' CQ reads may count for c */
 	c->ctr = ctr;
-	if (is_send)
-		c->dev->by_id[c->id] = c;
 	pthread_mutex_unlock(&c->dev->ep_lock);
 	c->magic = is_send ? BRAID_MAGIC_SEND : BRAID_MAGIC_RECV;
 	BRAID_INFO(NCCL_NET, "ofi: %s comm %u %s %s (its comm %u) ready on %s",
@@ -413,8 +419,8 @@ static void comm_ready(struct ofi_comm *c, int is_send)
 		   c->peer_id, c->dev->name);
 }
 
-ncclResult_t ofi_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
-			 const void *handle, void **send_comm)
+ncclResult_t ofi_plain_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
+			       const void *handle, void **send_comm)
 {
 	int dev = vd->nic[0];
 	struct ofi_comm *c = braid_handle_stage_get(handle);
@@ -452,7 +458,7 @@ ncclResult_t ofi_connect(const struct braid_vdev *vd, const struct braid_conn_op
 	return ncclSuccess;
 }
 
-ncclResult_t ofi_accept(void *listen_comm, void **recv_comm)
+ncclResult_t ofi_plain_accept(void *listen_comm, void **recv_comm)
 {
 	void *comm = NULL;
 	ncclResult_t res;
@@ -466,19 +472,64 @@ ncclResult_t ofi_accept(void *listen_comm, void **recv_comm)
 	return ncclSuccess;
 }
 
-ncclResult_t ofi_close_send(void *send_comm)
+void ofi_plain_comm_free(struct ofi_comm *c)
 {
-	comm_free(to_ofi_comm(send_comm));
-	return ncclSuccess;
+	comm_free(c);
 }
 
-ncclResult_t ofi_close_recv(void *recv_comm)
-{
-	comm_free(to_ofi_comm(recv_comm));
-	return ncclSuccess;
-}
-
-ncclResult_t ofi_close_listen(void *listen_comm)
+ncclResult_t ofi_plain_close_listen(void *listen_comm)
 {
 	return braid_listen_comm_close(&ofi_link_ops, listen_comm);
+}
+
+/* ---- lanes of a fused comm (ofi_fused.c) ---- */
+
+size_t ofi_lane_blob_len(void)
+{
+	return sizeof(struct ofi_blob);
+}
+
+struct ofi_comm *ofi_lane_new(int devidx, int is_send, struct braid_link *lk)
+{
+	struct ofi_comm *c = comm_new(devidx, is_send, lk);
+
+	if (c)
+		c->lane = 1;
+	return c;
+}
+
+int ofi_lane_open(struct ofi_comm *c)
+{
+	return comm_open(c);
+}
+
+void ofi_lane_blob(const struct ofi_comm *c, void *blob)
+{
+	uint32_t len;
+
+	fill_blob(c, blob, &len);
+}
+
+int ofi_lane_take_blob(struct ofi_comm *c, const void *blob)
+{
+	int rc;
+
+	pthread_mutex_lock(&c->dev->lock);
+	rc = take_peer_blob(c, blob, sizeof(struct ofi_blob));
+	pthread_mutex_unlock(&c->dev->lock);
+	return rc;
+}
+
+void ofi_lane_ready(struct ofi_comm *c, int is_send)
+{
+	comm_ready(c, is_send);
+}
+
+void ofi_lane_free(struct ofi_comm *c)
+{
+	/* the fused comm said goodbye and closes the link */
+	c->link = NULL;
+	if (c->magic == BRAID_MAGIC_SEND || c->magic == BRAID_MAGIC_RECV)
+		c->magic = BRAID_MAGIC_DEAD;
+	comm_free(c);
 }

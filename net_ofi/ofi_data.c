@@ -6,6 +6,7 @@
  * it beyond libfabric's own: requests come from the comm's pool, and the peer check (one
  * poll() on the link) runs at most every BRAID_LIVENESS_MS.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -109,11 +110,29 @@ static int post_recv_parts(struct ofi_comm *c, struct ofi_req *r)
 	return 0;
 }
 
-/* Post c's deferred receives in order; 0 when none is left. */
+/* A send the provider refused for now (a lane's: see isend_locked). */
+static int post_send(struct ofi_comm *c, struct ofi_req *r)
+{
+	ssize_t rc;
+
+	if (r->next_part)
+		return 0;
+	rc = fi_tsend(c->dev->ep, r->size[0] ? r->buf[0] : &zero_byte, r->size[0], r->desc[0],
+		      c->peer_addr, ofi_msg_tag(c->peer_id, r->first), &r->op[0].fictx);
+	if (rc)
+		return (int)rc;
+	r->pending++;
+	r->next_part = 1;
+	c->outstanding++;
+	return 0;
+}
+
+/* Post c's deferred operations in order; 0 when none is left. */
 static int post_backlog(struct ofi_comm *c)
 {
 	while (c->backlog_head != c->backlog_tail) {
-		int rc = post_recv_parts(c, c->backlog[c->backlog_head % OFI_MAX_INFLIGHT]);
+		struct ofi_req *r = c->backlog[c->backlog_head % OFI_BACKLOG];
+		int rc = r->is_send ? post_send(c, r) : post_recv_parts(c, r);
 
 		if (rc == -FI_EAGAIN)
 			return rc;
@@ -403,7 +422,9 @@ static void check_peer(struct ofi_comm *c, int now)
 	if (c->error != ncclSuccess)
 		return;
 	st = braid_link_check(c->link, now);
-	if (st == was)
+	/* A death or failure fails every comm on the link (the lanes of a fused comm share
+	 * one, and another lane may have seen it first); a goodbye is said once. */
+	if (st == was && st != BRAID_LINK_DEAD && st != BRAID_LINK_FAILED)
 		return;
 	switch (st) {
 	case BRAID_LINK_DEAD:
@@ -512,13 +533,22 @@ static ncclResult_t isend_locked(struct ofi_comm *c, void *data, size_t size, in
 	r->n = 1;
 	r->first = buf;
 	r->size[0] = size;
+	r->buf[0] = data;
+	r->desc[0] = m->desc;
 	r->op[0] = (struct ofi_op){ .type = OFI_OP_SEND, .req = r, .comm = c };
-	rc = fi_tsend(c->dev->ep, size ? data : &zero_byte, size, m->desc, c->peer_addr,
-		      ofi_msg_tag(c->peer_id, buf), &r->op[0].fictx);
-	if (rc == -FI_EAGAIN) {
+	/* A lane of a fused comm never answers "not now" once the buffer is announced: the
+	 * fused send is already committed on other lanes, so the send waits in the backlog
+	 * and any progress of the device posts it (as a deferred receive). */
+	rc = c->backlog_head == c->backlog_tail ? post_send(c, r) : -FI_EAGAIN;
+	if (rc == -FI_EAGAIN && !c->lane) {
 		braid_pool_put(&c->reqs, r);
 		progress(c);
 		return c->error; /* not taken: NCCL calls again */
+	}
+	if (rc == -FI_EAGAIN) {
+		c->backlog[c->backlog_tail++ % OFI_BACKLOG] = r;
+		defer(c);
+		rc = 0;
 	}
 	if (rc) {
 		BRAID_WARN("ofi: fi_tsend of %zu bytes on %s comm %u to %s: %s", size, c->dev->name,
@@ -533,12 +563,40 @@ static ncclResult_t isend_locked(struct ofi_comm *c, void *data, size_t size, in
 		c->sent_upto = g->ann.first + g->ann.n;
 		c->seq++;
 	}
-	r->pending = 1;
 	r->magic = BRAID_MAGIC_REQ;
 	c->inflight++;
-	c->outstanding++;
 	*request = r;
 	return ncclSuccess;
+}
+
+void ofi_lane_progress(struct ofi_comm *c)
+{
+	pthread_mutex_lock(&c->dev->ep_lock);
+	progress(c);
+	pthread_mutex_unlock(&c->dev->ep_lock);
+}
+
+int ofi_send_peek(struct ofi_comm *c, int tag, size_t *size)
+{
+	struct ofi_group *g;
+	int rc = -EAGAIN;
+
+	pthread_mutex_lock(&c->dev->ep_lock);
+	check_peer(c, 0);
+	if (c->error != ncclSuccess || refuse_after_bye(c)) {
+		rc = -(int)c->error;
+		goto out;
+	}
+	g = current_group(c);
+	for (uint32_t i = 0; g && i < g->ann.n; i++)
+		if (g->ann.e[i].tag == tag && !(g->used & (1u << i))) {
+			*size = g->ann.e[i].size;
+			rc = 0;
+			break;
+		}
+out:
+	pthread_mutex_unlock(&c->dev->ep_lock);
+	return rc;
 }
 
 ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
@@ -596,7 +654,9 @@ static ncclResult_t irecv_locked(struct ofi_comm *c, int n, void **data, const s
 	}
 	r->op[n] = (struct ofi_op){ .type = OFI_OP_ANNOUNCE_SEND, .req = r, .comm = c };
 	rc = c->backlog_head == c->backlog_tail ? post_recv_parts(c, r) : -FI_EAGAIN;
-	if (rc == -FI_EAGAIN && r->next_part == 0 && c->backlog_head == c->backlog_tail) {
+	/* a lane of a fused comm keeps step with its other lanes: it queues instead */
+	if (rc == -FI_EAGAIN && r->next_part == 0 && c->backlog_head == c->backlog_tail &&
+	    !c->lane) {
 		/* Nothing taken: let NCCL call again. */
 		braid_pool_put(&c->reqs, r);
 		progress(c);
@@ -610,7 +670,7 @@ static ncclResult_t irecv_locked(struct ofi_comm *c, int n, void **data, const s
 		return c->error;
 	}
 	if (rc == -FI_EAGAIN) {
-		c->backlog[c->backlog_tail++ % OFI_MAX_INFLIGHT] = r;
+		c->backlog[c->backlog_tail++ % OFI_BACKLOG] = r;
 		defer(c);
 	}
 	r->magic = BRAID_MAGIC_REQ;
@@ -654,7 +714,7 @@ ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, v
 /* Every part posted (a deferred receive's may not be yet) and every completion in. */
 static int req_complete(const struct ofi_req *r)
 {
-	return r->pending == 0 && (r->is_send || r->next_part == recv_parts(r));
+	return r->pending == 0 && r->next_part == (r->is_send ? 1 : recv_parts(r));
 }
 
 static ncclResult_t test_locked(struct ofi_req *r, int *done, size_t *sizes, int *nsizes)

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Conformance on a fused libfabric device across two network namespaces joined by TWO veth
+# pairs, one subnet each: each side fuses its two interfaces (tcp;ofi_rxm domains) with
+# BRAID_MERGE, so every comm has one lane per veth pair. The handshake runs over the first
+# pair. Then braid perf between the namespaces on the fused device. Needs root.
+# RATE_MBIT=N shapes each veth with tc (tbf) for a bandwidth figure (not a test).
+set -u
+. "$(dirname "$0")/lib.sh"
+[ "$(id -u)" -eq 0 ] || skip "needs root to create network namespaces"
+command -v ip >/dev/null || skip "no ip(8) (iproute2)"
+fi_info -p tcp >/dev/null 2>&1 || skip "libfabric has no tcp provider (fi_info -p tcp)"
+
+id=$$
+nsa=braid-fa-$id nsb=braid-fb-$id
+a1=bfa1$id a2=bfa2$id b1=bfb1$id b2=bfb2$id # interface names stay under 16 bytes
+tmp=$(mktemp -d /tmp/braid-netns-fused.XXXXXX)
+pids=()
+
+cleanup() {
+	for p in "${pids[@]+"${pids[@]}"}"; do kill -KILL "$p" 2>/dev/null; done
+	ip netns del "$nsa" 2>/dev/null
+	ip netns del "$nsb" 2>/dev/null
+	ip link del "$a1" 2>/dev/null
+	ip link del "$a2" 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+ip netns add "$nsa" || skip "cannot create a network namespace here (ip netns add failed)"
+ip netns add "$nsb" || skip "cannot create a second network namespace"
+for p in 1 2; do
+	eval "x=\$a$p y=\$b$p"
+	ip link add "$x" type veth peer name "$y" || skip "cannot create a veth pair"
+	ip link set "$x" netns "$nsa" && ip link set "$y" netns "$nsb" || die "moving veths"
+	ip -n "$nsa" addr add "198.18.$p.1/24" dev "$x" || die "address on $x"
+	ip -n "$nsb" addr add "198.18.$p.2/24" dev "$y" || die "address on $y"
+	ip -n "$nsa" link set "$x" up && ip -n "$nsb" link set "$y" up || die "veth up"
+	if [ -n "${RATE_MBIT:-}" ]; then
+		for pair in "$nsa $x" "$nsb $y"; do
+			set -- $pair
+			ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "${RATE_MBIT}mbit" \
+				burst 256kb latency 50ms || die "tc on $2"
+		done
+	fi
+done
+for ns in "$nsa" "$nsb"; do ip -n "$ns" link set lo up || die "lo up in $ns"; done
+
+so=$(cd "$(dirname "$PLUGIN_SO")" && pwd)/$(basename "$PLUGIN_SO")
+seed=${CONF_SEED:-$(( (RANDOM << 15) | RANDOM ))}
+common=(env BRAID_BACKEND=ofi BRAID_OFI_PROVIDER="tcp;ofi_rxm" BRAID_STRIPE_BYTES=65536
+	CONF_MANY_WARMUP=3) # 2,048 lane comms a round: memory is flat from the third
+side_a=("${common[@]}" BRAID_SOCKET_IFNAME="=$a1" BRAID_MERGE="$a1+$a2")
+side_b=("${common[@]}" BRAID_SOCKET_IFNAME="=$b1" BRAID_MERGE="$b1+$b2")
+
+if [ -z "${RATE_MBIT:-}" ]; then
+	ip netns exec "$nsa" "${side_a[@]}" "$CONF_BIN" --plugin "$so" --role a --dir "$tmp" \
+		--seed "$seed" "$@" &
+	pids+=($!)
+	ip netns exec "$nsb" "${side_b[@]}" "$CONF_BIN" --plugin "$so" --role b --dir "$tmp" \
+		--seed "$seed" "$@" &
+	pids+=($!)
+	wait "${pids[0]}"; rc_a=$?
+	wait "${pids[1]}"; rc_b=$?
+	pids=()
+	echo "side a ($nsa): exit $rc_a; side b ($nsb): exit $rc_b"
+	[ "$rc_a" -eq 0 ] && [ "$rc_b" -eq 0 ] ||
+		die "conformance on a fused device across namespaces (seed $seed)"
+fi
+
+# braid perf between the namespaces on the fused device
+braid=$(cd "$BUILD" && pwd)/braid
+port=$((20000 + id % 20000))
+popts=(--plugin "$so" --port "$port" --min ${PERF_MIN:-64} --max ${PERF_MAX:-4M}
+	--iters ${PERF_ITERS:-20} --warmup 2 --lat-iters 100 --timeout 60)
+ip netns exec "$nsa" "${side_a[@]}" timeout 300 "$braid" perf --server "${popts[@]}" \
+	>"$tmp/perf.server" 2>&1 &
+pids+=($!)
+ip netns exec "$nsb" "${side_b[@]}" timeout 300 "$braid" perf --client 198.18.1.1 "${popts[@]}" \
+	>"$tmp/perf.client" 2>&1
+rc_c=$?
+wait "${pids[0]}"; rc_s=$?
+pids=()
+grep -hv 'SLOW PATH' "$tmp/perf.server" "$tmp/perf.client"
+[ "$rc_s" -eq 0 ] && [ "$rc_c" -eq 0 ] || die "braid perf on the fused device: server $rc_s, client $rc_c"
+grep -q '^# data check: every verified iteration was right' "$tmp/perf.server" ||
+	die "braid perf on the fused device: no clean data check"
+grep -q "device 0: $a1+$a2" "$tmp/perf.server" || die "braid perf did not run on the fused device"
+echo "netns-fused: all passed"

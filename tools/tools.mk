@@ -22,4 +22,18 @@ $(BUILD)/braid: $(TOOLS_SRCS:%.c=$(BUILD)/obj/%.o) $(TOOLS_LINK_TOPO)
 
 ALL_TARGETS += $(BUILD)/braid
 
+# braid stat's tests: counters files written by tests/stat/mkregion (the plugin's layout)
+$(BUILD)/tests/stat/mkregion: $(BUILD)/obj/tests/stat/mkregion.o
+	@mkdir -p $(dir $@)
+	$(CC) $(BRAID_LDFLAGS) -o $@ $^
+
+ALL_TARGETS += $(BUILD)/tests/stat/mkregion
+STAT_TESTS := tests/stat/listing.sh tests/stat/json.sh tests/stat/watch.sh \
+	tests/stat/namespaces.sh tests/stat/real.sh
+TESTS += $(STAT_TESTS)
+
+.PHONY: test-stat
+test-stat: $(BUILD)/braid $(BUILD)/tests/stat/mkregion
+	@BRAID_TEST_LOGDIR=$(BUILD)/test-logs BUILD=$(BUILD) tests/run-tests.sh $(STAT_TESTS)
+
 -include tests/bench/bench.mk

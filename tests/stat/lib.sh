@@ -17,7 +17,11 @@ HELPERS=()
 nfail=0
 cleanup() {
 	local p
-	for p in "${HELPERS[@]+"${HELPERS[@]}"}"; do kill "$p" 2>/dev/null; done
+	# a helper's own children too: unshare --fork ignores SIGTERM (namespaces.sh)
+	for p in "${HELPERS[@]+"${HELPERS[@]}"}"; do
+		kill -KILL $(ps -o pid= --ppid "$p") 2>/dev/null
+		kill "$p" 2>/dev/null
+	done
 	wait 2>/dev/null
 	rm -rf "$T"
 }

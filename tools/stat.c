@@ -313,6 +313,7 @@ static enum owner_ns owner_ns(int pid, const struct stat *st)
 static void liveness(struct ent *e, int fd, const struct stat *st)
 {
 	bool pid_here;
+	int err;
 
 	if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
 		(void)flock(fd, LOCK_UN);
@@ -325,7 +326,8 @@ static void liveness(struct ent *e, int fd, const struct stat *st)
 			 pid_here ? " (its pid here is another process now)" : "");
 		return;
 	}
-	if (errno == EWOULDBLOCK) {
+	err = errno;
+	if (err == EWOULDBLOCK) {
 		e->lock_known = true;
 		e->lock_held = true;
 		e->kind = ENT_LIVE;
@@ -343,7 +345,7 @@ static void liveness(struct ent *e, int fd, const struct stat *st)
 		e->kind = ENT_LIVE;
 		snprintf(e->why, sizeof(e->why),
 			 "live: pid %d runs in this PID namespace (its lock cannot be tested: %s)",
-			 e->pid, strerror(errno));
+			 e->pid, strerror(err));
 	} else {
 		e->kind = ENT_UNKNOWN;
 		snprintf(e->why, sizeof(e->why),

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by tests/stat/*.sh (BUILD in the environment, as tests/run-tests.sh sets it):
 # the braid binary, mkregion (counters files as the plugin writes them), a temporary
 # BRAID_SHM_DIR removed at exit with every helper started here, and assertions that say
@@ -19,6 +20,7 @@ cleanup() {
 	local p
 	# a helper's own children too: unshare --fork ignores SIGTERM (namespaces.sh)
 	for p in "${HELPERS[@]+"${HELPERS[@]}"}"; do
+		# shellcheck disable=SC2046 # a list of pids, or none
 		kill -KILL $(ps -o pid= --ppid "$p") 2>/dev/null
 		kill "$p" 2>/dev/null
 	done
@@ -61,11 +63,11 @@ expect_before() {
 # hold ARGS...: mkregion --hold in the background, as a running braid process (its file
 # is $BRAID_SHM_DIR/braid-$HELD unless ARGS has --file); waits until it holds the lock
 hold() {
-	local out=$T/hold.${#HELPERS[@]} i
+	local out=$T/hold.${#HELPERS[@]} _
 	"$MK" --hold 60 "$@" >"$out" 2>&1 &
 	HELD=$!
 	HELPERS+=("$HELD")
-	for i in $(seq 200); do
+	for _ in $(seq 200); do
 		grep -q '^ready ' "$out" && return 0
 		kill -0 "$HELD" 2>/dev/null || break
 		sleep 0.05

@@ -33,7 +33,7 @@ rm -f "$D"/braid-*
 if [ "$(id -u)" -eq 0 ] && unshare --pid --fork --kill-child true 2>/dev/null; then
 	unshare --pid --fork --kill-child "$MK" --dir "$D" --hold 30 --provider shm >"$T/ns" 2>&1 &
 	HELPERS+=("$!")
-	for i in $(seq 200); do grep -q '^ready ' "$T/ns" && break; sleep 0.05; done
+	for _ in $(seq 200); do grep -q '^ready ' "$T/ns" && break; sleep 0.05; done
 	"$BRAID" stat >"$out" 2>&1
 	cat "$out"
 	expect "$T/ns" "^ready $D/braid-1$" "the process in its own PID namespace is pid 1"

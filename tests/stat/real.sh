@@ -18,7 +18,7 @@ BRAID_SOCKET_IFNAME=lo "$BRAID" perf --backend ofi --provider 'tcp;ofi_rxm' --bw
 perf=$!
 HELPERS+=("$perf")
 ok=0
-for i in $(seq 300); do
+for _ in $(seq 300); do
 	"$BRAID" stat --dir /dev/shm --pid "$perf" >"$out" 2>&1
 	grep -Eq '^    [0-9]+ +send [0-9]+ +[^ ]+ +[1-9][0-9]* ' "$out" && { ok=1; break; }
 	kill -0 "$perf" 2>/dev/null || break

@@ -19,6 +19,9 @@ static const struct command commands[] = {
 	{ "perf", braid_cmd_perf,
 	  "bandwidth and latency between two processes through the "
 	  "plugin, as NCCL drives it" },
+	{ "stat", braid_cmd_stat,
+	  "every braid process of this host: backend, slow path, GPUDirect, "
+	  "counters and rates" },
 #ifdef BRAID_HAVE_TOPO
 	{ "topo", braid_cmd_topo, "GPUs, NICs, rails and PCIe paths of this machine" },
 #endif

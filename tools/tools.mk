@@ -2,7 +2,11 @@
 # `braid topo` (tools/topo.c, the topo engineer's) is linked in when it and topo/ exist.
 
 TOOLS_SRCS := tools/braid.c tools/version.c tools/perf.c tools/netapi.c tools/pattern.c \
-	tools/bootstrap.c
+	tools/bootstrap.c tools/stat.c
+# braid stat writes JSON with jansson (libjansson-dev, packaging/debian-packages.txt)
+JANSSON_CFLAGS = $(shell $(PKG_CONFIG) --cflags jansson 2>/dev/null)
+JANSSON_LIBS = $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null || echo -ljansson)
+$(BUILD)/obj/tools/stat.o: DEP_CFLAGS += $(JANSSON_CFLAGS)
 TOOLS_LINK_TOPO :=
 ifneq ($(wildcard tools/topo.c),)
 ifneq ($(strip $(TOPO_SRCS)),)
@@ -14,8 +18,22 @@ endif
 
 $(BUILD)/braid: $(TOOLS_SRCS:%.c=$(BUILD)/obj/%.o) $(TOOLS_LINK_TOPO)
 	@mkdir -p $(dir $@)
-	$(CC) $(BRAID_LDFLAGS) -o $@ $^ $(HWLOC_LIBS) -ldl -lpthread -lm
+	$(CC) $(BRAID_LDFLAGS) -o $@ $^ $(HWLOC_LIBS) $(JANSSON_LIBS) -ldl -lpthread -lm
 
 ALL_TARGETS += $(BUILD)/braid
+
+# braid stat's tests: counters files written by tests/stat/mkregion (the plugin's layout)
+$(BUILD)/tests/stat/mkregion: $(BUILD)/obj/tests/stat/mkregion.o
+	@mkdir -p $(dir $@)
+	$(CC) $(BRAID_LDFLAGS) -o $@ $^
+
+ALL_TARGETS += $(BUILD)/tests/stat/mkregion
+STAT_TESTS := tests/stat/listing.sh tests/stat/json.sh tests/stat/watch.sh \
+	tests/stat/namespaces.sh tests/stat/real.sh
+TESTS += $(STAT_TESTS)
+
+.PHONY: test-stat
+test-stat: $(BUILD)/braid $(BUILD)/tests/stat/mkregion
+	@BRAID_TEST_LOGDIR=$(BUILD)/test-logs BUILD=$(BUILD) tests/run-tests.sh $(STAT_TESTS)
 
 -include tests/bench/bench.mk

@@ -11,3 +11,4 @@ $(FI_BENCH): $(BUILD)/obj/tests/bench/fi_rdm_bench.o
 ALL_TARGETS += $(FI_BENCH)
 BENCHES += tests/bench/compare.sh
 BENCHES += tests/bench/multirail.sh
+BENCHES += tests/bench/multirail-ofi.sh

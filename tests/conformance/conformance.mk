@@ -13,7 +13,7 @@ $(CONF_BIN): $(CONF_OBJS)
 ALL_TARGETS += $(CONF_BIN)
 
 CONF_TESTS := tests/conformance/tcp.sh tests/conformance/shm.sh \
-	tests/conformance/netns.sh tests/conformance/loader.sh tests/conformance/perf.sh \
+	tests/conformance/netns.sh tests/conformance/netns-fused.sh tests/conformance/loader.sh tests/conformance/perf.sh \
 	tests/conformance/valgrind.sh
 TESTS += $(CONF_TESTS)
 

@@ -3,7 +3,8 @@
 # pairs, one subnet each: each side fuses its two interfaces (tcp;ofi_rxm domains) with
 # BRAID_MERGE, so every comm has one lane per veth pair. The handshake runs over the first
 # pair. Then braid perf between the namespaces on the fused device. Needs root.
-# RATE_MBIT=N shapes each veth with tc (tbf) for a bandwidth figure (not a test).
+# RATE_MBIT=N shapes each veth with tc (tbf) and skips the conformance suite, and LANES=1
+# puts only the first pair in the device: tests/bench/multirail-ofi.sh (not a test).
 set -u
 . "$(dirname "$0")/lib.sh"
 [ "$(id -u)" -eq 0 ] || skip "needs root to create network namespaces"
@@ -50,8 +51,13 @@ so=$(cd "$(dirname "$PLUGIN_SO")" && pwd)/$(basename "$PLUGIN_SO")
 seed=${CONF_SEED:-$(( (RANDOM << 15) | RANDOM ))}
 common=(env BRAID_BACKEND=ofi BRAID_OFI_PROVIDER="tcp;ofi_rxm" BRAID_STRIPE_BYTES=65536
 	CONF_MANY_WARMUP=3) # 2,048 lane comms a round: memory is flat from the third
-side_a=("${common[@]}" BRAID_SOCKET_IFNAME="=$a1" BRAID_MERGE="$a1+$a2")
-side_b=("${common[@]}" BRAID_SOCKET_IFNAME="=$b1" BRAID_MERGE="$b1+$b2")
+if [ "${LANES:-2}" = 1 ]; then
+	merge_a=$a1 merge_b=$b1
+else
+	merge_a=$a1+$a2 merge_b=$b1+$b2
+fi
+side_a=("${common[@]}" BRAID_SOCKET_IFNAME="=$a1" BRAID_MERGE="$merge_a")
+side_b=("${common[@]}" BRAID_SOCKET_IFNAME="=$b1" BRAID_MERGE="$merge_b")
 
 if [ -z "${RATE_MBIT:-}" ]; then
 	ip netns exec "$nsa" "${side_a[@]}" "$CONF_BIN" --plugin "$so" --role a --dir "$tmp" \
@@ -85,5 +91,5 @@ grep -hv 'SLOW PATH' "$tmp/perf.server" "$tmp/perf.client"
 [ "$rc_s" -eq 0 ] && [ "$rc_c" -eq 0 ] || die "braid perf on the fused device: server $rc_s, client $rc_c"
 grep -q '^# data check: every verified iteration was right' "$tmp/perf.server" ||
 	die "braid perf on the fused device: no clean data check"
-grep -q "device 0: $a1+$a2" "$tmp/perf.server" || die "braid perf did not run on the fused device"
+grep -q "device 0: $merge_a," "$tmp/perf.server" || die "braid perf did not run on device $merge_a"
 echo "netns-fused: all passed"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Print the "braid topo" outputs of docs/topology.md (the part after "Test topologies"):
-#   tests/topo/doc-outputs.sh [BRAID_TOPO_COMMAND...]   (default: build/braid topo)
+#   tests/topo/doc-outputs.sh [BRAID_TOPO_COMMAND...]   (default: build/braid topo --no-plugin)
 set -eu
 if [ $# -eq 0 ]; then
-	set -- build/braid topo
+	set -- build/braid topo --no-plugin
 fi
 show() { # file, title, description
 	printf '### %s\n\n%s\n\n```\n$ braid topo --xml tests/topo/%s\n' "$2" "$3" "$1"

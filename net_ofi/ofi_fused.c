@@ -629,13 +629,13 @@ static void sender_reaped(struct ofi_fcomm *fc)
 	for (int k = 0; fc->ctr && k < fc->nlanes && k < BRAID_CTR_MAX_LANES; k++)
 		fc->ctr->lanes[k].rate_bps = (uint64_t)braid_stripe_rate(&fc->stripe, k);
 	slow = braid_stripe_slow_lane(&fc->stripe, &rate, &others);
-	if (slow < 0)
+	if (slow < 0 || slow >= fc->nlanes)
 		return;
 	BRAID_WARN("ofi: fused send comm to %s: NIC %s carries %.0f MB/s, under half the %.0f "
 		   "MB/s of the comm's other NICs; net_ofi splits by the receiver's equal "
 		   "shares, so the device runs at the slow NIC's pace. Check its link and path.",
 		   fc->lane[0]->peer, fc->lane[slow]->dev->name, rate / 1e6, others / 1e6);
-	if (fc->ctr && slow < BRAID_CTR_MAX_LANES)
+	if (fc->ctr)
 		fc->ctr->lanes[slow].slow = 1;
 	braid_ctr_add(&fc->lane[slow]->dev->ctr->slow_lanes, 1);
 }

@@ -47,5 +47,25 @@ run_fault "remote access error" SOFTVERBS_FAULT_REMOTE_ACCESS=100 'remote access
 # The port stays down: queued WRs fail once their retry budget is spent, and the QPs
 # are destroyed while it is down.
 run_fault "port down" SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS=1000 'port 1 is down|retry counter'
+
+# A fused device (svroce0+svroce1): the link of one QP on svroce1 (the 2nd QP the process
+# creates: QP i of a comm is on NIC i % 2) is cut. The comm fails, and its WARN names
+# the NIC that failed, not the comm's first one.
+start=$(date +%s.%N)
+SOFTVERBS_DEVICES=svroce0:roce:1,svroce1:roce:1 BRAID_IB_HCA==svroce0,svroce1 \
+	BRAID_MERGE=svroce0+svroce1 SOFTVERBS_FAULT_CUT_AFTER_BYTES=8000000 SOFTVERBS_FAULT_CUT_QP=2 \
+	timeout 60 "$BRAID" perf --backend ib --bw-only --min 1M --max 1M --iters 20000 \
+	--timeout 20 >"$log" 2>&1
+rc=$?
+secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
+echo "== fused device, link of a QP on svroce1 cut: exit $rc after $secs s"
+grep -E 'WARN|returned' "$log"
+if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] ||
+	! awk -v s="$secs" -v b="$BOUND_S" 'BEGIN { exit !(s < b) }' ||
+	! grep -Eq 'WARN.*ib: send comm svroce1:1 QP 0x[0-9a-f]+ -> remote QP .*transport retry counter exceeded' "$log"; then
+	echo "FAIL: fused device: no bounded failure with a WARN naming svroce1"
+	tail -n 20 "$log"
+	fail=1
+fi
 [ "$fail" -eq 0 ] || die "fault handling"
 echo "faults: all passed"

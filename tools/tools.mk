@@ -38,3 +38,12 @@ test-stat: $(BUILD)/braid $(BUILD)/tests/stat/mkregion
 	@BRAID_TEST_LOGDIR=$(BUILD)/test-logs BUILD=$(BUILD) tests/run-tests.sh $(STAT_TESTS)
 
 -include tests/bench/bench.mk
+
+# braid doctor's tests: fixture hosts (tests/doctor/hosts/, read through --root), the
+# topologies of tests/topo/, the plugin of this build
+DOCTOR_TESTS := tests/doctor/hosts.sh tests/doctor/env.sh tests/doctor/plugin.sh
+TESTS += $(DOCTOR_TESTS)
+
+.PHONY: test-doctor
+test-doctor: $(BUILD)/braid $(BUILD)/libnccl-net-braid.so
+	@BRAID_TEST_LOGDIR=$(BUILD)/test-logs BUILD=$(BUILD) tests/run-tests.sh $(DOCTOR_TESTS)

@@ -154,11 +154,13 @@ static void handle_path(void *h, char *buf, size_t len)
 		snprintf(buf, len, "?");
 }
 
-/* ---- libraries ---- */
+/* ---- libraries ----
+ * Opened RTLD_NODELETE: libfabric and NCCL keep allocations in their static data, which a
+ * real unmap would turn into leaks under LeakSanitizer (make SAN=1). */
 
 static void check_verbs(struct doctor *d)
 {
-	void *h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+	void *h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
 	char path[1024];
 
 	if (!h) {
@@ -183,7 +185,7 @@ typedef uint32_t (*fi_version_fn)(void);
 
 static void check_fabric(struct doctor *d)
 {
-	void *h = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
+	void *h = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
 	fi_getinfo_fn getinfo;
 	fi_freeinfo_fn freeinfo;
 	fi_version_fn version;
@@ -246,7 +248,7 @@ typedef int (*nccl_version_fn)(int *);
 
 static void check_nccl(struct doctor *d)
 {
-	void *h = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_LOCAL);
+	void *h = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE);
 	nccl_version_fn ver;
 	char path[1024];
 	int v = 0;
@@ -597,7 +599,7 @@ int braid_cmd_doctor(int argc, char **argv)
 		check_fabric(&d);
 		check_nccl(&d);
 	} else if (doc_want(&d, "gpudirect")) {
-		void *h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+		void *h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
 
 		d.verbs_loaded = h != NULL;
 		d.verbs_dmabuf = h && dlsym(h, "ibv_reg_dmabuf_mr");

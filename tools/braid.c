@@ -22,6 +22,9 @@ static const struct command commands[] = {
 	{ "stat", braid_cmd_stat,
 	  "every braid process of this host: backend, slow path, GPUDirect, "
 	  "counters and rates" },
+	{ "doctor", braid_cmd_doctor,
+	  "check this host for NCCL over braid: libraries, plugin, env, ports, "
+	  "GIDs, PFC/ECN, GPUDirect, topology" },
 #ifdef BRAID_HAVE_TOPO
 	{ "topo", braid_cmd_topo, "GPUs, NICs, rails and PCIe paths of this machine" },
 #endif

@@ -12,6 +12,7 @@ int braid_cmd_version(int argc, char **argv);
 int braid_cmd_perf(int argc, char **argv);
 int braid_cmd_topo(int argc, char **argv);
 int braid_cmd_stat(int argc, char **argv);
+int braid_cmd_doctor(int argc, char **argv);
 
 /*
  * The plugin a tool loads when not told: libnccl-net-braid.so next to the braid binary,

@@ -2,11 +2,12 @@
 # `braid topo` (tools/topo.c, the topo engineer's) is linked in when it and topo/ exist.
 
 TOOLS_SRCS := tools/braid.c tools/version.c tools/perf.c tools/netapi.c tools/pattern.c \
-	tools/bootstrap.c tools/stat.c
+	tools/bootstrap.c tools/stat.c tools/doctor.c tools/doctor_host.c
 # braid stat writes JSON with jansson (libjansson-dev, packaging/debian-packages.txt)
 JANSSON_CFLAGS = $(shell $(PKG_CONFIG) --cflags jansson 2>/dev/null)
 JANSSON_LIBS = $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null || echo -ljansson)
 $(BUILD)/obj/tools/stat.o: DEP_CFLAGS += $(JANSSON_CFLAGS)
+$(BUILD)/obj/tools/doctor.o: DEP_CFLAGS += $(JANSSON_CFLAGS)
 TOOLS_LINK_TOPO :=
 ifneq ($(wildcard tools/topo.c),)
 ifneq ($(strip $(TOPO_SRCS)),)
@@ -37,3 +38,12 @@ test-stat: $(BUILD)/braid $(BUILD)/tests/stat/mkregion
 	@BRAID_TEST_LOGDIR=$(BUILD)/test-logs BUILD=$(BUILD) tests/run-tests.sh $(STAT_TESTS)
 
 -include tests/bench/bench.mk
+
+# braid doctor's tests: fixture hosts (tests/doctor/hosts/, read through --root), the
+# topologies of tests/topo/, the plugin of this build
+DOCTOR_TESTS := tests/doctor/hosts.sh tests/doctor/env.sh tests/doctor/plugin.sh
+TESTS += $(DOCTOR_TESTS)
+
+.PHONY: test-doctor
+test-doctor: $(BUILD)/braid $(BUILD)/libnccl-net-braid.so
+	@BRAID_TEST_LOGDIR=$(BUILD)/test-logs BUILD=$(BUILD) tests/run-tests.sh $(DOCTOR_TESTS)

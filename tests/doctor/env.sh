@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# braid doctor's environment checks: NCCL variables that make NCCL bypass braid or name
+# devices and interfaces this host (a fixture root) does not have.
+# shellcheck source=tests/doctor/lib.sh
+. "$(dirname "$0")/lib.sh"
+ROOT=$HOSTS/roce-good # mlx5_0; interfaces eth2 and lo
+
+doc --root "$ROOT" --only env
+for v in NCCL_NET NCCL_IB_DISABLE NCCL_IB_HCA NCCL_SOCKET_IFNAME; do
+	status "env.$v" PASS "nothing set"
+done
+rc 0 "nothing set"
+
+NCCL_NET=Socket doc --root "$ROOT" --only env
+status env.NCCL_NET FAIL "NCCL_NET=Socket"
+rc 2 "NCCL_NET=Socket"
+NCCL_NET=braid doc --root "$ROOT" --only env
+status env.NCCL_NET PASS "NCCL_NET=braid"
+
+NCCL_IB_DISABLE=1 doc --root "$ROOT" --only env
+status env.NCCL_IB_DISABLE WARN "NCCL_IB_DISABLE=1"
+rc 1 "NCCL_IB_DISABLE=1"
+
+NCCL_IB_HCA=mlx5_9 doc --root "$ROOT" --only env
+status env.NCCL_IB_HCA FAIL "NCCL_IB_HCA naming a missing device"
+has 'missing: mlx5_9' "NCCL_IB_HCA: the missing name"
+rc 2 "NCCL_IB_HCA=mlx5_9"
+NCCL_IB_HCA="=mlx5" doc --root "$ROOT" --only env
+status env.NCCL_IB_HCA FAIL "NCCL_IB_HCA==mlx5: exact names, mlx5 is only a prefix"
+NCCL_IB_HCA=mlx5_0:1,mlx5_3 doc --root "$ROOT" --only env
+status env.NCCL_IB_HCA WARN "NCCL_IB_HCA with one device missing"
+rc 1 "NCCL_IB_HCA=mlx5_0:1,mlx5_3"
+NCCL_IB_HCA=mlx5 doc --root "$ROOT" --only env
+status env.NCCL_IB_HCA PASS "NCCL_IB_HCA=mlx5, a prefix"
+
+NCCL_SOCKET_IFNAME=ens9 doc --root "$ROOT" --only env
+status env.NCCL_SOCKET_IFNAME FAIL "NCCL_SOCKET_IFNAME naming a missing interface"
+rc 2 "NCCL_SOCKET_IFNAME=ens9"
+NCCL_SOCKET_IFNAME=eth doc --root "$ROOT" --only env
+status env.NCCL_SOCKET_IFNAME PASS "NCCL_SOCKET_IFNAME=eth, a prefix of eth2"
+finish

@@ -1,0 +1,848 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * `braid doctor`'s host checks, each read from files under the root (tools/doctor.h):
+ * /dev/infiniband and memlock; per RDMA port its state, link layer and MTU; the RoCE GID
+ * NCCL would pick against NCCL_IB_GID_INDEX; ECN (sysfs) and PFC (netlink DCB, the real
+ * root only); GPUDirect (peermem, dma-buf); per GPU its nearest NIC (topo/), PCIe ACS on
+ * the switch ports between them (config space), and the IOMMU mode of their groups.
+ * docs/doctor.md has the rules.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <linux/dcbnl.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "tools/doctor.h"
+#include "topo/topo.h"
+
+/* Paths and messages here are built from names of bounded length into fixed buffers; a
+ * cut path only fails to open, a cut message stays one line. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+#define MAX_NAMES 64
+#define NAME_LEN 128
+
+/* Sorted entries of a directory under the root, without dot entries. */
+static int list_dir(const struct doctor *d, const char *path, char names[][NAME_LEN], int max)
+{
+	char full[4096];
+	struct dirent **ents = NULL;
+	int ne, n = 0;
+
+	if (doc_path(d, full, sizeof(full), path))
+		return 0;
+	ne = scandir(full, &ents, NULL, versionsort);
+	for (int i = 0; i < ne; i++) {
+		if (ents[i]->d_name[0] != '.' && n < max)
+			snprintf(names[n++], NAME_LEN, "%s", ents[i]->d_name);
+		free(ents[i]);
+	}
+	free(ents);
+	return n;
+}
+
+/* The last component of a symlink under the root ("" when it is not one). */
+static void link_base(const struct doctor *d, const char *path, char *buf, size_t len)
+{
+	char full[4096], target[4096];
+	ssize_t n;
+	const char *b;
+
+	buf[0] = '\0';
+	if (doc_path(d, full, sizeof(full), path))
+		return;
+	n = readlink(full, target, sizeof(target) - 1);
+	if (n <= 0)
+		return;
+	target[n] = '\0';
+	b = strrchr(target, '/');
+	snprintf(buf, len, "%s", b ? b + 1 : target);
+}
+
+void doc_scan(struct doctor *d)
+{
+	char devs[MAX_NAMES][NAME_LEN], drv[64], p[512];
+	int n = list_dir(d, "/sys/class/infiniband", devs, MAX_NAMES);
+
+	d->nrdma = n;
+	d->nefa = 0;
+	for (int i = 0; i < n; i++) {
+		snprintf(p, sizeof(p), "/sys/class/infiniband/%s/device/driver", devs[i]);
+		link_base(d, p, drv, sizeof(drv));
+		if (!strcmp(drv, "efa") || !strncmp(devs[i], "efa_", 4))
+			d->nefa++;
+	}
+}
+
+/* ---- /dev/infiniband, memlock ---- */
+
+static void check_dev(struct doctor *d)
+{
+	char names[MAX_NAMES][NAME_LEN], full[4096];
+	int n = list_dir(d, "/dev/infiniband", names, MAX_NAMES), nuv = 0;
+	const char *first = NULL;
+
+	for (int i = 0; i < n; i++)
+		if (!strncmp(names[i], "uverbs", 6) && nuv++ == 0)
+			first = names[i];
+	if (!d->nrdma && !nuv) {
+		doc_add(d, DOC_INFO, "dev.infiniband", NULL,
+			"no RDMA device in /sys/class/infiniband and no /dev/infiniband: skipped");
+		return;
+	}
+	if (!nuv) {
+		doc_add(d, DOC_FAIL, "dev.infiniband",
+			"start the container with --device=/dev/infiniband (k8s: the RDMA device "
+			"plugin) and --cap-add=IPC_LOCK",
+			"%d RDMA device(s) in /sys/class/infiniband but no /dev/infiniband/uverbs*: "
+			"verbs cannot open them (a container without the devices?)",
+			d->nrdma);
+		return;
+	}
+	snprintf(full, sizeof(full), "/dev/infiniband/%s", first);
+	if (!d->root[0] && access(full, R_OK | W_OK)) {
+		doc_add(d, DOC_FAIL, "dev.infiniband",
+			"add the user to the group of /dev/infiniband/uverbs* (often rdma), or "
+			"fix its udev rule",
+			"%s is there but not readable and writable by this user: %s", full,
+			strerror(errno));
+		return;
+	}
+	doc_add(d, DOC_PASS, "dev.infiniband", NULL,
+		"/dev/infiniband has %d uverbs device(s) for %d RDMA device(s)", nuv, d->nrdma);
+}
+
+static void check_memlock(struct doctor *d)
+{
+	char buf[8192], soft[32] = "";
+	const char *line;
+	unsigned long long v;
+
+	if (doc_read(d, "/proc/self/limits", buf, sizeof(buf)) ||
+	    !(line = strstr(buf, "Max locked memory")) ||
+	    sscanf(line + strlen("Max locked memory"), " %31s", soft) != 1) {
+		doc_add(d, DOC_INFO, "memlock", NULL, "/proc/self/limits has no Max locked memory");
+		return;
+	}
+	if (!strcmp(soft, "unlimited")) {
+		doc_add(d, DOC_PASS, "memlock", NULL, "memlock limit is unlimited");
+		return;
+	}
+	v = strtoull(soft, NULL, 10);
+	doc_add(d, v < (64ULL << 20) ? DOC_FAIL : DOC_WARN, "memlock",
+		"ulimit -l unlimited (limits.conf: * - memlock unlimited; docker: --ulimit "
+		"memlock=-1; systemd: LimitMEMLOCK=infinity)",
+		"memlock limit is %llu KiB: registering NCCL's buffers %s", v >> 10,
+		v < (64ULL << 20) ? "fails (ibv_reg_mr: ENOMEM)" : "can fail on large jobs");
+}
+
+/* ---- ports, GIDs ---- */
+
+struct gid_ent {
+	int idx;
+	struct in6_addr a;
+	int v2;        /* RoCE v2 */
+	char type[32]; /* as sysfs says */
+	char ndev[64];
+};
+
+static int is_v4mapped(const struct in6_addr *a)
+{
+	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	return !memcmp(a->s6_addr, pfx, 12);
+}
+
+static int is_zero(const struct in6_addr *a)
+{
+	static const struct in6_addr z;
+
+	return !memcmp(a, &z, sizeof(z));
+}
+
+/* The GIDs of a port: every gids/N with a valid, non-zero address. */
+static int read_gids(struct doctor *d, const char *dev, const char *port, struct gid_ent *g,
+		     int max)
+{
+	char names[256][NAME_LEN], p[512], s[128];
+	int n = 0, ne;
+
+	snprintf(p, sizeof(p), "/sys/class/infiniband/%s/ports/%s/gids", dev, port);
+	ne = list_dir(d, p, names, 256);
+	for (int i = 0; i < ne && n < max; i++) {
+		struct gid_ent *e = &g[n];
+
+		memset(e, 0, sizeof(*e));
+		e->idx = atoi(names[i]);
+		snprintf(p, sizeof(p), "/sys/class/infiniband/%s/ports/%s/gids/%s", dev, port,
+			 names[i]);
+		if (doc_read(d, p, s, sizeof(s)) || inet_pton(AF_INET6, s, &e->a) != 1 ||
+		    is_zero(&e->a))
+			continue;
+		snprintf(p, sizeof(p), "/sys/class/infiniband/%s/ports/%s/gid_attrs/types/%s", dev,
+			 port, names[i]);
+		doc_read(d, p, e->type, sizeof(e->type));
+		e->v2 = strstr(e->type, "v2") != NULL;
+		snprintf(p, sizeof(p), "/sys/class/infiniband/%s/ports/%s/gid_attrs/ndevs/%s", dev,
+			 port, names[i]);
+		doc_read(d, p, e->ndev, sizeof(e->ndev));
+		n++;
+	}
+	return n;
+}
+
+static const char *gid_str(const struct gid_ent *e, char *buf, size_t len)
+{
+	if (!inet_ntop(AF_INET6, &e->a, buf, (socklen_t)len))
+		snprintf(buf, len, "?");
+	return buf;
+}
+
+/* NCCL's choice without NCCL_IB_GID_INDEX: the first RoCE v2 GID of the family
+ * NCCL_IB_ADDR_FAMILY (AF_INET unless "AF_INET6"), IPv6 not link-local. -1: none. */
+static int nccl_pick(const struct gid_ent *g, int n, int v6)
+{
+	for (int i = 0; i < n; i++) {
+		const struct in6_addr *a = &g[i].a;
+
+		if (!g[i].v2)
+			continue;
+		if (!v6 && is_v4mapped(a))
+			return i;
+		if (v6 && !is_v4mapped(a) &&
+		    !(a->s6_addr[0] == 0xfe && (a->s6_addr[1] & 0xc0) == 0x80))
+			return i;
+	}
+	return -1;
+}
+
+static void check_gid(struct doctor *d, const char *dev, const char *port)
+{
+	struct gid_ent g[128];
+	const char *fam = getenv("NCCL_IB_ADDR_FAMILY"), *envidx = getenv("NCCL_IB_GID_INDEX");
+	int v6 = fam && !strcmp(fam, "AF_INET6");
+	int n = read_gids(d, dev, port, g, 128), pick = nccl_pick(g, n, v6), want = -1;
+	char id[96], s[64], s2[64];
+
+	snprintf(id, sizeof(id), "gid %s:%s", dev, port);
+	if (envidx && *envidx)
+		want = atoi(envidx);
+	if (want >= 0) {
+		int k = -1;
+
+		for (int i = 0; i < n; i++)
+			if (g[i].idx == want)
+				k = i;
+		if (k < 0)
+			doc_add(d, DOC_FAIL, id,
+				"unset NCCL_IB_GID_INDEX (NCCL then picks the RoCE v2 GID)",
+				"NCCL_IB_GID_INDEX=%d: %s:%s has no GID at that index%s%s%s", want,
+				dev, port, pick >= 0 ? "; NCCL's own pick would be " : "",
+				pick >= 0 ? "index " : "",
+				pick >= 0 ? (snprintf(s, sizeof(s), "%d", g[pick].idx), s) : "");
+		else if (!g[k].v2)
+			doc_add(d, DOC_FAIL, id,
+				"unset NCCL_IB_GID_INDEX, or set it to the RoCE v2 index",
+				"NCCL_IB_GID_INDEX=%d is %s (%s) on %s:%s: RoCE v1 is not routable; "
+				"RoCE v2 is at index %s",
+				want, g[k].type, gid_str(&g[k], s, sizeof(s)), dev, port,
+				pick >= 0 ? (snprintf(s2, sizeof(s2), "%d", g[pick].idx), s2)
+					  : "none");
+		else if (pick >= 0 && g[pick].idx != want)
+			doc_add(d, DOC_WARN, id,
+				"unset NCCL_IB_GID_INDEX unless the index is meant",
+				"NCCL_IB_GID_INDEX=%d (%s, %s) differs from NCCL's own pick %d (%s)",
+				want, gid_str(&g[k], s, sizeof(s)), g[k].type, g[pick].idx,
+				gid_str(&g[pick], s2, sizeof(s2)));
+		else
+			doc_add(d, DOC_PASS, id, NULL, "NCCL_IB_GID_INDEX=%d: %s, %s on %s", want,
+				gid_str(&g[k], s, sizeof(s)), g[k].type,
+				g[k].ndev[0] ? g[k].ndev : "?");
+		return;
+	}
+	if (pick < 0)
+		doc_add(d, DOC_FAIL, id,
+			"give the port's netdev an IP address (ip addr add ... dev NETDEV)",
+			"%s:%s has no RoCE v2 GID of family %s (%d GIDs): NCCL cannot use it", dev,
+			port, v6 ? "IPv6" : "IPv4", n);
+	else
+		doc_add(d, DOC_PASS, id, NULL, "NCCL would pick GID index %d: %s, %s on %s",
+			g[pick].idx, gid_str(&g[pick], s, sizeof(s)), g[pick].type,
+			g[pick].ndev[0] ? g[pick].ndev : "?");
+}
+
+/* The RoCE MTU the kernel derives from a netdev MTU (iboe_get_mtu: minus the RoCE v2
+ * headers, 96 bytes, rounded down to 256..4096). */
+static int roce_mtu(int mtu)
+{
+	int m = 4096;
+
+	mtu -= 96;
+	while (m > 256 && m > mtu)
+		m /= 2;
+	return m;
+}
+
+/* ---- ECN (sysfs, mlx5) and PFC (netlink DCB) ---- */
+
+static void check_ecn(struct doctor *d, const char *nd)
+{
+	char id[96], p[512], v[16], on[64] = "";
+	int np = 0, rp = 0, any = 0;
+
+	snprintf(id, sizeof(id), "ecn %s", nd);
+	snprintf(p, sizeof(p), "/sys/class/net/%s/ecn/roce_np/enable", nd);
+	if (!doc_exists(d, p)) {
+		doc_add(d, DOC_INFO, id, NULL,
+			"ECN not exposed by the driver (no /sys/class/net/%s/ecn): not checked",
+			nd);
+		return;
+	}
+	for (int prio = 0; prio < 8; prio++) {
+		int a = 0, b = 0;
+
+		snprintf(p, sizeof(p), "/sys/class/net/%s/ecn/roce_np/enable/%d", nd, prio);
+		if (!doc_read(d, p, v, sizeof(v)))
+			a = atoi(v) == 1;
+		snprintf(p, sizeof(p), "/sys/class/net/%s/ecn/roce_rp/enable/%d", nd, prio);
+		if (!doc_read(d, p, v, sizeof(v)))
+			b = atoi(v) == 1;
+		np += a;
+		rp += b;
+		if (a && b) {
+			snprintf(on + strlen(on), sizeof(on) - strlen(on), "%s%d", any ? "," : "",
+				 prio);
+			any++;
+		}
+	}
+	if (any)
+		doc_add(d, DOC_PASS, id, NULL,
+			"ECN (DCQCN) on for priority %s, as notification and reaction point", on);
+	else
+		doc_add(d, DOC_WARN, id,
+			"echo 1 into /sys/class/net/NETDEV/ecn/roce_np/enable/3 and roce_rp/enable/3 "
+			"(the RoCE priority)",
+			"ECN (DCQCN) is off on every priority of %s (np %d, rp %d enabled): congestion "
+			"drops instead of slowing senders",
+			nd, np, rp);
+}
+
+/* PFC enabled priorities of a netdev from rtnetlink DCB (IEEE). 0 and *en, else -errno. */
+static int dcb_pfc(const char *ifname, int *en)
+{
+	struct {
+		struct nlmsghdr nh;
+		struct dcbmsg dcb;
+		char buf[64];
+	} req;
+	char resp[8192];
+	struct rtattr *rta;
+	struct timeval tv = { .tv_sec = 2 };
+	int fd, len, rc = -ENODATA;
+	ssize_t n;
+
+	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	memset(&req, 0, sizeof(req));
+	req.nh.nlmsg_type = RTM_GETDCB;
+	req.nh.nlmsg_flags = NLM_F_REQUEST;
+	req.nh.nlmsg_seq = 1;
+	req.dcb.dcb_family = AF_UNSPEC;
+	req.dcb.cmd = DCB_CMD_IEEE_GET;
+	rta = (struct rtattr *)((char *)&req + NLMSG_ALIGN(NLMSG_LENGTH(sizeof(req.dcb))));
+	rta->rta_type = DCB_ATTR_IFNAME;
+	rta->rta_len = (unsigned short)RTA_LENGTH(strlen(ifname) + 1);
+	if (strlen(ifname) + 1 > sizeof(req.buf) - RTA_LENGTH(0)) {
+		close(fd);
+		return -EINVAL;
+	}
+	memcpy(RTA_DATA(rta), ifname, strlen(ifname) + 1);
+	req.nh.nlmsg_len = NLMSG_ALIGN(NLMSG_LENGTH(sizeof(req.dcb))) + RTA_ALIGN(rta->rta_len);
+	if (send(fd, &req, req.nh.nlmsg_len, 0) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	n = recv(fd, resp, sizeof(resp), 0);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	for (struct nlmsghdr *h = (struct nlmsghdr *)resp; NLMSG_OK(h, (unsigned int)n);
+	     h = NLMSG_NEXT(h, n)) {
+		if (h->nlmsg_type == NLMSG_ERROR) {
+			const struct nlmsgerr *e = NLMSG_DATA(h);
+
+			return e->error ? e->error : -ENODATA;
+		}
+		if (h->nlmsg_type != RTM_GETDCB)
+			continue;
+		len = (int)h->nlmsg_len - NLMSG_LENGTH(sizeof(struct dcbmsg));
+		rta = (struct rtattr *)((char *)NLMSG_DATA(h) + NLMSG_ALIGN(sizeof(struct dcbmsg)));
+		for (; RTA_OK(rta, len); rta = RTA_NEXT(rta, len)) {
+			struct rtattr *in;
+			int ilen;
+
+			if (rta->rta_type != DCB_ATTR_IEEE)
+				continue;
+			ilen = (int)RTA_PAYLOAD(rta);
+			for (in = RTA_DATA(rta); RTA_OK(in, ilen); in = RTA_NEXT(in, ilen)) {
+				if (in->rta_type == DCB_ATTR_IEEE_PFC &&
+				    RTA_PAYLOAD(in) >= sizeof(struct ieee_pfc)) {
+					const struct ieee_pfc *pfc = RTA_DATA(in);
+
+					*en = pfc->pfc_en;
+					return 0;
+				}
+			}
+		}
+	}
+	return rc;
+}
+
+static void check_pfc(struct doctor *d, const char *nd)
+{
+	char id[96], on[32] = "";
+	int en = 0, rc;
+
+	snprintf(id, sizeof(id), "pfc %s", nd);
+	if (d->root[0]) {
+		doc_add(d, DOC_INFO, id, NULL,
+			"PFC is only exposed through netlink DCB of the running host, not as a file "
+			"under --root: not checked");
+		return;
+	}
+	rc = dcb_pfc(nd, &en);
+	if (rc) {
+		doc_add(d, DOC_INFO, id, NULL,
+			"PFC not exposed by the driver of %s (netlink DCB IEEE: %s): not checked",
+			nd, strerror(-rc));
+		return;
+	}
+	for (int prio = 0; prio < 8; prio++)
+		if (en & (1 << prio))
+			snprintf(on + strlen(on), sizeof(on) - strlen(on), "%s%d", on[0] ? "," : "",
+				 prio);
+	if (en)
+		doc_add(d, DOC_PASS, id, NULL, "PFC on for priority %s of %s", on, nd);
+	else
+		doc_add(d, DOC_WARN, id,
+			"mlnx_qos -i NETDEV --pfc 0,0,0,1,0,0,0,0 (and on the switch), or rely on "
+			"ECN alone if the fabric is built for lossy RoCE",
+			"PFC is off on every priority of %s: RoCE runs lossy", nd);
+}
+
+static void check_ports(struct doctor *d)
+{
+	char devs[MAX_NAMES][NAME_LEN], ports[16][NAME_LEN], p[512];
+	char state[64], ll[32], rate[64], nd[64], mtu_s[32], id[96];
+	int nactive = 0, nports = 0;
+	int ndev = list_dir(d, "/sys/class/infiniband", devs, MAX_NAMES);
+
+	for (int i = 0; i < ndev; i++) {
+		snprintf(p, sizeof(p), "/sys/class/infiniband/%s/ports", devs[i]);
+		int np = list_dir(d, p, ports, 16);
+
+		for (int k = 0; k < np; k++) {
+			const char *dv = devs[i], *pt = ports[k];
+			int active, roce, mtu = 0;
+
+#define PORTF(f, buf)                                                            \
+	(snprintf(p, sizeof(p), "/sys/class/infiniband/%s/ports/%s/" f, dv, pt), \
+	 doc_read(d, p, buf, sizeof(buf)))
+			if (PORTF("state", state))
+				snprintf(state, sizeof(state), "?");
+			if (PORTF("link_layer", ll))
+				snprintf(ll, sizeof(ll), "InfiniBand");
+			if (PORTF("rate", rate))
+				rate[0] = '\0';
+			if (PORTF("gid_attrs/ndevs/0", nd))
+				nd[0] = '\0';
+#undef PORTF
+			nports++;
+			active = strstr(state, "ACTIVE") != NULL;
+			nactive += active;
+			roce = !strcmp(ll, "Ethernet");
+			snprintf(id, sizeof(id), "port %s:%s", dv, pt);
+			if (roce && nd[0]) {
+				snprintf(p, sizeof(p), "/sys/class/net/%s/mtu", nd);
+				if (!doc_read(d, p, mtu_s, sizeof(mtu_s)))
+					mtu = atoi(mtu_s);
+			}
+			if (doc_want(d, "port")) {
+				char mtxt[128];
+
+				if (!roce)
+					snprintf(mtxt, sizeof(mtxt),
+						 "MTU not checked (InfiniBand: ibv_query_port)");
+				else if (mtu)
+					snprintf(mtxt, sizeof(mtxt), "RoCE MTU %d (%s mtu %d)",
+						 roce_mtu(mtu), nd, mtu);
+				else
+					snprintf(mtxt, sizeof(mtxt), "no netdev MTU");
+				if (!active)
+					doc_add(d, DOC_WARN, id,
+						"check the cable and switch port (ibstat; ip link set "
+						"NETDEV up; an IB port needs a subnet manager)",
+						"%s, %s%s%s: not ACTIVE, NCCL skips it", state, ll,
+						rate[0] ? ", " : "", rate);
+				else if (roce && mtu && roce_mtu(mtu) < 4096)
+					doc_add(d, DOC_WARN, id,
+						"ip link set NETDEV mtu 9000 (and jumbo frames on the "
+						"switch)",
+						"%s, %s, %s%s%s: small packets cost bandwidth",
+						state, ll, mtxt, rate[0] ? ", " : "", rate);
+				else
+					doc_add(d, DOC_PASS, id, NULL, "%s, %s, %s%s%s", state, ll,
+						mtxt, rate[0] ? ", " : "", rate);
+			}
+			if (!roce)
+				continue;
+			if (doc_want(d, "gid"))
+				check_gid(d, dv, pt);
+			if (nd[0] && doc_want(d, "ecn"))
+				check_ecn(d, nd);
+			if (nd[0] && doc_want(d, "pfc"))
+				check_pfc(d, nd);
+		}
+	}
+	if (doc_want(d, "port")) {
+		if (!ndev)
+			doc_add(d, DOC_INFO, "port", NULL,
+				"no RDMA device in /sys/class/infiniband: braid will use libfabric "
+				"or TCP");
+		else if (!nactive)
+			doc_add(d, DOC_FAIL, "port",
+				"bring a port up (ibstat, ip link, the switch, a subnet manager on IB)",
+				"none of the %d RDMA port(s) is ACTIVE", nports);
+	}
+}
+
+void doc_check_rdma(struct doctor *d)
+{
+	if (doc_want(d, "dev"))
+		check_dev(d);
+	if (doc_want(d, "memlock"))
+		check_memlock(d);
+	if (doc_want(d, "port") || doc_want(d, "gid") || doc_want(d, "ecn") || doc_want(d, "pfc"))
+		check_ports(d);
+}
+
+/* ---- GPUDirect ---- */
+
+static int kernel_at_least(struct doctor *d, int maj, int min)
+{
+	char rel[128];
+	int a = 0, b = 0;
+
+	if (doc_read(d, "/proc/sys/kernel/osrelease", rel, sizeof(rel)) ||
+	    sscanf(rel, "%d.%d", &a, &b) != 2)
+		return -1;
+	return a > maj || (a == maj && b >= min);
+}
+
+static void check_gpudirect(struct doctor *d, int ngpu)
+{
+	static const char *const peermem[] = {
+		"/sys/kernel/mm/memory_peers/nv_mem/version",
+		"/sys/kernel/mm/memory_peers/nv_mem_nc/version",
+		"/sys/module/nvidia_peermem/version",
+	};
+	int kdmabuf;
+
+	if (!ngpu && !doc_exists(d, "/sys/module/nvidia")) {
+		doc_add(d, DOC_INFO, "gpudirect", NULL,
+			"no NVIDIA driver (/sys/module/nvidia) and no GPU in the topology: skipped");
+		return;
+	}
+	for (size_t i = 0; i < sizeof(peermem) / sizeof(peermem[0]); i++)
+		if (doc_exists(d, peermem[i])) {
+			doc_add(d, DOC_PASS, "gpudirect", NULL,
+				"peer memory: %s exists (GPUDirect RDMA through nvidia-peermem)",
+				peermem[i]);
+			return;
+		}
+	kdmabuf = kernel_at_least(d, 5, 12);
+	if (kdmabuf == 1 && d->verbs_dmabuf)
+		doc_add(d, DOC_WARN, "gpudirect",
+			"modprobe nvidia-peermem, or keep dma-buf (needs the open GPU kernel modules "
+			"and CUDA 11.7+)",
+			"no peer memory module (nvidia_peermem); GPUDirect RDMA only through dma-buf "
+			"(kernel and libibverbs support it)");
+	else
+		doc_add(d, DOC_FAIL, "gpudirect",
+			"modprobe nvidia-peermem (or a 5.12+ kernel and rdma-core with dma-buf)",
+			"no peer memory module (nvidia_peermem) and no dma-buf (%s%s): GPU buffers are "
+			"staged through host memory",
+			kdmabuf == 1   ? "kernel 5.12+"
+			: kdmabuf == 0 ? "kernel older than 5.12"
+				       : "kernel version unknown",
+			d->verbs_dmabuf ? "" : ", libibverbs without ibv_reg_dmabuf_mr");
+}
+
+/* ---- topology: GPU-NIC distance, ACS, IOMMU ---- */
+
+/* The PCI path of a device under the root ("/sys/devices/pci0000:10/.../0000:13:00.0"):
+ * the target of /sys/bus/pci/devices/BDF, else fallback. */
+static void pci_path(struct doctor *d, const char *bdf, const char *fallback, char *buf, size_t len)
+{
+	char p[512], full[4096], real[PATH_MAX], rootreal[PATH_MAX] = "";
+
+	buf[0] = '\0';
+	snprintf(p, sizeof(p), "/sys/bus/pci/devices/%s", bdf);
+	if (!doc_path(d, full, sizeof(full), p) && realpath(full, real)) {
+		size_t rl = 0;
+
+		if (d->root[0] && realpath(d->root, rootreal))
+			rl = strlen(rootreal);
+		snprintf(buf, len, "%s", real + rl);
+		return;
+	}
+	if (fallback)
+		snprintf(buf, len, "%s", fallback);
+}
+
+/* Split a PCI path into its bus-id components. */
+static int pci_components(const char *path, char comp[][16], int max)
+{
+	char tmp[512], *save = NULL, *tok;
+	int n = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	for (tok = strtok_r(tmp, "/", &save); tok && n < max; tok = strtok_r(NULL, "/", &save)) {
+		unsigned a, b, c, f;
+
+		if (strlen(tok) == 12 && sscanf(tok, "%4x:%2x:%2x.%1x", &a, &b, &c, &f) == 4)
+			snprintf(comp[n++], 16, "%s", tok);
+	}
+	return n;
+}
+
+/* ACS control of a PCI device from its config space under the root: the control
+ * register (>= 0), -1 no ACS capability, -2 config space not readable past 256 bytes. */
+static int acs_ctl(struct doctor *d, const char *bdf)
+{
+	char p[512], full[4096];
+	unsigned char cfg[4096];
+	size_t n;
+	FILE *f;
+	unsigned off = 0x100;
+
+	snprintf(p, sizeof(p), "/sys/bus/pci/devices/%s/config", bdf);
+	if (doc_path(d, full, sizeof(full), p) || !(f = fopen(full, "rb")))
+		return -2;
+	n = fread(cfg, 1, sizeof(cfg), f);
+	fclose(f);
+	if (n <= 0x100)
+		return -2;
+	for (int hops = 0; off >= 0x100 && off + 8 <= n && hops < 64; hops++) {
+		uint32_t h = (uint32_t)cfg[off] | (uint32_t)cfg[off + 1] << 8 |
+			     (uint32_t)cfg[off + 2] << 16 | (uint32_t)cfg[off + 3] << 24;
+
+		if ((h & 0xffff) == 0x000d)
+			return cfg[off + 6] | cfg[off + 7] << 8;
+		off = (h >> 20) & 0xffc;
+		if (!off)
+			break;
+	}
+	return -1;
+}
+
+static void check_acs(struct doctor *d, const struct braid_topo_gpu_info *g,
+		      const struct braid_topo_nic_info *nic, enum braid_topo_path path)
+{
+	char id[64], gp[512], np[512], gc[16][16], nc[16][16], redir[256] = "", unread[256] = "";
+	int ngc, nnc, common = 0, nchecked = 0;
+
+	snprintf(id, sizeof(id), "acs gpu%d", g->cuda_index);
+	if (path > BRAID_TOPO_PATH_PXB) {
+		doc_add(d, DOC_INFO, id, NULL,
+			"%s to %s is %s: traffic crosses the CPU anyway, ACS redirection does not "
+			"change it",
+			g->bus_id, nic->name, braid_topo_path_name(path));
+		return;
+	}
+	pci_path(d, g->bus_id, NULL, gp, sizeof(gp));
+	pci_path(d, nic->bus_id, nic->pci_path, np, sizeof(np));
+	ngc = pci_components(gp, gc, 16);
+	nnc = pci_components(np, nc, 16);
+	if (!ngc || !nnc) {
+		doc_add(d, DOC_INFO, id, NULL,
+			"no sysfs PCI path for %s under the root: ACS not checked", g->bus_id);
+		return;
+	}
+	while (common < ngc && common < nnc && !strcmp(gc[common], nc[common]))
+		common++;
+	/* The switch ports below the shared one: everything between it and the endpoints. */
+	for (int side = 0; side < 2; side++) {
+		char(*c)[16] = side ? nc : gc;
+		int nn = side ? nnc : ngc;
+
+		for (int i = common; i < nn - 1; i++) {
+			int ctl = acs_ctl(d, c[i]);
+
+			nchecked++;
+			if (ctl == -2)
+				snprintf(unread + strlen(unread), sizeof(unread) - strlen(unread),
+					 "%s%s", unread[0] ? "," : "", c[i]);
+			else if (ctl >= 0 && (ctl & 0x0c))
+				snprintf(redir + strlen(redir), sizeof(redir) - strlen(redir),
+					 "%s%s (ACSCtl %#x)", redir[0] ? ", " : "", c[i], ctl);
+		}
+	}
+	if (redir[0])
+		doc_add(d, DOC_WARN, id,
+			"disable ACS P2P redirect on the switch ports (setpci -s BDF ECAP_ACS+6.w=0, "
+			"or the BIOS), or the NCCL_IGNORE_DISABLED_P2P route",
+			"%s and %s share a PCIe switch, but ACS redirects peer traffic to the root "
+			"complex at %s: GPUDirect RDMA slows down or breaks",
+			g->bus_id, nic->name, redir);
+	else if (nchecked && unread[0])
+		doc_add(d, DOC_INFO, id, NULL,
+			"config space of %s not readable past 256 bytes (run as root): ACS not "
+			"checked",
+			unread);
+	else
+		doc_add(d, DOC_PASS, id, NULL,
+			"no ACS P2P redirect on the %d switch port(s) between %s and %s", nchecked,
+			g->bus_id, nic->name);
+}
+
+static void check_iommu(struct doctor *d)
+{
+	char groups[MAX_NAMES][NAME_LEN], devs[MAX_NAMES][NAME_LEN], p[512], grp[32], type[32];
+	char dma[256] = "", ident[256] = "";
+	int ng = list_dir(d, "/sys/kernel/iommu_groups", groups, MAX_NAMES), ndev, nk = 0;
+
+	if (!ng) {
+		doc_add(d, DOC_PASS, "iommu", NULL,
+			"no IOMMU groups (/sys/kernel/iommu_groups empty): DMA is not translated");
+		return;
+	}
+	ndev = list_dir(d, "/sys/class/infiniband", devs, MAX_NAMES);
+	for (int i = 0; i < ndev; i++) {
+		char bdf[64];
+
+		snprintf(p, sizeof(p), "/sys/class/infiniband/%s/device", devs[i]);
+		link_base(d, p, bdf, sizeof(bdf));
+		if (!bdf[0])
+			continue;
+		snprintf(p, sizeof(p), "/sys/bus/pci/devices/%s/iommu_group", bdf);
+		link_base(d, p, grp, sizeof(grp));
+		if (!grp[0])
+			continue;
+		snprintf(p, sizeof(p), "/sys/kernel/iommu_groups/%s/type", grp);
+		if (doc_read(d, p, type, sizeof(type)))
+			continue;
+		nk++;
+		if (!strncmp(type, "DMA", 3))
+			snprintf(dma + strlen(dma), sizeof(dma) - strlen(dma),
+				 "%s%s (group %s, %s)", dma[0] ? ", " : "", devs[i], grp, type);
+		else
+			snprintf(ident + strlen(ident), sizeof(ident) - strlen(ident), "%s%s (%s)",
+				 ident[0] ? ", " : "", devs[i], type);
+	}
+	if (dma[0])
+		doc_add(d, DOC_WARN, "iommu",
+			"boot with iommu=pt (intel_iommu=on iommu=pt, or amd_iommu=on iommu=pt)",
+			"the IOMMU translates DMA of %s: GPUDirect peer traffic is translated or "
+			"blocked, and registration costs more",
+			dma);
+	else if (nk)
+		doc_add(d, DOC_PASS, "iommu", NULL,
+			"%d IOMMU groups; RDMA devices in passthrough: %s", ng, ident);
+	else
+		doc_add(d, DOC_INFO, "iommu", NULL,
+			"%d IOMMU groups, but no RDMA device's group type could be read: not checked",
+			ng);
+}
+
+void doc_check_gpu(struct doctor *d)
+{
+	const char *xml = d->xml ? d->xml : getenv("HWLOC_XMLFILE");
+	char err[256];
+	int ngpu = 0, nnic;
+	bool want_topo = doc_want(d, "topo") || doc_want(d, "acs");
+
+	if (want_topo || doc_want(d, "gpudirect")) {
+		if (!xml && d->root[0]) {
+			if (want_topo)
+				doc_add(d, DOC_INFO, "topo", NULL,
+					"under --root the topology comes from --xml (or HWLOC_XMLFILE): "
+					"not checked");
+		} else {
+			d->topo = braid_topo_load(xml, err, sizeof(err));
+			if (!d->topo && want_topo)
+				doc_add(d, DOC_INFO, "topo", NULL, "no topology: %s", err);
+		}
+		if (d->topo)
+			ngpu = braid_topo_gpu_count(d->topo);
+	}
+	if (doc_want(d, "gpudirect"))
+		check_gpudirect(d, ngpu);
+	if (d->topo && want_topo) {
+		nnic = braid_topo_nic_count(d->topo);
+		if (!ngpu)
+			doc_add(d, DOC_INFO, "topo", NULL, "no GPU in the topology (%s): skipped",
+				braid_topo_source(d->topo));
+		for (int gi = 0; gi < ngpu; gi++) {
+			struct braid_topo_gpu_info g;
+			struct braid_topo_nic_info nic, best_nic;
+			enum braid_topo_path best = BRAID_TOPO_PATH_SYS, pth;
+			int best_dist = 1 << 30, dist, found = 0;
+			char id[64];
+
+			braid_topo_gpu_info(d->topo, gi, &g);
+			snprintf(id, sizeof(id), "topo gpu%d", g.cuda_index);
+			for (int ni = 0; ni < nnic; ni++) {
+				if (braid_topo_nic_info(d->topo, ni, &nic) || !nic.rdma ||
+				    braid_topo_path(d->topo, gi, ni, &pth, &dist) || dist < 0)
+					continue;
+				if (!found || pth < best || (pth == best && dist < best_dist)) {
+					best = pth;
+					best_dist = dist;
+					best_nic = nic;
+					found = 1;
+				}
+			}
+			if (!found) {
+				if (doc_want(d, "topo"))
+					doc_add(d, DOC_INFO, id, NULL,
+						"%s: no RDMA NIC with a PCI path in the topology",
+						g.bus_id);
+				continue;
+			}
+			if (doc_want(d, "topo")) {
+				if (best == BRAID_TOPO_PATH_SYS)
+					doc_add(d, DOC_WARN, id,
+						"put a NIC on the GPU's socket, or move the GPU next "
+						"to one (braid topo shows the map)",
+						"%s (NUMA %d): nearest NIC %s (NUMA %d) is SYS/%d, on "
+						"the other socket: traffic crosses the CPU "
+						"interconnect, no GPUDirect RDMA by default",
+						g.bus_id, g.numa_node, best_nic.name,
+						best_nic.numa_node, best_dist);
+				else
+					doc_add(d, DOC_PASS, id, NULL,
+						"%s: nearest NIC %s is %s/%d", g.bus_id,
+						best_nic.name, braid_topo_path_name(best),
+						best_dist);
+			}
+			if (doc_want(d, "acs"))
+				check_acs(d, &g, &best_nic, best);
+		}
+	}
+	if (doc_want(d, "iommu"))
+		check_iommu(d);
+}

@@ -150,13 +150,20 @@ static struct braid_req_facts tcp_host(void)
 	};
 }
 
-/* Two RoCE NICs on verbs, GPUDirect by peer memory. */
+/* RoCE NICs on verbs (port 1 of each), GPUDirect by peer memory. */
 static struct braid_dev_props ib_nics[4];
+
+static char ib_ports[128];
 
 static struct braid_req_facts ib_host(int nnics, const char *const *names)
 {
 	memset(ib_nics, 0, sizeof(ib_nics));
+	ib_ports[0] = '\0';
 	for (int i = 0; i < nnics; i++) {
+		size_t used = strlen(ib_ports);
+
+		snprintf(ib_ports + used, sizeof(ib_ports) - used, "%s%s:1", i ? " " : "",
+			 names[i]);
 		snprintf(ib_nics[i].name, sizeof(ib_nics[i].name), "%s", names[i]);
 		ib_nics[i].port = 1;
 		ib_nics[i].speed_mbps = 200000;
@@ -165,8 +172,8 @@ static struct braid_req_facts ib_host(int nnics, const char *const *names)
 	return (struct braid_req_facts){
 		.backend = BRAID_BACKEND_IB,
 		.backend_name = "ib",
-		.provider = "mlx5_0:1 mlx5_1:1",
-		.why = "verbs: 2 active port(s): mlx5_0:1 mlx5_1:1; first choice",
+		.provider = ib_ports,
+		.why = "verbs: active port(s) as in provider; first choice",
 		.nics = ib_nics,
 		.nnics = nnics,
 	};

@@ -15,6 +15,7 @@
 #include "plugin/gpudirect.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
+#include "plugin/require.h"
 #include "plugin/vdev.h"
 #include "topo/topo.h"
 
@@ -145,6 +146,7 @@ static ncclResult_t choose_backend(int api_version)
 	int want = (int)braid_param_int(BRAID_P_BACKEND);
 	char why[1024] = "";
 	const struct braid_backend_ops *chosen = NULL;
+	ncclResult_t rc;
 
 	if ((want == 0 || want == 1) && try_backend(&braid_ib_ops, why, sizeof(why)) == 0)
 		chosen = &braid_ib_ops;
@@ -170,7 +172,7 @@ static ncclResult_t choose_backend(int api_version)
 		return ncclSystemError;
 	}
 	for (int d = 0; d < be_ndevs; d++) {
-		ncclResult_t rc = chosen->get_props(d, &dev_props[d]);
+		rc = chosen->get_props(d, &dev_props[d]);
 
 		if (rc != ncclSuccess) {
 			free(dev_props);
@@ -195,6 +197,14 @@ static ncclResult_t choose_backend(int api_version)
 		dev_props = NULL;
 		chosen->fini();
 		return ncclInvalidUsage;
+	}
+	rc = braid_require_check(chosen, dev_props, be_ndevs, topology);
+	if (rc != ncclSuccess) {
+		braid_vdev_teardown();
+		free(dev_props);
+		dev_props = NULL;
+		chosen->fini();
+		return rc;
 	}
 	braid_counters()->ndevs = (uint32_t)(be_ndevs < BRAID_CTR_MAX_DEVS ? be_ndevs
 									   : BRAID_CTR_MAX_DEVS);

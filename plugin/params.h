@@ -53,6 +53,12 @@ enum braid_param_type {
 	  NULL,                                                                                    \
 	  "On a fused device, messages of at least this size are split over its NICs; smaller "    \
 	  "ones go whole to the NIC with the fewest bytes outstanding.")                           \
+	X(REQUIRE, "BRAID_REQUIRE", BRAID_PARAM_STR, "", 0, 0, NULL, NULL,                         \
+	  "Strict mode (docs/strict.md): what this host must give braid, a comma list of "         \
+	  "rdma, gdr, rails=N, nics=N, nic_speed=GBPS, backend=ib or ofi, provider=NAME. "         \
+	  "Checked once at init; when one is not met, init fails with one WARN per "               \
+	  "requirement saying what is missing and how to fix it (with NCCL_NET=braid the "         \
+	  "job stops at start). Unset: none.")                                                     \
 	X(MR_CACHE, "BRAID_MR_CACHE", BRAID_PARAM_BOOL, "1", 0, 1, NULL, NULL,                     \
 	  "Registration cache: a regMr of a range already registered is a lookup. With it off, "   \
 	  "regIsGlobal is reported as 0.")                                                         \

@@ -1,12 +1,14 @@
 # cmocka unit tests of the plugin's pieces; test_core drives the core and ofi backend.
 # test_abi checks include/nccl_net_abi.h against NCCL's layouts (nccl-net-abi-v8-v12.txt);
 # test-abi-mutation.sh shows that it catches every moved, resized or missing member.
+# test-require.sh: strict mode (BRAID_REQUIRE) through the built plugin over tcp and softverbs.
 
 UNIT_DIR := tests/unit
 UNIT_OUT := $(BUILD)/tests/unit
 UNIT_COMMON := $(BUILD)/obj/$(UNIT_DIR)/unit_log.o
 UNIT_NAMES := test_params test_handle test_pool test_filter test_abi test_counters test_core \
-	test_mr_cache test_numa test_link test_fsroot test_gpudirect test_stripe test_vdev
+	test_mr_cache test_numa test_link test_fsroot test_gpudirect test_stripe test_vdev \
+	test_require
 UNIT_BINS := $(addprefix $(UNIT_OUT)/,$(UNIT_NAMES))
 # Plugin objects without the exported adapters: tests call the core directly.
 UNIT_PLUGIN_OBJS = $(filter-out $(BUILD)/obj/plugin/api_%,$(PLUGIN_OBJS))
@@ -42,7 +44,7 @@ $(UNIT_OUT)/load_plugin: $(BUILD)/obj/$(UNIT_DIR)/load_plugin.o
 
 ALL_TARGETS += $(UNIT_BINS) $(UNIT_OUT)/gen-config-doc $(UNIT_OUT)/load_plugin
 TESTS += $(UNIT_BINS) $(UNIT_DIR)/test-abi-mutation.sh $(UNIT_DIR)/test-config-doc.sh \
-	$(UNIT_DIR)/test-load-anywhere.sh
+	$(UNIT_DIR)/test-load-anywhere.sh $(UNIT_DIR)/test-require.sh
 
 .PHONY: docs test-unit
 docs: $(UNIT_OUT)/gen-config-doc

@@ -33,7 +33,8 @@ $(BUILD)/tests/stat/mkregion: $(BUILD)/obj/tests/stat/mkregion.o
 
 ALL_TARGETS += $(BUILD)/tests/stat/mkregion
 STAT_TESTS := tests/stat/listing.sh tests/stat/json.sh tests/stat/watch.sh \
-	tests/stat/namespaces.sh tests/stat/real.sh
+	tests/stat/namespaces.sh tests/stat/real.sh tests/stat/metrics.sh \
+	tests/stat/prometheus.sh
 TESTS += $(STAT_TESTS)
 
 .PHONY: test-stat

@@ -3,7 +3,8 @@
  * `braid stat`: every braid process of this host from its counters file
  * (/dev/shm/braid-<pid>, layout plugin/counters.h): backend, provider, slow path and why,
  * GPUDirect and why, devices, comms (each NIC of a fused one), QPs, errors; --watch N
- * for rates every N seconds, --json for a program.
+ * for rates every N seconds, --json for a program; --serve and --textfile export them to
+ * Prometheus (tools/stat_prom.c).
  *
  * Read only, and careful with what it reads: a file is read with pread() into private
  * memory (a file truncated under a mapping would kill the reader with SIGBUS), then its
@@ -38,6 +39,7 @@
 #include <unistd.h>
 
 #include "plugin/counters.h"
+#include "tools/stat.h"
 
 #define STAT_SCHEMA 1 /* the JSON documents' "braid_stat" member */
 #define STAT_DEFAULT_DIR "/dev/shm"
@@ -45,58 +47,14 @@
 #define STAT_MIN_HEADER (offsetof(struct braid_ctr_region, version) + sizeof(uint32_t))
 #define STAT_HEADER offsetof(struct braid_ctr_region, devs)
 
-enum ent_kind {
-	ENT_LIVE,    /* read; its process holds the file's lock (or its pid is here) */
-	ENT_UNKNOWN, /* read; whether its process runs cannot be told */
-	ENT_ENDED,   /* read; nobody holds its lock: the process ended without removing it */
-	ENT_VERSION, /* another layout version: named, not read */
-	ENT_BAD,     /* truncated, garbage, another layout of this version: named, skipped */
-	ENT_HIDDEN,  /* cannot be opened: permissions */
-};
-
-enum owner_ns {
-	NS_UNKNOWN,
-	NS_THIS,  /* its pid here is the process that holds the file */
-	NS_OTHER, /* another PID namespace: the pid is not here, or is someone else here */
-};
-
-struct ent {
-	char name[NAME_MAX + 1];
-	char path[PATH_MAX + NAME_MAX + 2];
-	int pid; /* from the name */
-	enum ent_kind kind;
-	enum owner_ns ns;
-	const char *reason; /* JSON, for files not read: version, truncated, garbage, ... */
-	char why[512];      /* liveness of a read file, or why a file was not read */
-	char qp_note[160];  /* why the QP records were not read, "" when they were */
-	uint32_t version;   /* ENT_VERSION: the file's */
-	bool lock_held;     /* for files not read: its process still runs */
-	bool lock_known;
-	struct braid_ctr_region *r; /* a private copy, for LIVE, UNKNOWN and ENDED */
-	double t_mono;              /* when it was read, CLOCK_MONOTONIC seconds */
-	uint64_t t_real_ns;         /* the same, CLOCK_REALTIME */
-};
-
-struct scan {
-	struct ent *e;
-	size_t n, cap;
-	int nslow, nlive, nunknown, nended, nnotread;
-};
-
-struct stat_opts {
-	bool json;
-	double watch; /* seconds between reports; 0: one listing */
-	long count;   /* reports with --watch; 0: until interrupted */
-	const char *dir;
-	int pid; /* 0: every process */
-};
-
 static const char *const kind_names[] = { "free", "send", "recv" };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: braid stat [--json] [--watch N [--count K]] [--pid PID] [--dir DIR]\n"
+		"       braid stat --serve ADDR:PORT [--pid PID] [--dir DIR]\n"
+		"       braid stat --textfile DIR [--watch N [--count K]] [--pid PID] [--dir DIR]\n"
 		"\n"
 		"Every braid process of this host, from its counters in shared memory\n"
 		"(/dev/shm/braid-<pid>): backend and provider, slow path and why, GPUDirect\n"
@@ -111,10 +69,16 @@ static void usage(FILE *f)
 		"  --count K      with --watch: stop after K reports\n"
 		"  --pid PID      only the file braid-PID\n"
 		"  --dir DIR      where the counters files are (default $BRAID_SHM_DIR, else\n"
-		"                 /dev/shm): a host's /dev/shm mounted elsewhere\n");
+		"                 /dev/shm): a host's /dev/shm mounted elsewhere\n"
+		"  --serve ADDR:PORT  serve the counters in Prometheus' text format at\n"
+		"                 http://ADDR:PORT/metrics (e.g. 127.0.0.1:9464; [::1]:9464;\n"
+		"                 port 0: any free one, printed) until SIGINT or SIGTERM\n"
+		"  --textfile DIR write them to DIR/braid.prom (a temporary file of DIR renamed\n"
+		"                 over it) for node_exporter's textfile collector: once, or\n"
+		"                 every N seconds with --watch N\n");
 }
 
-static double mono_now(void)
+double stat_mono_now(void)
 {
 	struct timespec ts;
 
@@ -396,7 +360,7 @@ static int read_ent(struct ent *e, const char *dir, const char *name)
 		close(fd);
 		return 0;
 	}
-	e->t_mono = mono_now();
+	e->t_mono = stat_mono_now();
 	e->t_real_ns = real_now_ns();
 	n = read_full(fd, e->r, sizeof(*e->r));
 	if (check_layout(e, e->r, n) == 0) {
@@ -440,7 +404,7 @@ static int ent_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-static void scan_free(struct scan *s)
+void stat_scan_free(struct scan *s)
 {
 	for (size_t i = 0; i < s->n; i++)
 		free(s->e[i].r);
@@ -448,7 +412,7 @@ static void scan_free(struct scan *s)
 	memset(s, 0, sizeof(*s));
 }
 
-static int scan_dir(const struct stat_opts *o, struct scan *s)
+int stat_scan_dir(const struct stat_opts *o, struct scan *s)
 {
 	struct dirent *de;
 	DIR *d = opendir(o->dir);
@@ -498,7 +462,7 @@ static int scan_dir(const struct stat_opts *o, struct scan *s)
 	return 0;
 }
 
-static bool ent_running(const struct ent *e)
+bool stat_ent_running(const struct ent *e)
 {
 	return e->kind == ENT_LIVE || e->kind == ENT_UNKNOWN;
 }
@@ -538,24 +502,24 @@ static void fmt_time(uint64_t ns, char *buf, size_t len)
 		snprintf(buf, len, "?");
 }
 
-static const char *dev_name(const struct braid_ctr_region *r, int32_t dev)
+const char *stat_dev_name(const struct braid_ctr_region *r, int32_t dev)
 {
 	if (dev < 0 || dev >= BRAID_CTR_MAX_DEVS)
 		return "?";
 	return r->devs[dev].name[0] ? r->devs[dev].name : "?";
 }
 
-static uint32_t comm_nlanes(const struct braid_ctr_comm *c)
+uint32_t stat_comm_nlanes(const struct braid_ctr_comm *c)
 {
 	return c->nlanes < BRAID_CTR_MAX_LANES ? c->nlanes : BRAID_CTR_MAX_LANES;
 }
 
-static bool comm_used(const struct braid_ctr_comm *c)
+bool stat_comm_used(const struct braid_ctr_comm *c)
 {
 	return c->kind == BRAID_CTR_COMM_SEND || c->kind == BRAID_CTR_COMM_RECV;
 }
 
-static bool qps_readable(const struct ent *e)
+bool stat_qps_readable(const struct ent *e)
 {
 	return !e->qp_note[0] && e->r->qp_rec_size == sizeof(e->r->qps[0]);
 }
@@ -599,7 +563,7 @@ static void print_devices(const struct ent *e, double up)
 
 static void print_lanes(const struct braid_ctr_region *r, const struct braid_ctr_comm *c)
 {
-	uint32_t n = comm_nlanes(c);
+	uint32_t n = stat_comm_nlanes(c);
 	uint64_t total = 0;
 
 	for (uint32_t k = 0; k < n; k++)
@@ -609,8 +573,8 @@ static void print_lanes(const struct braid_ctr_region *r, const struct braid_ctr
 	for (uint32_t k = 0; k < n; k++) {
 		const struct braid_ctr_lane *l = &c->lanes[k];
 
-		printf("         %-16s %14llu %6.1f%% %6.1f%% %10.1f  %s\n", dev_name(r, l->dev),
-		       (unsigned long long)l->bytes,
+		printf("         %-16s %14llu %6.1f%% %6.1f%% %10.1f  %s\n",
+		       stat_dev_name(r, l->dev), (unsigned long long)l->bytes,
 		       total ? 100.0 * (double)l->bytes / (double)total : 0.0,
 		       (double)l->weight_ppm / 1e4, (double)l->rate_bps / 1e6,
 		       l->slow ? "SLOW" : "no");
@@ -634,14 +598,14 @@ static void print_comms(const struct ent *e)
 	for (int i = 0; i < BRAID_CTR_MAX_COMMS; i++) {
 		const struct braid_ctr_comm *c = &r->comms[i];
 
-		if (!comm_used(c))
+		if (!stat_comm_used(c))
 			continue;
 		printf("    %-4d %-4s %-3d %-24s %14llu %14llu %10llu %7llu %5u\n", i,
 		       kind_names[c->kind], (int)c->dev, c->peer[0] ? c->peer : "?",
 		       (unsigned long long)c->t.tx_bytes, (unsigned long long)c->t.rx_bytes,
 		       (unsigned long long)(c->t.tx_msgs + c->t.rx_msgs),
 		       (unsigned long long)c->t.errors, c->nlanes);
-		if (comm_nlanes(c) >= 2)
+		if (stat_comm_nlanes(c) >= 2)
 			print_lanes(r, c);
 	}
 }
@@ -655,7 +619,7 @@ static void print_qps(const struct ent *e, double up)
 		printf("  qps: %s\n", e->qp_note);
 		return;
 	}
-	if (!qps_readable(e)) {
+	if (!stat_qps_readable(e)) {
 		printf("  qps: none (the %s backend keeps no per-QP records)\n",
 		       r->fallback.backend[0] ? r->fallback.backend : "chosen");
 		return;
@@ -674,8 +638,8 @@ static void print_qps(const struct ent *e, double up)
 		if (!p->in_use)
 			continue;
 		printf("    %-4d %-3d %-16s %#8x %#8x %#7x %5u %4d %14llu %14llu %7llu %8.1f %8.1f\n",
-		       q, (int)p->dev, dev_name(r, p->dev), p->qpn, p->remote_qpn, p->flow_label,
-		       p->sport, (int)p->comm, (unsigned long long)p->tx_bytes,
+		       q, (int)p->dev, stat_dev_name(r, p->dev), p->qpn, p->remote_qpn,
+		       p->flow_label, p->sport, (int)p->comm, (unsigned long long)p->tx_bytes,
 		       (unsigned long long)p->rx_bytes, (unsigned long long)p->errors,
 		       avg_mbps(p->tx_bytes, up), avg_mbps(p->rx_bytes, up));
 	}
@@ -716,7 +680,7 @@ static void print_listing(const struct stat_opts *o, const struct scan *s)
 	       o->dir, s->nlive + s->nunknown, s->nslow,
 	       s->nunknown ? ", some of unknown liveness" : "", s->nended, s->nnotread);
 	for (size_t i = 0; i < s->n; i++)
-		if (ent_running(&s->e[i])) {
+		if (stat_ent_running(&s->e[i])) {
 			printf("\n");
 			print_process(&s->e[i]);
 		}
@@ -820,7 +784,7 @@ static json_t *json_comms(const struct braid_ctr_region *r)
 		json_t *o, *lanes;
 		uint64_t total = 0;
 
-		if (!comm_used(c))
+		if (!stat_comm_used(c))
 			continue;
 		o = json_object();
 		lanes = json_array();
@@ -830,14 +794,14 @@ static json_t *json_comms(const struct braid_ctr_region *r)
 		jset(o, "peer", json_string(c->peer));
 		jtraffic(o, &c->t);
 		jset(o, "nlanes", json_integer(c->nlanes));
-		for (uint32_t k = 0; k < comm_nlanes(c); k++)
+		for (uint32_t k = 0; k < stat_comm_nlanes(c); k++)
 			total += c->lanes[k].bytes;
-		for (uint32_t k = 0; k < comm_nlanes(c) && c->nlanes >= 2; k++) {
+		for (uint32_t k = 0; k < stat_comm_nlanes(c) && c->nlanes >= 2; k++) {
 			const struct braid_ctr_lane *l = &c->lanes[k];
 			json_t *lo = json_object();
 
 			jset(lo, "dev", json_integer(l->dev));
-			jset(lo, "name", json_string(dev_name(r, l->dev)));
+			jset(lo, "name", json_string(stat_dev_name(r, l->dev)));
 			jset(lo, "bytes", jint(l->bytes));
 			jset(lo, "chunks", jint(l->chunks));
 			jset(lo, "share",
@@ -858,7 +822,7 @@ static json_t *json_qps(const struct ent *e)
 	const struct braid_ctr_region *r = e->r;
 	json_t *a;
 
-	if (!qps_readable(e))
+	if (!stat_qps_readable(e))
 		return json_null();
 	a = json_array();
 	for (int q = 0; q < BRAID_CTR_MAX_QPS; q++) {
@@ -954,7 +918,7 @@ static void json_tail(json_t *root, const struct scan *s)
 			jset(x, "provider", json_string(e->r->fallback.provider));
 			jset(x, "message", json_string(e->why));
 			json_array_append_new(ended, x);
-		} else if (!ent_running(e)) {
+		} else if (!stat_ent_running(e)) {
 			json_array_append_new(nr, json_not_read(e));
 		}
 	}
@@ -977,7 +941,7 @@ static int json_listing(const struct stat_opts *o, const struct scan *s)
 	json_t *root = json_head(o), *procs = json_array();
 
 	for (size_t i = 0; i < s->n; i++)
-		if (ent_running(&s->e[i]))
+		if (stat_ent_running(&s->e[i]))
 			json_array_append_new(procs, json_process(&s->e[i]));
 	jset(root, "processes", procs);
 	json_tail(root, s);
@@ -997,7 +961,7 @@ static const struct ent *find_prev(const struct scan *prev, const struct ent *e)
 	for (size_t i = 0; prev && i < prev->n; i++) {
 		const struct ent *p = &prev->e[i];
 
-		if (p->r && ent_running(p) && !strcmp(p->name, e->name) &&
+		if (p->r && stat_ent_running(p) && !strcmp(p->name, e->name) &&
 		    p->r->start_time_ns == e->r->start_time_ns)
 			return p;
 	}
@@ -1091,7 +1055,7 @@ static void watch_process(const struct ent *e, const struct ent *p, json_t *jpro
 		       (unsigned long long)delta(c->strangers, q->strangers),
 		       (unsigned long long)delta(c->slow_lanes, q->slow_lanes));
 	}
-	if (qps_readable(e)) {
+	if (stat_qps_readable(e)) {
 		bool header = false;
 
 		if (jo)
@@ -1104,7 +1068,7 @@ static void watch_process(const struct ent *e, const struct ent *p, json_t *jpro
 			if (!c->in_use)
 				continue;
 			/* the same QP in the last report; a new one counted from 0 */
-			if (p && qps_readable(p) && p->r->qps[k].in_use &&
+			if (p && stat_qps_readable(p) && p->r->qps[k].in_use &&
 			    p->r->qps[k].qpn == c->qpn && p->r->qps[k].dev == c->dev)
 				q = &p->r->qps[k];
 			tx = per_s(c->tx_bytes, q->tx_bytes, rt.secs);
@@ -1157,10 +1121,10 @@ static void watch_report(const struct stat_opts *o, const struct scan *cur, cons
 		const struct ent *p = &prev->e[i];
 		bool still = false;
 
-		if (!ent_running(p))
+		if (!stat_ent_running(p))
 			continue;
 		for (size_t j = 0; j < cur->n && !still; j++)
-			still = ent_running(&cur->e[j]) && find_prev(prev, &cur->e[j]) == p;
+			still = stat_ent_running(&cur->e[j]) && find_prev(prev, &cur->e[j]) == p;
 		gone += !still;
 	}
 	if (o->json) {
@@ -1175,7 +1139,7 @@ static void watch_report(const struct stat_opts *o, const struct scan *cur, cons
 		       n, t, interval, cur->nlive + cur->nunknown, cur->nslow, gone);
 	}
 	for (size_t i = 0; i < cur->n; i++)
-		if (ent_running(&cur->e[i]))
+		if (stat_ent_running(&cur->e[i]))
 			watch_process(&cur->e[i], find_prev(prev, &cur->e[i]), procs);
 	if (root) {
 		jset(root, "processes", procs);
@@ -1194,7 +1158,7 @@ static void watch_report(const struct stat_opts *o, const struct scan *cur, cons
 static void sleep_until(double t)
 {
 	for (;;) {
-		double left = t - mono_now();
+		double left = t - stat_mono_now();
 		struct timespec ts;
 
 		if (left <= 0)
@@ -1208,34 +1172,36 @@ static void sleep_until(double t)
 static int watch(const struct stat_opts *o)
 {
 	struct scan prev, cur;
-	double next = mono_now();
+	double next = stat_mono_now();
 
-	if (scan_dir(o, &prev))
+	if (stat_scan_dir(o, &prev))
 		return 1;
 	for (long n = 1; !o->count || n <= o->count; n++) {
 		next += o->watch;
 		sleep_until(next);
-		if (scan_dir(o, &cur)) {
-			scan_free(&prev);
+		if (stat_scan_dir(o, &cur)) {
+			stat_scan_free(&prev);
 			return 1;
 		}
 		watch_report(o, &cur, &prev, n, o->watch);
-		scan_free(&prev);
+		stat_scan_free(&prev);
 		prev = cur;
 	}
-	scan_free(&prev);
+	stat_scan_free(&prev);
 	return 0;
 }
 
 int braid_cmd_stat(int argc, char **argv)
 {
-	enum { O_JSON = 1, O_WATCH, O_COUNT, O_PID, O_DIR };
+	enum { O_JSON = 1, O_WATCH, O_COUNT, O_PID, O_DIR, O_SERVE, O_TEXTFILE };
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, O_JSON },
 		{ "watch", required_argument, NULL, O_WATCH },
 		{ "count", required_argument, NULL, O_COUNT },
 		{ "pid", required_argument, NULL, O_PID },
 		{ "dir", required_argument, NULL, O_DIR },
+		{ "serve", required_argument, NULL, O_SERVE },
+		{ "textfile", required_argument, NULL, O_TEXTFILE },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -1275,6 +1241,8 @@ int braid_cmd_stat(int argc, char **argv)
 			}
 			break;
 		case O_DIR: o.dir = optarg; break;
+		case O_SERVE: o.serve = optarg; break;
+		case O_TEXTFILE: o.textfile = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -1288,14 +1256,27 @@ int braid_cmd_stat(int argc, char **argv)
 		fprintf(stderr, "braid stat: --count goes with --watch\n");
 		return 2;
 	}
+	if (o.serve && (o.textfile || o.json || o.watch)) {
+		fprintf(stderr, "braid stat: --serve goes with none of --textfile, --json, "
+				"--watch (each scrape reads the counters)\n");
+		return 2;
+	}
+	if (o.textfile && o.json) {
+		fprintf(stderr, "braid stat: --textfile writes Prometheus' format, not --json\n");
+		return 2;
+	}
+	if (o.serve)
+		return stat_prom_serve(&o);
+	if (o.textfile)
+		return stat_prom_textfile(&o);
 	if (o.watch)
 		return watch(&o);
-	if (scan_dir(&o, &s))
+	if (stat_scan_dir(&o, &s))
 		return 1;
 	if (o.json)
 		rc = json_listing(&o, &s) ? 1 : 0;
 	else
 		print_listing(&o, &s);
-	scan_free(&s);
+	stat_scan_free(&s);
 	return rc;
 }

@@ -2,12 +2,16 @@
 # `braid topo` (tools/topo.c, the topo engineer's) is linked in when it and topo/ exist.
 
 TOOLS_SRCS := tools/braid.c tools/version.c tools/perf.c tools/netapi.c tools/pattern.c \
-	tools/bootstrap.c tools/stat.c tools/doctor.c tools/doctor_host.c
+	tools/bootstrap.c tools/stat.c tools/stat_prom.c tools/doctor.c tools/doctor_host.c
 # braid stat writes JSON with jansson (libjansson-dev, packaging/debian-packages.txt)
 JANSSON_CFLAGS = $(shell $(PKG_CONFIG) --cflags jansson 2>/dev/null)
 JANSSON_LIBS = $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null || echo -ljansson)
 $(BUILD)/obj/tools/stat.o: DEP_CFLAGS += $(JANSSON_CFLAGS)
 $(BUILD)/obj/tools/doctor.o: DEP_CFLAGS += $(JANSSON_CFLAGS)
+# and serves Prometheus' /metrics with libmicrohttpd (libmicrohttpd-dev)
+MHD_CFLAGS = $(shell $(PKG_CONFIG) --cflags libmicrohttpd 2>/dev/null)
+MHD_LIBS = $(shell $(PKG_CONFIG) --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
+$(BUILD)/obj/tools/stat_prom.o: DEP_CFLAGS += $(MHD_CFLAGS)
 TOOLS_LINK_TOPO :=
 ifneq ($(wildcard tools/topo.c),)
 ifneq ($(strip $(TOPO_SRCS)),)
@@ -19,7 +23,7 @@ endif
 
 $(BUILD)/braid: $(TOOLS_SRCS:%.c=$(BUILD)/obj/%.o) $(TOOLS_LINK_TOPO)
 	@mkdir -p $(dir $@)
-	$(CC) $(BRAID_LDFLAGS) -o $@ $^ $(HWLOC_LIBS) $(JANSSON_LIBS) -ldl -lpthread -lm
+	$(CC) $(BRAID_LDFLAGS) -o $@ $^ $(HWLOC_LIBS) $(JANSSON_LIBS) $(MHD_LIBS) -ldl -lpthread -lm
 
 ALL_TARGETS += $(BUILD)/braid
 
@@ -30,7 +34,8 @@ $(BUILD)/tests/stat/mkregion: $(BUILD)/obj/tests/stat/mkregion.o
 
 ALL_TARGETS += $(BUILD)/tests/stat/mkregion
 STAT_TESTS := tests/stat/listing.sh tests/stat/json.sh tests/stat/watch.sh \
-	tests/stat/namespaces.sh tests/stat/real.sh
+	tests/stat/namespaces.sh tests/stat/real.sh tests/stat/metrics.sh \
+	tests/stat/prometheus.sh
 TESTS += $(STAT_TESTS)
 
 .PHONY: test-stat

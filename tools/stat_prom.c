@@ -1,0 +1,679 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * `braid stat --serve ADDR:PORT` and `braid stat --textfile DIR`: the counters of every
+ * running braid process of the host in Prometheus' text exposition format (version
+ * 0.0.4), served at /metrics (libmicrohttpd) or written to DIR/braid.prom for
+ * node_exporter's textfile collector. docs/stat.md lists every metric.
+ *
+ * Each scrape (or write) is a fresh scan of the counters files (tools/stat.c, which
+ * checks each file's layout), so nothing is cached and only the processes running at
+ * that moment are exported: a process that ended leaves no series behind. Names follow
+ * Prometheus' conventions: base units (bytes, seconds), _total on counters, a HELP and a
+ * TYPE line per family, label values escaped (backslash, double quote, newline).
+ */
+#include "tools/stat.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROM_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+#define PROM_TEXTFILE "braid.prom"
+
+/* ---- the exposition */
+
+/* A label value: backslash, double quote and newline escaped, as the format asks. */
+static void put_value(FILE *f, const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\\')
+			fputs("\\\\", f);
+		else if (*v == '"')
+			fputs("\\\"", f);
+		else if (*v == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*v, f);
+	}
+}
+
+struct label {
+	const char *name, *value;
+};
+
+/* A sample's labels after the pid: { "name", value } pairs. */
+#define LABELS(...) ((const struct label[]){ __VA_ARGS__, { NULL, NULL } })
+#define NO_LABELS ((const struct label[]){ { NULL, NULL } })
+
+/* One sample: NAME{pid="..",name="value",...} VALUE. */
+static void sample(FILE *f, const char *name, int pid, const char *value, const struct label *l)
+{
+	fprintf(f, "%s{pid=\"%d\"", name, pid);
+	for (; l->name; l++) {
+		fprintf(f, ",%s=\"", l->name);
+		put_value(f, l->value);
+		fputc('"', f);
+	}
+	fprintf(f, "} %s\n", value);
+}
+
+static const char *u64(char *buf, size_t len, uint64_t v)
+{
+	snprintf(buf, len, "%llu", (unsigned long long)v);
+	return buf;
+}
+
+#define U64(v) u64(num, sizeof(num), (v))
+#define INT(v) u64(num, sizeof(num), (uint64_t)(v))
+
+/* Each family is written by one function, for one process. */
+typedef void (*family_fn)(FILE *f, const struct ent *e, const char *name);
+
+static void fam_up(FILE *f, const struct ent *e, const char *name)
+{
+	sample(f, name, e->pid, "1", NO_LABELS);
+}
+
+static void fam_start(FILE *f, const struct ent *e, const char *name)
+{
+	char num[48];
+	uint64_t ns = e->r->start_time_ns;
+
+	snprintf(num, sizeof(num), "%llu.%09llu", (unsigned long long)(ns / 1000000000ULL),
+		 (unsigned long long)(ns % 1000000000ULL));
+	sample(f, name, e->pid, num, NO_LABELS);
+}
+
+static void fam_slow_path(FILE *f, const struct ent *e, const char *name)
+{
+	const struct braid_ctr_fallback *fb = &e->r->fallback;
+
+	sample(f, name, e->pid, fb->slow_path ? "1" : "0",
+	       LABELS({ "backend", fb->backend }, { "provider", fb->provider },
+		      { "reason", fb->why }));
+}
+
+static void fam_gpudirect(FILE *f, const struct ent *e, const char *name)
+{
+	const struct braid_ctr_fallback *fb = &e->r->fallback;
+
+	sample(f, name, e->pid, fb->gpudirect ? "1" : "0",
+	       LABELS({ "mode", fb->gpudirect_mode }, { "reason", fb->gpudirect_why }));
+}
+
+static void fam_comms(FILE *f, const struct ent *e, const char *name)
+{
+	char num[24];
+	int n[3] = { 0, 0, 0 };
+
+	for (int i = 0; i < BRAID_CTR_MAX_COMMS; i++)
+		if (stat_comm_used(&e->r->comms[i]))
+			n[e->r->comms[i].kind]++;
+	sample(f, name, e->pid, INT(n[BRAID_CTR_COMM_SEND]), LABELS({ "kind", "send" }));
+	sample(f, name, e->pid, INT(n[BRAID_CTR_COMM_RECV]), LABELS({ "kind", "recv" }));
+}
+
+enum dev_field {
+	DEV_TX_BYTES,
+	DEV_RX_BYTES,
+	DEV_TX_MSGS,
+	DEV_RX_MSGS,
+	DEV_COMPLETIONS,
+	DEV_ERRORS,
+	DEV_STRANGERS,
+	DEV_SLOW_LANES,
+	DEV_AV_ENTRIES,
+};
+
+static uint64_t dev_field(const struct braid_ctr_dev *v, enum dev_field what)
+{
+	switch (what) {
+	case DEV_TX_BYTES: return v->t.tx_bytes;
+	case DEV_RX_BYTES: return v->t.rx_bytes;
+	case DEV_TX_MSGS: return v->t.tx_msgs;
+	case DEV_RX_MSGS: return v->t.rx_msgs;
+	case DEV_COMPLETIONS: return v->t.completions;
+	case DEV_ERRORS: return v->t.errors;
+	case DEV_STRANGERS: return v->strangers;
+	case DEV_SLOW_LANES: return v->slow_lanes;
+	case DEV_AV_ENTRIES: return v->av_entries;
+	}
+	return 0;
+}
+
+/* One sample per device: dev (its index) and nic (its name), direction when not NULL. */
+static void devs(FILE *f, const struct ent *e, const char *name, enum dev_field what,
+		 const char *direction)
+{
+	for (uint32_t d = 0; d < e->r->ndevs; d++) {
+		const struct braid_ctr_dev *v = &e->r->devs[d];
+		char num[24], idx[16];
+
+		snprintf(idx, sizeof(idx), "%u", d);
+		U64(dev_field(v, what));
+		if (direction)
+			sample(f, name, e->pid, num,
+			       LABELS({ "dev", idx }, { "nic", v->name },
+				      { "direction", direction }));
+		else
+			sample(f, name, e->pid, num, LABELS({ "dev", idx }, { "nic", v->name }));
+	}
+}
+
+static void fam_bytes(FILE *f, const struct ent *e, const char *name)
+{
+	devs(f, e, name, DEV_TX_BYTES, "tx");
+	devs(f, e, name, DEV_RX_BYTES, "rx");
+}
+
+static void fam_msgs(FILE *f, const struct ent *e, const char *name)
+{
+	devs(f, e, name, DEV_TX_MSGS, "tx");
+	devs(f, e, name, DEV_RX_MSGS, "rx");
+}
+
+static void fam_completions(FILE *f, const struct ent *e, const char *name)
+{
+	devs(f, e, name, DEV_COMPLETIONS, NULL);
+}
+
+static void fam_errors(FILE *f, const struct ent *e, const char *name)
+{
+	devs(f, e, name, DEV_ERRORS, NULL);
+}
+
+static void fam_strangers(FILE *f, const struct ent *e, const char *name)
+{
+	devs(f, e, name, DEV_STRANGERS, NULL);
+}
+
+static void fam_slow_lanes(FILE *f, const struct ent *e, const char *name)
+{
+	devs(f, e, name, DEV_SLOW_LANES, NULL);
+}
+
+static void fam_av(FILE *f, const struct ent *e, const char *name)
+{
+	devs(f, e, name, DEV_AV_ENTRIES, NULL);
+}
+
+/* 1 when a lane of a comm on the NIC is flagged slow now. */
+static void fam_nic_slow(FILE *f, const struct ent *e, const char *name)
+{
+	for (uint32_t d = 0; d < e->r->ndevs; d++) {
+		char idx[16];
+		bool slow = false;
+
+		snprintf(idx, sizeof(idx), "%u", d);
+
+		for (int i = 0; i < BRAID_CTR_MAX_COMMS && !slow; i++) {
+			const struct braid_ctr_comm *c = &e->r->comms[i];
+
+			for (uint32_t k = 0; stat_comm_used(c) && k < stat_comm_nlanes(c); k++)
+				slow |= c->lanes[k].dev == (int32_t)d && c->lanes[k].slow;
+		}
+		sample(f, name, e->pid, slow ? "1" : "0",
+		       LABELS({ "dev", idx }, { "nic", e->r->devs[d].name }));
+	}
+}
+
+static void fam_qps(FILE *f, const struct ent *e, const char *name)
+{
+	if (!stat_qps_readable(e))
+		return;
+	for (uint32_t d = 0; d < e->r->ndevs; d++) {
+		char num[24], idx[16];
+		int n = 0;
+
+		snprintf(idx, sizeof(idx), "%u", d);
+
+		for (int q = 0; q < BRAID_CTR_MAX_QPS; q++)
+			n += e->r->qps[q].in_use && e->r->qps[q].dev == (int32_t)d;
+		sample(f, name, e->pid, INT(n),
+		       LABELS({ "dev", idx }, { "nic", e->r->devs[d].name }));
+	}
+}
+
+enum lane_field { LANE_BYTES, LANE_CHUNKS, LANE_RATE, LANE_WEIGHT, LANE_SLOW };
+
+/* Lanes: each NIC of a comm that stripes over two or more (a fused device). */
+static void lanes(FILE *f, const struct ent *e, const char *name, enum lane_field what)
+{
+	const struct braid_ctr_region *r = e->r;
+
+	for (int i = 0; i < BRAID_CTR_MAX_COMMS; i++) {
+		const struct braid_ctr_comm *c = &r->comms[i];
+		char slot[16], idx[16], num[48];
+
+		if (!stat_comm_used(c) || stat_comm_nlanes(c) < 2)
+			continue;
+		snprintf(slot, sizeof(slot), "%d", i);
+		for (uint32_t k = 0; k < stat_comm_nlanes(c); k++) {
+			const struct braid_ctr_lane *l = &c->lanes[k];
+
+			snprintf(idx, sizeof(idx), "%d", (int)l->dev);
+			switch (what) {
+			case LANE_BYTES: U64(l->bytes); break;
+			case LANE_CHUNKS: U64(l->chunks); break;
+			case LANE_RATE: U64(l->rate_bps); break;
+			case LANE_WEIGHT:
+				snprintf(num, sizeof(num), "%.6f", (double)l->weight_ppm / 1e6);
+				break;
+			case LANE_SLOW: snprintf(num, sizeof(num), "%d", l->slow ? 1 : 0); break;
+			}
+			sample(f, name, e->pid, num,
+			       LABELS({ "comm", slot }, { "peer", c->peer }, { "dev", idx },
+				      { "nic", stat_dev_name(r, l->dev) }));
+		}
+	}
+}
+
+static void fam_lane_bytes(FILE *f, const struct ent *e, const char *name)
+{
+	lanes(f, e, name, LANE_BYTES);
+}
+
+static void fam_lane_chunks(FILE *f, const struct ent *e, const char *name)
+{
+	lanes(f, e, name, LANE_CHUNKS);
+}
+
+static void fam_lane_rate(FILE *f, const struct ent *e, const char *name)
+{
+	lanes(f, e, name, LANE_RATE);
+}
+
+static void fam_lane_weight(FILE *f, const struct ent *e, const char *name)
+{
+	lanes(f, e, name, LANE_WEIGHT);
+}
+
+static void fam_lane_slow(FILE *f, const struct ent *e, const char *name)
+{
+	lanes(f, e, name, LANE_SLOW);
+}
+
+static const struct family {
+	const char *name, *type, *help;
+	family_fn fn;
+} families[] = {
+	{ "braid_up", "gauge",
+	  "1 for each running braid process (its counters file's lock is held).", fam_up },
+	{ "braid_process_start_time_seconds", "gauge",
+	  "When the process opened its counters, seconds since the Unix epoch.", fam_start },
+	{ "braid_slow_path", "gauge",
+	  "1 when the backend runs on a provider it considers slow (tcp, sockets, shm); "
+	  "reason: why this backend and provider.",
+	  fam_slow_path },
+	{ "braid_gpudirect", "gauge",
+	  "1 when NCCL uses GPUDirect RDMA with every device; mode peermem, dma-buf or none.",
+	  fam_gpudirect },
+	{ "braid_comms", "gauge", "NCCL comms open, by kind (send, recv).", fam_comms },
+	{ "braid_bytes_total", "counter", "Payload bytes sent (tx) or received (rx) by a device.",
+	  fam_bytes },
+	{ "braid_messages_total", "counter", "Messages sent (tx) or received (rx) by a device.",
+	  fam_msgs },
+	{ "braid_completions_total", "counter", "Requests completed on a device.",
+	  fam_completions },
+	{ "braid_errors_total", "counter",
+	  "Errors counted on a device's comms (error completions, failed requests).", fam_errors },
+	{ "braid_strangers_total", "counter",
+	  "Connections to a listen port of the device dropped: not a braid peer of it.",
+	  fam_strangers },
+	{ "braid_slow_lanes_total", "counter",
+	  "Times the NIC ran under half the rate of the other NICs of a fused comm.",
+	  fam_slow_lanes },
+	{ "braid_nic_slow", "gauge",
+	  "1 when a comm striping over the NIC has it flagged slow now, else 0.", fam_nic_slow },
+	{ "braid_av_entries", "gauge", "libfabric address vector entries in use (0 with verbs).",
+	  fam_av },
+	{ "braid_qps", "gauge", "Verbs queue pairs in use on a device (ib backend only).",
+	  fam_qps },
+	{ "braid_lane_bytes_total", "counter",
+	  "Bytes a comm on a fused device sent over one of its NICs.", fam_lane_bytes },
+	{ "braid_lane_chunks_total", "counter",
+	  "Chunks a comm on a fused device sent over one of its NICs.", fam_lane_chunks },
+	{ "braid_lane_rate_bytes_per_second", "gauge",
+	  "Goodput striping measured on the NIC for the comm (0: not measured yet).",
+	  fam_lane_rate },
+	{ "braid_lane_weight_ratio", "gauge",
+	  "Share of a large message striping gives the NIC now, 0 to 1.", fam_lane_weight },
+	{ "braid_lane_slow", "gauge",
+	  "1 once the NIC was found under half the rate of the comm's other NICs.", fam_lane_slow },
+};
+
+void stat_prom_render(FILE *f, const struct scan *s)
+{
+	int running = 0, ended = 0, unread = 0;
+
+	for (size_t k = 0; k < sizeof(families) / sizeof(families[0]); k++) {
+		const struct family *fm = &families[k];
+
+		fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", fm->name, fm->help, fm->name, fm->type);
+		for (size_t i = 0; i < s->n; i++)
+			if (stat_ent_running(&s->e[i]))
+				fm->fn(f, &s->e[i], fm->name);
+	}
+	for (size_t i = 0; i < s->n; i++) {
+		if (stat_ent_running(&s->e[i]))
+			running++;
+		else if (s->e[i].kind == ENT_ENDED)
+			ended++;
+		else
+			unread++;
+	}
+	fputs("# HELP braid_counters_files Counters files in the directory read: of running "
+	      "processes, of processes that ended without removing theirs, not read (another "
+	      "layout version, damaged, hidden by permissions).\n"
+	      "# TYPE braid_counters_files gauge\n",
+	      f);
+	fprintf(f, "braid_counters_files{state=\"running\"} %d\n", running);
+	fprintf(f, "braid_counters_files{state=\"ended\"} %d\n", ended);
+	fprintf(f, "braid_counters_files{state=\"not_read\"} %d\n", unread);
+}
+
+/* A scan rendered into a malloc'ed buffer; NULL on failure (said). */
+static char *render_scan(const struct stat_opts *o, size_t *len)
+{
+	struct scan s;
+	char *buf = NULL;
+	FILE *f;
+
+	if (stat_scan_dir(o, &s))
+		return NULL;
+	f = open_memstream(&buf, len);
+	if (!f) {
+		fprintf(stderr, "braid stat: out of memory\n");
+		stat_scan_free(&s);
+		return NULL;
+	}
+	stat_prom_render(f, &s);
+	stat_scan_free(&s);
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/* ---- --serve */
+
+static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status, char *body,
+			     size_t len, const char *type)
+{
+	struct MHD_Response *resp = MHD_create_response_from_buffer(len, body,
+								    MHD_RESPMEM_MUST_FREE);
+	enum MHD_Result ret;
+
+	if (!resp) {
+		free(body);
+		return MHD_NO;
+	}
+	(void)MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	ret = MHD_queue_response(conn, status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned int status,
+				  const char *text)
+{
+	char *body = strdup(text);
+
+	if (!body)
+		return MHD_NO;
+	return reply(conn, status, body, strlen(body), "text/plain; charset=utf-8");
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version, const char *upload,
+				  size_t *upload_size, void **state)
+{
+	const struct stat_opts *o = cls;
+	static int first_call;
+	size_t len = 0;
+	char *body;
+
+	(void)version;
+	(void)upload;
+	if (*state != &first_call) {
+		/* headers only so far; a body (there should be none) comes next */
+		*state = &first_call;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
+		return reply_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "GET /metrics\n");
+	if (!strcmp(url, "/"))
+		return reply_text(conn, MHD_HTTP_OK,
+				  "braid stat exporter: the metrics are at /metrics\n");
+	if (strcmp(url, "/metrics"))
+		return reply_text(conn, MHD_HTTP_NOT_FOUND,
+				  "not found: the metrics are at /metrics\n");
+	body = render_scan(o, &len);
+	if (!body)
+		return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
+				  "braid stat: the counters directory cannot be read\n");
+	return reply(conn, MHD_HTTP_OK, body, len, PROM_CONTENT_TYPE);
+}
+
+/* ADDR:PORT, [ADDR6]:PORT: a listening socket bound to it, or -1 (said). */
+static int listen_on(const char *spec, char *shown, size_t shown_len)
+{
+	char host[256], port[16];
+	const char *colon = strrchr(spec, ':');
+	struct addrinfo hints = { .ai_family = AF_UNSPEC,
+				  .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_NUMERICSERV | AI_PASSIVE };
+	struct addrinfo *ai = NULL;
+	struct sockaddr_storage sa;
+	socklen_t salen = sizeof(sa);
+	size_t hlen;
+	int fd, one = 1, rc;
+	char *end;
+	long pn;
+
+	if (!colon || colon == spec || strlen(colon + 1) >= sizeof(port) || !colon[1]) {
+		fprintf(stderr, "braid stat: --serve %s: ADDR:PORT, e.g. 127.0.0.1:9464\n", spec);
+		return -1;
+	}
+	hlen = (size_t)(colon - spec);
+	if (spec[0] == '[' && hlen >= 2 && spec[hlen - 1] == ']') {
+		spec++;
+		hlen -= 2;
+	}
+	if (hlen >= sizeof(host)) {
+		fprintf(stderr, "braid stat: --serve: address too long\n");
+		return -1;
+	}
+	memcpy(host, spec, hlen);
+	host[hlen] = '\0';
+	snprintf(port, sizeof(port), "%s", colon + 1);
+	pn = strtol(port, &end, 10);
+	if (*end || pn < 0 || pn > 65535) {
+		fprintf(stderr, "braid stat: --serve: port '%s': 0 to 65535\n", port);
+		return -1;
+	}
+	rc = getaddrinfo(host, port, &hints, &ai);
+	if (rc) {
+		fprintf(stderr, "braid stat: --serve: address '%s': %s\n", host, gai_strerror(rc));
+		return -1;
+	}
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		fprintf(stderr, "braid stat: --serve %s: socket: %s\n", spec, strerror(errno));
+		freeaddrinfo(ai);
+		return -1;
+	}
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 64) != 0) {
+		int err = errno;
+
+		fprintf(stderr, "braid stat: --serve: cannot listen on %s:%s: %s%s\n", host, port,
+			strerror(err),
+			err == EADDRINUSE ? " (another exporter on that port? choose another)"
+					  : "");
+		close(fd);
+		freeaddrinfo(ai);
+		return -1;
+	}
+	freeaddrinfo(ai);
+	/* the port bound, which the kernel chose with port 0 */
+	if (getsockname(fd, (struct sockaddr *)&sa, &salen) == 0) {
+		char h[NI_MAXHOST], p[NI_MAXSERV];
+
+		if (getnameinfo((struct sockaddr *)&sa, salen, h, sizeof(h), p, sizeof(p),
+				NI_NUMERICHOST | NI_NUMERICSERV) == 0)
+			snprintf(shown, shown_len, "%s%s%s:%s", sa.ss_family == AF_INET6 ? "[" : "",
+				 h, sa.ss_family == AF_INET6 ? "]" : "", p);
+	}
+	return fd;
+}
+
+int stat_prom_serve(const struct stat_opts *o)
+{
+	char shown[NI_MAXHOST + NI_MAXSERV + 4] = "?";
+	struct MHD_Daemon *d;
+	sigset_t set;
+	int fd, sig = 0;
+
+	fd = listen_on(o->serve, shown, sizeof(shown));
+	if (fd < 0)
+		return 1;
+	/* the server's thread inherits these blocked: only this thread takes them */
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+			     on_request, (void *)o, MHD_OPTION_LISTEN_SOCKET, fd,
+			     MHD_OPTION_CONNECTION_TIMEOUT, 30U, MHD_OPTION_END);
+	if (!d) {
+		fprintf(stderr, "braid stat: --serve %s: the HTTP server did not start\n", shown);
+		close(fd);
+		return 1;
+	}
+	printf("braid stat: serving http://%s/metrics (counters of %s)\n", shown, o->dir);
+	fflush(stdout);
+	sigwait(&set, &sig);
+	MHD_stop_daemon(d);
+	close(fd);
+	return 0;
+}
+
+/* ---- --textfile */
+
+static volatile sig_atomic_t stop_sig;
+
+static void on_stop(int sig)
+{
+	stop_sig = sig;
+}
+
+/* DIR/braid.prom: written to a temporary file of DIR, then renamed over it. */
+static int write_textfile(const struct stat_opts *o)
+{
+	char tmp[PATH_MAX], dst[PATH_MAX];
+	size_t len = 0, off = 0;
+	char *body;
+	int fd;
+
+	if ((size_t)snprintf(dst, sizeof(dst), "%s/%s", o->textfile, PROM_TEXTFILE) >=
+		    sizeof(dst) ||
+	    (size_t)snprintf(tmp, sizeof(tmp), "%s/.%s.XXXXXX", o->textfile, PROM_TEXTFILE) >=
+		    sizeof(tmp)) {
+		fprintf(stderr, "braid stat: --textfile %s: path too long\n", o->textfile);
+		return -1;
+	}
+	body = render_scan(o, &len);
+	if (!body)
+		return -1;
+	fd = mkstemp(tmp);
+	if (fd < 0) {
+		fprintf(stderr, "braid stat: --textfile: cannot create a file in %s: %s\n",
+			o->textfile, strerror(errno));
+		free(body);
+		return -1;
+	}
+	while (off < len) {
+		ssize_t n = write(fd, body + off, len - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	free(body);
+	/* mkstemp makes it 0600; node_exporter usually runs as another user */
+	if (off < len || fchmod(fd, 0644) != 0 || fsync(fd) != 0 || close(fd) != 0) {
+		fprintf(stderr, "braid stat: --textfile: writing %s: %s\n", tmp,
+			off < len ? "short write" : strerror(errno));
+		if (off < len)
+			close(fd);
+		unlink(tmp);
+		return -1;
+	}
+	if (rename(tmp, dst) != 0) {
+		fprintf(stderr, "braid stat: --textfile: rename to %s: %s\n", dst, strerror(errno));
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+int stat_prom_textfile(const struct stat_opts *o)
+{
+	struct sigaction sa = { .sa_handler = on_stop };
+	double next = stat_mono_now();
+	struct stat st;
+
+	if (stat(o->textfile, &st) != 0) {
+		fprintf(stderr, "braid stat: --textfile %s: %s\n", o->textfile, strerror(errno));
+		return 1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "braid stat: --textfile %s: not a directory\n", o->textfile);
+		return 1;
+	}
+	if (!o->watch)
+		return write_textfile(o) ? 1 : 0;
+	/* stop between two writes, never in the middle of one */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	for (long n = 1; !o->count || n <= o->count; n++) {
+		if (write_textfile(o))
+			return 1;
+		if (o->count && n == o->count)
+			break;
+		next += o->watch;
+		while (!stop_sig) {
+			double left = next - stat_mono_now();
+			struct timespec ts;
+
+			if (left <= 0)
+				break;
+			ts.tv_sec = (time_t)left;
+			ts.tv_nsec = (long)((left - (double)ts.tv_sec) * 1e9);
+			nanosleep(&ts, NULL);
+		}
+		if (stop_sig)
+			break;
+	}
+	return 0;
+}

@@ -35,7 +35,13 @@ static ncclResult_t v11_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *
 
 static ncclResult_t v11_finalize(void *ctx)
 {
-	ncclResult_t rc = braid_ctx_check(ctx, "finalize");
+	ncclResult_t rc;
+
+	/* NCCL 2.29 (src/plugin/net.cc, ncclNetPluginInit's fail path) calls finalize with
+	 * the context of an init that failed, which braid left NULL: nothing to release. */
+	if (!ctx)
+		return ncclSuccess;
+	rc = braid_ctx_check(ctx, "finalize");
 
 	if (rc != ncclSuccess)
 		return rc;

@@ -261,6 +261,16 @@ int sc_init_twice(struct side *s)
 	conf_step(s, "finalize #3");
 	if ((r = s->api->finalize(s->api, ctx3)) != ncclSuccess)
 		rc = conf_fail(s, "returned %s (%d)", netapi_result_str(r), r);
+	/* NCCL 2.29 finalizes the context of an init that failed: NULL, quietly */
+	conf_step(s, "finalize(NULL), as NCCL after a failed init");
+	{
+		unsigned long warns = netapi_warn_count();
+
+		r = s->api->finalize(s->api, NULL);
+		if (r != ncclSuccess || netapi_warn_count() != warns)
+			rc = conf_fail(s, "returned %s (%d) with %lu WARN line(s)",
+				       netapi_result_str(r), r, netapi_warn_count() - warns);
+	}
 	goto out;
 fin2:
 	s->api->finalize(s->api, ctx2);

@@ -87,7 +87,12 @@ check: build-all
 demo: deps
 	@$(MAKE) --no-print-directory build-all
 	@echo "== braid perf: two local processes over libfabric tcp;ofi_rxm"
-	$(BUILD)/braid perf --backend ofi --provider 'tcp;ofi_rxm'
+	@tmp=$$(mktemp -d); \
+	( sleep 1; $(BUILD)/braid stat > $$tmp/stat 2>&1 ) & stat=$$!; \
+	$(BUILD)/braid perf --backend ofi --provider 'tcp;ofi_rxm'; rc=$$?; \
+	wait $$stat; \
+	echo "== braid stat, taken 1 s into that run (docs/stat.md)"; cat $$tmp/stat; \
+	rm -rf $$tmp; exit $$rc
 
 bench: deps
 	@$(MAKE) --no-print-directory build-all

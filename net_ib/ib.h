@@ -301,6 +301,10 @@ int ib_qp_connect(struct ib_comm *c, struct ib_qp *q, int i, uint32_t rqpn, uint
 uint32_t ib_flow_label(uint32_t lqpn, uint32_t rqpn, int i);
 uint16_t ib_rocev2_sport(uint32_t lqpn, uint32_t rqpn, uint32_t flow_label);
 int ib_qp_post_recvs(struct ib_comm *c, struct ib_qp *q, uint32_t count);
+/* One signaled RDMA READ or WRITE of [addr, addr + len) (lkey) against raddr (rkey);
+ * ibv_post_send's return. */
+int ib_qp_post_rdma(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, const void *addr,
+		    uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey);
 const char *ib_mtu_str(enum ibv_mtu mtu);
 
 /* ib_mr.c */

@@ -578,8 +578,6 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 		      void **mhandles, void **request)
 {
 	struct ib_comm *c = to_ib_comm(recv_comm);
-	struct ibv_sge sge;
-	struct ibv_send_wr wr, *bad;
 	struct ib_req *r;
 	uint32_t slot = c->seq % IB_RING;
 	int rc;
@@ -618,18 +616,9 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 		for (int k = 0; k < c->nrails; k++)
 			r->fifo[i].rkey[k] = ib_mr_on(m, k)->rkey;
 	}
-	sge.addr = (uintptr_t)r->fifo;
-	sge.length = (uint32_t)(n * (int)sizeof(r->fifo[0]));
-	sge.lkey = c->pool_mr->lkey;
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = ib_wr_id(r, IB_WR_FIFO);
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_RDMA_WRITE;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.wr.rdma.remote_addr = c->rem_fifo_addr + (uint64_t)slot * sizeof(r->fifo);
-	wr.wr.rdma.rkey = c->rem_fifo_rkey;
-	rc = ibv_post_send(c->qps[0].qp, &wr, &bad);
+	rc = ib_qp_post_rdma(c->qps[0].qp, ib_wr_id(r, IB_WR_FIFO), IBV_WR_RDMA_WRITE, r->fifo,
+			     (uint32_t)(n * (int)sizeof(r->fifo[0])), c->pool_mr->lkey,
+			     c->rem_fifo_addr + (uint64_t)slot * sizeof(r->fifo), c->rem_fifo_rkey);
 	if (rc) {
 		BRAID_WARN("ib: receive comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): posting "
 			   "the FIFO write failed: %s",

@@ -109,22 +109,10 @@ int ib_flush_open(struct ib_comm *c, struct ib_rail *rl)
 static int post_flush(struct ib_comm *c, struct ib_rail *rl, struct ib_req *r, void *data,
 		      const struct ib_mr *m)
 {
-	struct ibv_send_wr wr, *bad;
-	struct ibv_sge sge;
-	int rc;
+	int rc = ib_qp_post_rdma(rl->flush_qp, ib_wr_id(r, IB_WR_FLUSH), IBV_WR_RDMA_READ,
+				 &rl->flush_byte, 1, rl->flush_mr->lkey, (uint64_t)(uintptr_t)data,
+				 ib_mr_on(m, (int)(rl - c->rails))->rkey);
 
-	sge.addr = (uintptr_t)&rl->flush_byte;
-	sge.length = 1;
-	sge.lkey = rl->flush_mr->lkey;
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = ib_wr_id(r, IB_WR_FLUSH);
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_RDMA_READ;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)data;
-	wr.wr.rdma.rkey = ib_mr_on(m, (int)(rl - c->rails))->rkey;
-	rc = ibv_post_send(rl->flush_qp, &wr, &bad);
 	if (rc)
 		BRAID_WARN("ib: receive comm %s:%d (peer %s): posting the flush READ on QP %#x "
 			   "failed: %s",

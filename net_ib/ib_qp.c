@@ -106,6 +106,23 @@ int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int rail, int is_send)
 	return 0;
 }
 
+int ib_qp_post_rdma(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, const void *addr,
+		    uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = op;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
 int ib_qp_post_recvs(struct ib_comm *c, struct ib_qp *q, uint32_t count)
 {
 	struct ibv_recv_wr wr, *bad;

@@ -8,6 +8,12 @@ CONF_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 skip() { echo "SKIP: $*"; exit 77; }
 die() { echo "FAIL: $*"; exit 1; }
+# What the namespace tests need: root, ip(8), libfabric's tcp provider (else a SKIP).
+netns_prereqs() {
+	[ "$(id -u)" -eq 0 ] || skip "needs root to create network namespaces"
+	command -v ip >/dev/null || skip "no ip(8) (iproute2)"
+	fi_info -p tcp >/dev/null 2>&1 || skip "libfabric has no tcp provider (fi_info -p tcp)"
+}
 
 [ -x "$CONF_BIN" ] || die "$CONF_BIN is missing: run make first"
 [ -f "$PLUGIN_SO" ] || die "$PLUGIN_SO is missing: run make first"

@@ -7,9 +7,7 @@
 # puts only the first pair in the device: tests/bench/multirail-ofi.sh (not a test).
 set -u
 . "$(dirname "$0")/lib.sh"
-[ "$(id -u)" -eq 0 ] || skip "needs root to create network namespaces"
-command -v ip >/dev/null || skip "no ip(8) (iproute2)"
-fi_info -p tcp >/dev/null 2>&1 || skip "libfabric has no tcp provider (fi_info -p tcp)"
+netns_prereqs
 
 id=$$
 nsa=braid-fa-$id nsb=braid-fb-$id

@@ -185,6 +185,8 @@ struct ib_req {
 	 * goodput measure) */
 	uint8_t rail_pending[BRAID_VDEV_MAX_NICS];
 	uint32_t rail_bytes[BRAID_VDEV_MAX_NICS];
+	uint64_t posted_ns; /* for the stall counter */
+	uint8_t stalled;
 };
 
 /* wr_id: a pointer or index with the kind in the low 2 bits. */

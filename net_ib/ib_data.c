@@ -562,6 +562,7 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 		/* some chunks are with the NIC: they complete or flush before the comm closes */
 	}
 	r->pending = posted;
+	r->posted_ns = braid_now_ns();
 	r->magic = BRAID_MAGIC_REQ;
 	c->inflight++;
 	c->used |= 1u << idx;
@@ -630,6 +631,7 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 		return c->error;
 	}
 	r->pending = n + 1;
+	r->posted_ns = braid_now_ns();
 	r->magic = BRAID_MAGIC_REQ;
 	c->slot[slot] = r;
 	c->inflight++;
@@ -651,6 +653,13 @@ static ncclResult_t check_request(struct ib_comm *c, struct ib_req *r)
 	uint64_t bufs[BRAID_MAX_RECVS];
 	char who[128];
 	int n = 0;
+
+	if (!r->stalled && r->posted_ns &&
+	    braid_now_ns() - r->posted_ns >
+		    (uint64_t)braid_param_int(BRAID_P_STALL_MS) * 1000000ULL) {
+		r->stalled = 1;
+		braid_ctr_add(&c->dev->ctr->stalls, 1);
+	}
 
 	check_health(c);
 	comm_error(c);

@@ -232,6 +232,8 @@ struct ofi_req {
 	void *desc[BRAID_MAX_RECVS];
 	struct ofi_op op[BRAID_MAX_RECVS + 1]; /* + the announcement */
 	struct ofi_announce ann;               /* receives */
+	uint64_t posted_ns;                    /* for the stall counter */
+	uint8_t stalled;
 };
 
 /* Sender: the announcement of one receive group, while its sends go out. */

@@ -468,6 +468,13 @@ static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r)
 	char who[128];
 	int n = 0;
 
+	if (!r->stalled && r->posted_ns &&
+	    braid_now_ns() - r->posted_ns >
+		    (uint64_t)braid_param_int(BRAID_P_STALL_MS) * 1000000ULL) {
+		r->stalled = 1;
+		braid_ctr_add(&c->dev->ctr->stalls, 1);
+	}
+
 	check_peer(c, 0);
 	if (c->error != ncclSuccess)
 		return c->error;
@@ -563,6 +570,7 @@ static ncclResult_t isend_locked(struct ofi_comm *c, void *data, size_t size, in
 		c->sent_upto = g->ann.first + g->ann.n;
 		c->seq++;
 	}
+	r->posted_ns = braid_now_ns();
 	r->magic = BRAID_MAGIC_REQ;
 	c->inflight++;
 	*request = r;
@@ -673,6 +681,7 @@ static ncclResult_t irecv_locked(struct ofi_comm *c, int n, void **data, const s
 		c->backlog[c->backlog_tail++ % OFI_BACKLOG] = r;
 		defer(c);
 	}
+	r->posted_ns = braid_now_ns();
 	r->magic = BRAID_MAGIC_REQ;
 	c->inflight++;
 	c->seq++;

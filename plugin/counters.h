@@ -40,6 +40,8 @@ struct braid_ctr_dev {
 	/* version 4 */
 	uint64_t slow_lanes; /* times this NIC ran under half the rate of the other NICs of a
 			      * comm on a fused device (one WARN each) */
+	uint64_t stalls;     /* requests found still waiting BRAID_STALL_MS after they were
+			      * posted (each counted once) */
 };
 
 enum braid_ctr_comm_kind {

@@ -543,17 +543,19 @@ static void print_devices(const struct ent *e, double up)
 	printf("  devices: %u\n", r->ndevs);
 	if (!r->ndevs)
 		return;
-	printf("    %-3s %-16s %14s %14s %10s %10s %7s %9s %10s %8s %8s\n", "dev", "name",
-	       "tx_bytes", "rx_bytes", "tx_msgs", "rx_msgs", "errors", "strangers", "slow_lanes",
-	       "avg_tx", "avg_rx");
+	printf("    %-3s %-16s %14s %14s %10s %10s %7s %7s %9s %10s %8s %8s\n", "dev", "name",
+	       "tx_bytes", "rx_bytes", "tx_msgs", "rx_msgs", "errors", "stalls", "strangers",
+	       "slow_lanes", "avg_tx", "avg_rx");
 	for (uint32_t d = 0; d < r->ndevs; d++) {
 		const struct braid_ctr_dev *v = &r->devs[d];
 
-		printf("    %-3u %-16s %14llu %14llu %10llu %10llu %7llu %9llu %10llu %8.1f %8.1f\n",
+		printf("    %-3u %-16s %14llu %14llu %10llu %10llu %7llu %7llu %9llu %10llu %8.1f "
+		       "%8.1f\n",
 		       d, v->name, (unsigned long long)v->t.tx_bytes,
 		       (unsigned long long)v->t.rx_bytes, (unsigned long long)v->t.tx_msgs,
 		       (unsigned long long)v->t.rx_msgs, (unsigned long long)v->t.errors,
-		       (unsigned long long)v->strangers, (unsigned long long)v->slow_lanes,
+		       (unsigned long long)v->stalls, (unsigned long long)v->strangers,
+		       (unsigned long long)v->slow_lanes,
 		       avg_mbps(v->t.tx_bytes, up), avg_mbps(v->t.rx_bytes, up));
 	}
 	for (uint32_t d = 0; d < r->ndevs; d++)
@@ -770,6 +772,7 @@ static json_t *json_devices(const struct braid_ctr_region *r)
 		jset(o, "av_entries", jint(v->av_entries));
 		jset(o, "strangers", jint(v->strangers));
 		jset(o, "slow_lanes", jint(v->slow_lanes));
+		jset(o, "stalls", jint(v->stalls));
 		json_array_append_new(a, o);
 	}
 	return a;
@@ -1020,8 +1023,9 @@ static void watch_process(const struct ent *e, const struct ent *p, json_t *jpro
 		printf("pid %d%s  %s %s%s\n", e->pid, fb->slow_path ? "  SLOW PATH" : "",
 		       backend_str(fb), fb->provider[0] ? fb->provider : "-",
 		       rt.since_start ? "  (new: rates since it started)" : "");
-		printf("  %-3s %-16s %10s %10s %10s %10s %7s %9s %10s\n", "dev", "name", "tx_MB/s",
-		       "rx_MB/s", "tx_msgs/s", "rx_msgs/s", "errors", "strangers", "slow_lanes");
+		printf("  %-3s %-16s %10s %10s %10s %10s %7s %7s %9s %10s\n", "dev", "name",
+		       "tx_MB/s", "rx_MB/s", "tx_msgs/s", "rx_msgs/s", "errors", "stalls", "strangers",
+		       "slow_lanes");
 	}
 	for (uint32_t d = 0; d < r->ndevs; d++) {
 		const struct braid_ctr_dev *c = &r->devs[d];
@@ -1043,6 +1047,7 @@ static void watch_process(const struct ent *e, const struct ent *p, json_t *jpro
 			jset(o, "errors", jint(delta(c->t.errors, q->t.errors)));
 			jset(o, "strangers", jint(delta(c->strangers, q->strangers)));
 			jset(o, "slow_lanes", jint(delta(c->slow_lanes, q->slow_lanes)));
+			jset(o, "stalls", jint(delta(c->stalls, q->stalls)));
 			json_array_append_new(jdevs, o);
 			continue;
 		}
@@ -1051,7 +1056,9 @@ static void watch_process(const struct ent *e, const struct ent *p, json_t *jpro
 		print_rate(rx, 1e6, 10);
 		print_rate(txm, 1, 10);
 		print_rate(rxm, 1, 10);
-		printf(" %7llu %9llu %10llu\n", (unsigned long long)delta(c->t.errors, q->t.errors),
+		printf(" %7llu %7llu %9llu %10llu\n",
+		       (unsigned long long)delta(c->t.errors, q->t.errors),
+		       (unsigned long long)delta(c->stalls, q->stalls),
 		       (unsigned long long)delta(c->strangers, q->strangers),
 		       (unsigned long long)delta(c->slow_lanes, q->slow_lanes));
 	}

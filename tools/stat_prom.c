@@ -132,6 +132,7 @@ enum dev_field {
 	DEV_ERRORS,
 	DEV_STRANGERS,
 	DEV_SLOW_LANES,
+	DEV_STALLS,
 	DEV_AV_ENTRIES,
 };
 
@@ -146,6 +147,7 @@ static uint64_t dev_field(const struct braid_ctr_dev *v, enum dev_field what)
 	case DEV_ERRORS: return v->t.errors;
 	case DEV_STRANGERS: return v->strangers;
 	case DEV_SLOW_LANES: return v->slow_lanes;
+	case DEV_STALLS: return v->stalls;
 	case DEV_AV_ENTRIES: return v->av_entries;
 	}
 	return 0;
@@ -200,6 +202,11 @@ static void fam_strangers(FILE *f, const struct ent *e, const char *name)
 static void fam_slow_lanes(FILE *f, const struct ent *e, const char *name)
 {
 	devs(f, e, name, DEV_SLOW_LANES, NULL);
+}
+
+static void fam_stalls(FILE *f, const struct ent *e, const char *name)
+{
+	devs(f, e, name, DEV_STALLS, NULL);
 }
 
 static void fam_av(FILE *f, const struct ent *e, const char *name)
@@ -333,6 +340,9 @@ static const struct family {
 	{ "braid_slow_lanes_total", "counter",
 	  "Times the NIC ran under half the rate of the other NICs of a fused comm.",
 	  fam_slow_lanes },
+	{ "braid_stalls_total", "counter",
+	  "Requests found still waiting BRAID_STALL_MS after they were posted (once each).",
+	  fam_stalls },
 	{ "braid_nic_slow", "gauge",
 	  "1 when a comm striping over the NIC has it flagged slow now, else 0.", fam_nic_slow },
 	{ "braid_av_entries", "gauge", "libfabric address vector entries in use (0 with verbs).",

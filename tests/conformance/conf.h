@@ -167,5 +167,6 @@ int sc_flush(struct side *s);
 int sc_ring(struct side *s);
 int sc_many_comms(struct side *s);
 int sc_vdevice(struct side *s);
+int sc_stall(struct side *s);
 
 #endif /* BRAID_CONF_H */

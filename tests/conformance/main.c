@@ -78,6 +78,10 @@ const struct scenario scenarios[] = {
 	     "makeVDevice: bad arguments refused with ncclInvalidUsage, nothing changed; two "
 	     "devices fused into a third (name a+b, sum of speeds, vProps)"),
 	  .one_sided = true, .quick = true },
+	{ SC("stall", sc_stall, 8,
+	     "a receive that waits 900 ms for its send is one stall (BRAID_STALL_MS=300), "
+	     "counted once; the send is none"),
+	  .own_init = true },
 	{ SC("ring", sc_ring, 8,
 	     "rings of 2, 3 and 4 processes: irecv, then isend until "
 	     "taken, 1,000 times: no deadlock"),

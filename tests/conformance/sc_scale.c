@@ -128,7 +128,8 @@ static long rss_kib(void)
 }
 
 /* Address vector entries of device `dev`, as the plugin publishes them; -1 unknown. */
-static long av_entries(int dev)
+/* A device's counter in this process's region (plugin/counters.h); -1 when unreadable. */
+static long dev_counter(int dev, size_t offset)
 {
 	char path[64];
 	const struct braid_ctr_region *r;
@@ -145,9 +146,14 @@ static long av_entries(int dev)
 		return -1;
 	if (r->magic == BRAID_CTR_MAGIC && r->version >= 3 &&
 	    r->dev_rec_size == sizeof(struct braid_ctr_dev) && dev < (int)r->max_devs)
-		n = (long)r->devs[dev].av_entries;
+		n = (long)*(const uint64_t *)((const char *)&r->devs[dev] + offset);
 	munmap((void *)r, sizeof(*r));
 	return n;
+}
+
+static long av_entries(int dev)
+{
+	return dev_counter(dev, offsetof(struct braid_ctr_dev, av_entries));
 }
 
 static void raise_fd_limit(struct side *s, int want)
@@ -429,5 +435,102 @@ out:
 	if (lc && close_comms(s, NULL, NULL, lc))
 		ret = -1;
 	free(comm);
+	return ret;
+}
+
+/*
+ * The stall counter: a receive that waits 900 ms for its sender, tested all the while, is
+ * one stall with BRAID_STALL_MS=300 (once, not once per test()); the send, done at once
+ * when it is made, is none.
+ */
+#define STALL_WAIT_MS 900
+int sc_stall(struct side *s)
+{
+	bool receiver = s->role == 'a';
+	void *lc = NULL, *rc = NULL, *sc = NULL, *req = NULL, *mh = NULL;
+	char buf[64] = "stall";
+	long before, after;
+	int ret = -1, done = 0, sizes[8];
+	ncclResult_t r;
+
+	setenv("BRAID_STALL_MS", "300", 0);
+	conf_step(s, "init");
+	r = s->api->init(s->api, &s->ctx, s->seed);
+	if (r != ncclSuccess)
+		return conf_fail(s, "init returned %s (%d)", netapi_result_str(r), r);
+	if (receiver ? link_accept(s, s->ctx, "stall", &lc, &rc)
+		     : link_connect(s, s->ctx, "stall", &sc))
+		goto out;
+	before = dev_counter(s->dev, offsetof(struct braid_ctr_dev, stalls));
+	if (s->api->reg_mr(s->api, receiver ? rc : sc, buf, sizeof(buf), &mh) != ncclSuccess) {
+		conf_fail(s, "regMr failed");
+		goto out;
+	}
+	if (receiver) {
+		int tag = 1;
+		size_t size = sizeof(buf);
+		void *data = buf;
+		double t0 = now_s();
+
+		conf_step(s, "a receive that waits %d ms", STALL_WAIT_MS);
+		while (!req) {
+			r = s->api->irecv(s->api, rc, 1, &data, &size, &tag, &mh, &req);
+			if (r != ncclSuccess || now_s() - t0 > CONF_XFER_TIMEOUT_S) {
+				conf_fail(s, "irecv returned %s (%d)", netapi_result_str(r), r);
+				goto out;
+			}
+		}
+		if (rdv_put(s, "posted", "", 0))
+			goto out;
+		while (!done) {
+			r = s->api->test(s->api, req, &done, sizes);
+			if (r != ncclSuccess || now_s() - t0 > CONF_XFER_TIMEOUT_S) {
+				conf_fail(s, "test returned %s (%d) after %.1f s", netapi_result_str(r), r,
+					  now_s() - t0);
+				goto out;
+			}
+		}
+	} else {
+		double t0;
+
+		if (rdv_get(s, "posted", NULL, 0, CONF_RDV_TIMEOUT_S))
+			goto out;
+		usleep(STALL_WAIT_MS * 1000);
+		conf_step(s, "the send, late");
+		t0 = now_s();
+		while (!req) {
+			r = s->api->isend(s->api, sc, buf, sizeof(buf), 1, mh, &req);
+			if (r != ncclSuccess || now_s() - t0 > CONF_XFER_TIMEOUT_S) {
+				conf_fail(s, "isend returned %s (%d)", netapi_result_str(r), r);
+				goto out;
+			}
+		}
+		while (!done) {
+			r = s->api->test(s->api, req, &done, sizes);
+			if (r != ncclSuccess || now_s() - t0 > CONF_XFER_TIMEOUT_S) {
+				conf_fail(s, "test returned %s (%d)", netapi_result_str(r), r);
+				goto out;
+			}
+		}
+	}
+	after = dev_counter(s->dev, offsetof(struct braid_ctr_dev, stalls));
+	conf_log(s, "stalls on device %d: %ld before, %ld after", s->dev, before, after);
+	if (before < 0 || after < 0)
+		conf_fail(s, "cannot read the stalls counter of device %d", s->dev);
+	else if (after - before != (receiver ? 1 : 0))
+		conf_fail(s, "%ld stall(s) counted, want %d: the %s", after - before,
+			  receiver ? 1 : 0,
+			  receiver ? "receive waited 900 ms with BRAID_STALL_MS=300"
+				   : "send completed at once");
+	else
+		ret = 0;
+	/* the peer reads its counter before either side closes */
+	if (rdv_put(s, "counted", "", 0) || rdv_get(s, "counted", NULL, 0, CONF_RDV_TIMEOUT_S))
+		ret = -1;
+out:
+	if (mh)
+		s->api->dereg_mr(s->api, receiver ? rc : sc, mh);
+	close_comms(s, sc, rc, lc);
+	s->api->finalize(s->api, s->ctx);
 	return ret;
 }

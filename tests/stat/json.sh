@@ -70,13 +70,15 @@ check(s.get("file") == "braid-%d" % slow and s.get("path") == "%s/braid-%d" % (d
 check(10 <= (s.get("uptime_s") or 0) < 60, "uptime_s about 10: %s" % s.get("uptime_s"))
 dev = (f.get("devices") or [{}])[0]
 has(dev, ["index", "name", "provider", "in_use", "tx_bytes", "tx_msgs", "rx_bytes", "rx_msgs",
-          "completions", "errors", "av_entries", "strangers", "slow_lanes"], "device members")
+          "completions", "errors", "av_entries", "strangers", "slow_lanes", "stalls"],
+    "device members")
 check(dev.get("name") == "mkdev0" and dev.get("rx_bytes") == 2000000000 and dev.get("strangers") == 7
       and dev.get("completions") == 3000 and dev.get("tx_bytes", 0) >= 1000000000, "device values: %s" % dev)
 check(f.get("qps") is None, "ofi: qps null")
 check(i.get("link_layer") == "RoCE" and i.get("gid_index") == 3 and i.get("gid_type") == "RoCEv2"
       and i.get("mtu") == 4096, "ib: link layer, GID, MTU")
 check([x.get("slow_lanes") for x in i.get("devices", [])] == [0, 3], "ib: slow_lanes per device")
+check([x.get("stalls") for x in i.get("devices", [])] == [5, 6], "ib: stalls per device")
 comms = i.get("comms", [])
 check([(c.get("slot"), c.get("kind"), c.get("nlanes")) for c in comms] == [(0, "send", 2), (2, "recv", 1)],
       "ib: comms slot, kind, nlanes")

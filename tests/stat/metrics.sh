@@ -39,7 +39,8 @@ cat "$prom"
 for m in braid_up:gauge braid_process_start_time_seconds:gauge braid_slow_path:gauge \
 	braid_gpudirect:gauge braid_comms:gauge braid_bytes_total:counter \
 	braid_messages_total:counter braid_completions_total:counter braid_errors_total:counter \
-	braid_strangers_total:counter braid_slow_lanes_total:counter braid_nic_slow:gauge \
+	braid_strangers_total:counter braid_slow_lanes_total:counter braid_stalls_total:counter \
+	braid_nic_slow:gauge \
 	braid_av_entries:gauge braid_qps:gauge braid_lane_bytes_total:counter \
 	braid_lane_chunks_total:counter braid_lane_rate_bytes_per_second:gauge \
 	braid_lane_weight_ratio:gauge braid_lane_slow:gauge braid_counters_files:gauge; do
@@ -79,6 +80,7 @@ expect "$prom" "^braid_messages_total\{pid=\"$ib\",dev=\"1\",nic=\"svroce1:1\",d
 expect "$prom" "^braid_errors_total\{pid=\"$ib\",dev=\"1\",nic=\"svroce1:1\"\} 1$" "braid_errors_total"
 expect "$prom" "^braid_strangers_total\{pid=\"$ib\",dev=\"0\",nic=\"svroce0:1\"\} 7$" "braid_strangers_total"
 expect "$prom" "^braid_slow_lanes_total\{pid=\"$ib\",dev=\"1\",nic=\"svroce1:1\"\} 3$" "braid_slow_lanes_total"
+expect "$prom" "^braid_stalls_total\{pid=\"$ib\",dev=\"1\",nic=\"svroce1:1\"\} 6$" "braid_stalls_total"
 expect "$prom" "^braid_nic_slow\{pid=\"$ib\",dev=\"1\",nic=\"svroce1:1\"\} 1$" "braid_nic_slow 1 for the slow NIC"
 expect "$prom" "^braid_nic_slow\{pid=\"$ib\",dev=\"0\",nic=\"svroce0:1\"\} 0$" "braid_nic_slow 0 for the other"
 expect "$prom" "^braid_qps\{pid=\"$ib\",dev=\"0\",nic=\"svroce0:1\"\} 2$" "braid_qps per device"

@@ -6,18 +6,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* An NCCL integer parameter as NCCL reads it (ncclLoadParam): unset, empty or unparsable
+ * (out of range) is the default; otherwise strtoll(value, 0). */
+static long long nccl_param(const char *name, long long dflt)
+{
+	const char *v = getenv(name);
+	long long n;
+
+	if (!v || !*v)
+		return dflt;
+	errno = 0;
+	n = strtoll(v, NULL, 0);
+	return errno ? dflt : n;
+}
+
 int braid_gdr_nccl_dmabuf(void)
 {
 	/* NCCL's own variable, read here only to predict what NCCL does (not a braid knob,
 	 * hence not in plugin/params.h). */
-	const char *v = getenv("NCCL_DMABUF_ENABLE");
-	long long n;
+	return nccl_param("NCCL_DMABUF_ENABLE", 1) != 0;
+}
 
-	if (!v || !*v)
-		return 1;
-	errno = 0;
-	n = strtoll(v, NULL, 0);
-	return errno ? 1 : n != 0;
+int braid_gdr_nccl_flush_disabled(void)
+{
+	/* NCCL's IB transport's own variable (ncclParamIbGdrFlushDisable), honoured as it is. */
+	return nccl_param("NCCL_GDR_FLUSH_DISABLE", 0) != 0;
 }
 
 static void off_ib(const struct braid_gdr_in *in, struct braid_gdr_out *out)

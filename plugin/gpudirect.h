@@ -35,4 +35,8 @@ void braid_gdr_decide(const struct braid_gdr_in *in, struct braid_gdr_out *out);
  * default, on; otherwise strtoll(value, 0) != 0. */
 int braid_gdr_nccl_dmabuf(void);
 
+/* NCCL_GDR_FLUSH_DISABLE as NCCL's IB transport reads it (default 0): non-zero turns its
+ * flush READ off (flushEnabled = (peer memory || dma-buf) && !NCCL_GDR_FLUSH_DISABLE). */
+int braid_gdr_nccl_flush_disabled(void);
+
 #endif

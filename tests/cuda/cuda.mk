@@ -31,3 +31,13 @@ $(CUDA_SI_OUT)/test_cuda_standin: $(BUILD)/obj/$(CUDA_SI_DIR)/test_cuda_standin.
 
 ALL_TARGETS += $(CUDA_SI_OUT)/test_cuda_standin
 TESTS += $(CUDA_SI_OUT)/test_cuda_standin
+
+# gdr-xfer: regMr(CUDA), regMrDmaBuf and iflush moving real bytes between two processes
+# over softverbs (tests/cuda/gdr-data.sh).
+GDR_XFER := $(CUDA_SI_OUT)/gdr-xfer
+$(GDR_XFER): $(BUILD)/obj/$(CUDA_SI_DIR)/gdr_xfer.o $(BUILD)/obj/tools/netapi.o
+	@mkdir -p $(dir $@)
+	$(CC) $(BRAID_LDFLAGS) $^ -o $@ -ldl -lpthread
+
+ALL_TARGETS += $(GDR_XFER)
+TESTS += $(CUDA_SI_DIR)/gdr-data.sh

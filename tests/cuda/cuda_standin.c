@@ -116,7 +116,8 @@ API CUresult cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
 static struct alloc *find(uintptr_t ptr)
 {
 	for (int i = 0; i < MAX_ALLOCS; i++)
-		if (allocs[i].base && ptr >= allocs[i].base && ptr - allocs[i].base < allocs[i].size)
+		if (allocs[i].base && ptr >= allocs[i].base &&
+		    ptr - allocs[i].base < allocs[i].size)
 			return &allocs[i];
 	return NULL;
 }

@@ -12,29 +12,29 @@
 #include <stdint.h>
 
 /* name, value: every constant the stand-in and its tests use. */
-#define CUDA_STANDIN_VALUES(X)                                                                     \
-	X(CUDA_SUCCESS, 0)                                                                         \
-	X(CUDA_ERROR_INVALID_VALUE, 1)                                                             \
-	X(CUDA_ERROR_OUT_OF_MEMORY, 2)                                                             \
-	X(CUDA_ERROR_NOT_INITIALIZED, 3)                                                           \
-	X(CUDA_ERROR_NO_DEVICE, 100)                                                               \
-	X(CUDA_ERROR_INVALID_DEVICE, 101)                                                          \
-	X(CUDA_ERROR_NOT_SUPPORTED, 801)                                                           \
-	X(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, 116)                                      \
-	X(CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, 124)                                              \
-	X(CU_POINTER_ATTRIBUTE_CONTEXT, 1)                                                         \
-	X(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, 2)                                                     \
-	X(CU_POINTER_ATTRIBUTE_DEVICE_POINTER, 3)                                                  \
-	X(CU_POINTER_ATTRIBUTE_BUFFER_ID, 7)                                                       \
-	X(CU_POINTER_ATTRIBUTE_IS_MANAGED, 8)                                                      \
-	X(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, 9)                                                  \
-	X(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, 11)                                               \
-	X(CU_POINTER_ATTRIBUTE_RANGE_SIZE, 12)                                                     \
-	X(CU_MEMORYTYPE_HOST, 1)                                                                   \
-	X(CU_MEMORYTYPE_DEVICE, 2)                                                                 \
-	X(CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 1)                                                  \
-	X(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX, 0)                                   \
-	X(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER, 100)                                           \
+#define CUDA_STANDIN_VALUES(X)                                   \
+	X(CUDA_SUCCESS, 0)                                       \
+	X(CUDA_ERROR_INVALID_VALUE, 1)                           \
+	X(CUDA_ERROR_OUT_OF_MEMORY, 2)                           \
+	X(CUDA_ERROR_NOT_INITIALIZED, 3)                         \
+	X(CUDA_ERROR_NO_DEVICE, 100)                             \
+	X(CUDA_ERROR_INVALID_DEVICE, 101)                        \
+	X(CUDA_ERROR_NOT_SUPPORTED, 801)                         \
+	X(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, 116)    \
+	X(CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, 124)            \
+	X(CU_POINTER_ATTRIBUTE_CONTEXT, 1)                       \
+	X(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, 2)                   \
+	X(CU_POINTER_ATTRIBUTE_DEVICE_POINTER, 3)                \
+	X(CU_POINTER_ATTRIBUTE_BUFFER_ID, 7)                     \
+	X(CU_POINTER_ATTRIBUTE_IS_MANAGED, 8)                    \
+	X(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, 9)                \
+	X(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, 11)             \
+	X(CU_POINTER_ATTRIBUTE_RANGE_SIZE, 12)                   \
+	X(CU_MEMORYTYPE_HOST, 1)                                 \
+	X(CU_MEMORYTYPE_DEVICE, 2)                               \
+	X(CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 1)                \
+	X(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX, 0) \
+	X(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER, 100)         \
 	X(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_ALL_DEVICES, 200)
 
 #ifndef CUDA_STANDIN_VALUES_ONLY /* check_cuda_h.c: the toolkit's cuda.h defines them */

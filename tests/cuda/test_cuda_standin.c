@@ -37,12 +37,12 @@ static void in_child(void (*fn)(void), const char *env)
 }
 
 /* cmocka's asserts longjmp out of the test; in a child, a failure must exit non-zero. */
-#define CHECK(c)                                                                                   \
-	do {                                                                                       \
-		if (!(c)) {                                                                        \
-			print_error("%s:%d: %s\n", __FILE__, __LINE__, #c);                        \
-			_exit(1);                                                                  \
-		}                                                                                  \
+#define CHECK(c)                                                            \
+	do {                                                                \
+		if (!(c)) {                                                 \
+			print_error("%s:%d: %s\n", __FILE__, __LINE__, #c); \
+			_exit(1);                                           \
+		}                                                           \
 	} while (0)
 
 static void before_init(void)
@@ -115,7 +115,8 @@ static void dmabuf_fd(void)
 	CHECK(cuInit(0) == CUDA_SUCCESS);
 	CHECK(cuMemAlloc_v2(&p, 4 * (size_t)page) == CUDA_SUCCESS);
 	CHECK(cuMemGetHandleForAddressRange(&fd, p, 4 * (size_t)page,
-					    CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0) == CUDA_SUCCESS);
+					    CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+					    0) == CUDA_SUCCESS);
 	CHECK(fd >= 0);
 	view = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, page);
 	CHECK(view != MAP_FAILED);
@@ -131,7 +132,8 @@ static void dmabuf_fd(void)
 	CHECK(cuMemGetHandleForAddressRange(&fd, p + (CUdeviceptr)page, (size_t)page,
 					    CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
 					    0) == CUDA_ERROR_INVALID_VALUE);
-	CHECK(cuMemGetHandleForAddressRange(&fd, p, (size_t)page, 2, 0) == CUDA_ERROR_INVALID_VALUE);
+	CHECK(cuMemGetHandleForAddressRange(&fd, p, (size_t)page, 2, 0) ==
+	      CUDA_ERROR_INVALID_VALUE);
 	/* the allocation stays alive while an exported fd is open, as a dma-buf does */
 	CHECK(cuMemFree_v2(p) == CUDA_SUCCESS);
 }
@@ -164,12 +166,30 @@ static void old_driver(void)
 	CHECK(cuDriverGetVersion(&v) == CUDA_SUCCESS && v == 11060);
 }
 
-static void test_before_init(void **s) { in_child(before_init, NULL); }
-static void test_memory(void **s) { in_child(memory, NULL); }
-static void test_dmabuf_fd(void **s) { in_child(dmabuf_fd, NULL); }
-static void test_no_dmabuf(void **s) { in_child(no_dmabuf, "CUDA_STANDIN_DMABUF=0"); }
-static void test_no_device(void **s) { in_child(no_device, "CUDA_STANDIN_DEVICES=0"); }
-static void test_old_driver(void **s) { in_child(old_driver, "CUDA_STANDIN_DRIVER_VERSION=11060"); }
+static void test_before_init(void **s)
+{
+	in_child(before_init, NULL);
+}
+static void test_memory(void **s)
+{
+	in_child(memory, NULL);
+}
+static void test_dmabuf_fd(void **s)
+{
+	in_child(dmabuf_fd, NULL);
+}
+static void test_no_dmabuf(void **s)
+{
+	in_child(no_dmabuf, "CUDA_STANDIN_DMABUF=0");
+}
+static void test_no_device(void **s)
+{
+	in_child(no_device, "CUDA_STANDIN_DEVICES=0");
+}
+static void test_old_driver(void **s)
+{
+	in_child(old_driver, "CUDA_STANDIN_DRIVER_VERSION=11060");
+}
 
 int main(void)
 {

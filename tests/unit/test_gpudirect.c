@@ -98,11 +98,42 @@ static void nccl_dmabuf_enable_as_nccl_reads_it(void **state)
 	unsetenv("NCCL_DMABUF_ENABLE");
 }
 
+/* NCCL_GDR_FLUSH_DISABLE: an NCCL int64 param, default 0, strtoll(value, 0). */
+static void nccl_gdr_flush_disable_as_nccl_reads_it(void **state)
+{
+	static const struct {
+		const char *value;
+		int disabled;
+	} cases[] = {
+		{ NULL, 0 },
+		{ "", 0 },
+		{ "0", 0 },
+		{ "1", 1 },
+		{ "2", 1 },
+		{ "0x0", 0 },
+		{ "yes", 0 } /* strtoll: 0 */,
+		{ "99999999999999999999", 0 } /* out of range: the default */,
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		if (cases[i].value)
+			setenv("NCCL_GDR_FLUSH_DISABLE", cases[i].value, 1);
+		else
+			unsetenv("NCCL_GDR_FLUSH_DISABLE");
+		if (braid_gdr_nccl_flush_disabled() != cases[i].disabled)
+			fail_msg("NCCL_GDR_FLUSH_DISABLE=\"%s\": want %d",
+				 cases[i].value ? cases[i].value : "(unset)", cases[i].disabled);
+	}
+	unsetenv("NCCL_GDR_FLUSH_DISABLE");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(every_combination),
 		cmocka_unit_test(nccl_dmabuf_enable_as_nccl_reads_it),
+		cmocka_unit_test(nccl_gdr_flush_disable_as_nccl_reads_it),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

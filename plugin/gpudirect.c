@@ -64,6 +64,12 @@ void braid_gdr_decide(const struct braid_gdr_in *in, struct braid_gdr_out *out)
 			 "on; the CUDA driver must support dma-buf too): CUDA buffers come through "
 			 "regMrDmaBuf%s",
 			 cuda ? " (peer memory is there too)" : "");
+	} else if (cuda && in->backend == BRAID_BACKEND_OFI) {
+		out->on = 1;
+		out->mode = "fi_hmem";
+		snprintf(out->why, sizeof(out->why),
+			 "FI_HMEM: the provider registers CUDA buffers (fi_mr_regattr with "
+			 "FI_HMEM_CUDA and the buffer's device)");
 	} else if (cuda) {
 		out->on = 1;
 		out->mode = "peermem";
@@ -74,11 +80,12 @@ void braid_gdr_decide(const struct braid_gdr_in *in, struct braid_gdr_out *out)
 		out->mode = "none";
 		if (in->backend == BRAID_BACKEND_OFI) {
 			snprintf(out->why, sizeof(out->why),
-				 "the ofi backend registers host memory only in this version (no "
-				 "FI_HMEM path)");
+				 "no FI_HMEM: the provider does not report it for this domain, this "
+				 "libfabric registers no CUDA memory, or there is no CUDA driver "
+				 "(libcuda.so.1)");
 			snprintf(out->fix, sizeof(out->fix),
-				 "on verbs NICs use the ib backend (BRAID_BACKEND=ib); on EFA use "
-				 "aws-ofi-nccl for GPUDirect until braid has an FI_HMEM path");
+				 "use a provider built with CUDA support that reports FI_HMEM (EFA), "
+				 "or on verbs NICs the ib backend (BRAID_BACKEND=ib)");
 		} else {
 			off_ib(in, out);
 		}

@@ -7,7 +7,8 @@
  * uses dma-buf itself (NCCL_DMABUF_ENABLE, default on, and a CUDA driver with dma-buf
  * support, which braid cannot see); CUDA buffers then go through regMrDmaBuf. Backends set
  * the bits exactly where the registration works (net_ib: CUDA with peer memory, DMABUF
- * where ibv_reg_dmabuf_mr works; net_ofi: HOST only), so the bits are all this needs.
+ * where ibv_reg_dmabuf_mr works; net_ofi: CUDA where the provider reports FI_HMEM and a
+ * CUDA driver is loaded), so the bits are all this needs.
  */
 #ifndef BRAID_GPUDIRECT_H
 #define BRAID_GPUDIRECT_H
@@ -23,7 +24,7 @@ struct braid_gdr_in {
 
 struct braid_gdr_out {
 	int on;           /* NCCL will use GPUDirect RDMA with this device */
-	const char *mode; /* "dma-buf", "peermem", "none" (braid_ctr_fallback.gpudirect_mode) */
+	const char *mode; /* "dma-buf", "peermem", "fi_hmem" (ofi), "none" (gpudirect_mode) */
 	int warn;         /* GPUs are present and GPUDirect is off: say so in one WARN */
 	char why[256];    /* the reason (braid_ctr_fallback.gpudirect_why) */
 	char fix[256];    /* what to do about it; "" when on */

@@ -41,3 +41,9 @@ $(GDR_XFER): $(BUILD)/obj/$(CUDA_SI_DIR)/gdr_xfer.o $(BUILD)/obj/tools/netapi.o
 
 ALL_TARGETS += $(GDR_XFER)
 TESTS += $(CUDA_SI_DIR)/gdr-data.sh
+
+# net_ofi's FI_HMEM decisions (net_ofi/ofi_hmem.c), unit-tested: no provider here registers
+# CUDA memory (Debian's libfabric 1.17 is built without CUDA support).
+ALL_TARGETS += $(BUILD)/tests/unit/test_ofi_hmem
+TESTS += $(BUILD)/tests/unit/test_ofi_hmem
+TESTS += $(CUDA_SI_DIR)/ofi-hmem.sh

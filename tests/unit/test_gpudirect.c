@@ -32,8 +32,12 @@ static void every_combination(void **state)
 						struct braid_gdr_out out;
 						/* NCCL: (ptrSupport & CUDA) || (dmaBufSupport && (ptrSupport & DMABUF)) */
 						int on = cuda || (nccl && dmabuf);
+						/* ofi's CUDA bit is FI_HMEM, not peer memory */
+						const char *cuda_mode = be == BRAID_BACKEND_OFI
+										? "fi_hmem"
+										: "peermem";
 						const char *mode = nccl && dmabuf ? "dma-buf"
-								   : cuda         ? "peermem"
+								   : cuda         ? cuda_mode
 										  : "none";
 
 						braid_gdr_decide(&in, &out);
@@ -47,6 +51,10 @@ static void every_combination(void **state)
 						assert_int_equal(out.warn, !on && gpus[g] > 0);
 						assert_true(out.why[0] != '\0');
 						assert_int_equal(out.fix[0] != '\0', !on);
+						if (on && cuda && be == BRAID_BACKEND_OFI &&
+						    !(nccl && dmabuf))
+							assert_non_null(
+								strstr(out.why, "FI_HMEM_CUDA"));
 						if (on)
 							continue;
 						if (be == BRAID_BACKEND_OFI) {

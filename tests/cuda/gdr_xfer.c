@@ -194,8 +194,13 @@ static int sender(const char *so, enum mode m, int rfd)
 	r = reg(&api, sc, buf, m, &mh);
 	printf("reg_send=%s\n", netapi_result_str(r));
 	fflush(stdout);
-	if (r != ncclSuccess)
+	if (r != ncclSuccess) {
+		api.close_send(&api, sc);
+		api.finalize(&api, ctx);
+		if (m == MODE_HOST)
+			free(buf);
 		return 1;
+	}
 	for (size_t k = 0; k < NSIZES; k++) {
 		for (size_t i = 0; i < sizes[k]; i++)
 			buf[i] = pattern(k, i);
@@ -210,6 +215,8 @@ static int sender(const char *so, enum mode m, int rfd)
 	api.dereg_mr(&api, sc, mh);
 	api.close_send(&api, sc);
 	api.finalize(&api, ctx);
+	if (m == MODE_HOST)
+		free(buf); /* device memory lives until exit, as a process's CUDA memory may */
 	return 0;
 }
 
@@ -237,8 +244,15 @@ static int receiver(const char *so, enum mode m, int wfd)
 		return 1;
 	r = reg(&api, rc, buf, m, &mh);
 	printf("reg_recv=%s\n", netapi_result_str(r));
-	if (r != ncclSuccess)
+	fflush(stdout);
+	if (r != ncclSuccess) {
+		api.close_recv(&api, rc);
+		api.close_listen(&api, lc);
+		api.finalize(&api, ctx);
+		if (m == MODE_HOST)
+			free(buf);
 		return 1;
+	}
 	for (size_t k = 0; k < NSIZES && !fail; k++) {
 		size_t cap = BUF_BYTES;
 		int tag = 1, got = -1, fsize;
@@ -295,6 +309,8 @@ static int receiver(const char *so, enum mode m, int wfd)
 	api.close_recv(&api, rc);
 	api.close_listen(&api, lc);
 	api.finalize(&api, ctx);
+	if (m == MODE_HOST)
+		free(buf);
 	return fail || !bytes_ok;
 }
 

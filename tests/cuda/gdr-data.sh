@@ -47,6 +47,12 @@ run() {
 	want=0
 	[ $enabled = 1 ] && [ "$mode" != host ] && want=$(val nonzero_recvs)
 	[ "$(val nonzero_recvs)" = 6 ] || bad "$(val nonzero_recvs) non-empty receives, want 6"
+	# plus the grouped receive: one READ for sizes {3000, 0}
+	local group=0
+	[ $enabled = 1 ] && [ "$mode" != host ] && group=1
+	[ "$(val group_flush_reads)" = "$group" ] ||
+		bad "$(val group_flush_reads) flush READs for the grouped receive, want $group"
+	want=$((want + group))
 	[ "$(val flush_reads)" = "$want" ] ||
 		bad "$(val flush_reads) flush READs on the wire, want $want (NCCL's IB transport)"
 	[ "$(val flush_requests)" = "$want" ] ||

@@ -10,14 +10,16 @@
  *
  * Both sides use MODE for their buffer. The receiver receives a fixed series of sizes
  * (zero included), checks every byte, and after each receive calls iflush as NCCL's proxy
- * does (n = 1, the received size), then once more with two zero sizes. It prints
+ * does (n = 1, the received size), then a grouped receive (n = 2) and its iflush, and
+ * once more with two zero sizes. It prints
  * (key=value on stdout, the plugin's log on stderr):
  *   reg_send, reg_recv     the registration results
  *   bytes_ok               1 when every message arrived intact
  *   flush_requests         iflush calls that returned a request (each tested to completion)
  *   flush_reads            RDMA READs the receiver's flush QPs (softverbs loopback QPs,
  *                          qpn == dest_qpn) issued, from softverbs' stats file
- *   nonzero_recvs          receives that got bytes
+ *   nonzero_recvs          receives that got bytes (the grouped one not counted)
+ *   group_flush_reads      flush READs of the grouped receive (n = 2, sizes 3000 and 0)
  * tests/cuda/gdr-data.sh runs it over softverbs and says what NCCL's transport would do.
  */
 #include <dirent.h>
@@ -39,6 +41,7 @@
 
 #define BUF_BYTES (1u << 20)
 #define WAIT_S 30
+#define GROUP_BYTES 3000
 
 static const size_t sizes[] = { 4096, 0, 1, 65536, BUF_BYTES, 12345, 0, 7 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
@@ -103,18 +106,17 @@ static unsigned char pattern(size_t msg, size_t i)
 	return (unsigned char)(msg * 131 + i * 7 + (i >> 8) + 1);
 }
 
-/* Test a request to completion within WAIT_S; 0 or -1. */
-static int wait_req(struct net_api *api, void *req, int *size)
+/* Test a request to completion within WAIT_S; 0 or -1. got: a size per buffer, or NULL. */
+static int wait_req(struct net_api *api, void *req, int *got)
 {
+	int scratch[8] = { 0 }; /* BRAID_MAX_RECVS: test() writes one size per buffer */
 	time_t until = time(NULL) + WAIT_S;
-	int done = 0, got = 0;
+	int done = 0;
 
 	while (!done && time(NULL) < until) {
-		if (api->test(api, req, &done, &got) != ncclSuccess)
+		if (api->test(api, req, &done, got ? got : scratch) != ncclSuccess)
 			return -1;
 	}
-	if (size)
-		*size = got;
 	return done ? 0 : -1;
 }
 
@@ -211,6 +213,22 @@ static int sender(const char *so, enum mode m, int rfd)
 		if (!req || wait_req(&api, req, NULL))
 			return 1;
 	}
+	/* A grouped receive (n = 2): tag 2 gets GROUP_BYTES at the buffer's second half,
+	 * tag 3 nothing. Both sends are posted before either is tested, as NCCL does. */
+	{
+		void *reqs[2] = { NULL, NULL };
+
+		for (size_t i = 0; i < GROUP_BYTES; i++)
+			buf[BUF_BYTES / 2 + i] = pattern(NSIZES, i);
+		for (int t = 0; t < 2; t++)
+			while (!reqs[t] && time(NULL) < until + WAIT_S)
+				if (api.isend(&api, sc, buf + BUF_BYTES / 2, t ? 0 : GROUP_BYTES,
+					      2 + t, mh, &reqs[t]) != ncclSuccess)
+					return 1;
+		for (int t = 0; t < 2; t++)
+			if (!reqs[t] || wait_req(&api, reqs[t], NULL))
+				return 1;
+	}
 	/* The receiver closes first; our close waits for its goodbye. */
 	api.dereg_mr(&api, sc, mh);
 	api.close_send(&api, sc);
@@ -290,6 +308,38 @@ static int receiver(const char *so, enum mode m, int wfd)
 				fail = 1;
 			}
 		}
+	}
+	if (!fail) {
+		/* The grouped receive: sizes {GROUP_BYTES, 0}; one READ (of the last non-empty
+		 * buffer, the first here), as NCCL's transport posts. */
+		void *data[2] = { buf + BUF_BYTES / 2, buf }, *mhs[2] = { mh, mh };
+		size_t caps[2] = { BUF_BYTES / 2, BUF_BYTES / 2 };
+		int tags[2] = { 2, 3 }, got[2] = { -1, -1 };
+		long before = flush_reads();
+
+		memset(buf, 0xee, BUF_BYTES);
+		req = NULL;
+		while (!req && time(NULL) < until + 2 * WAIT_S)
+			if (api.irecv(&api, rc, 2, data, caps, tags, mhs, &req) != ncclSuccess)
+				return 1;
+		if (!req || wait_req(&api, req, got)) {
+			fprintf(stderr, "the grouped receive did not complete\n");
+			return 1;
+		}
+		if (got[0] != GROUP_BYTES || got[1] != 0) {
+			fprintf(stderr, "grouped receive: %d and %d bytes, want %d and 0\n", got[0],
+				got[1], GROUP_BYTES);
+			bytes_ok = 0;
+		}
+		for (size_t i = 0; i < GROUP_BYTES && bytes_ok; i++)
+			if (buf[BUF_BYTES / 2 + i] != pattern(NSIZES, i))
+				bytes_ok = 0;
+		req = NULL;
+		if (api.iflush(&api, rc, 2, data, got, mhs, &req) != ncclSuccess)
+			fail = 1;
+		else if (req && (flushes++, wait_req(&api, req, NULL)))
+			fail = 1;
+		printf("group_flush_reads=%ld\n", flush_reads() - before);
 	}
 	if (!fail) {
 		/* Nothing received: NCCL's transport posts no READ (last == -1). */

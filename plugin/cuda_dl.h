@@ -14,4 +14,10 @@ int braid_cuda_available(void);
  * driver knows (or there is no driver), with why (a CUresult or "no driver") in why. */
 int braid_cuda_ptr_device(const void *p, int *ordinal, char *why, int why_len);
 
+/* NCCL's own check before it uses dma-buf (init.cc, dmaBufSupported): a driver 11.7+
+ * (version: cuDriverGetVersion, 0 unknown) whose GPUs say CU_DEVICE_ATTRIBUTE_DMA_BUF_
+ * SUPPORTED; NCCL asks about its own GPU, braid about all of them. 1 yes, 0 no, -1 cannot
+ * tell (no driver, not initialised, no GPU). */
+int braid_cuda_dmabuf(int *version);
+
 #endif

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plugin/cuda_dl.h"
+
 /* An NCCL integer parameter as NCCL reads it (ncclLoadParam): unset, empty or unparsable
  * (out of range) is the default; otherwise strtoll(value, 0). */
 static long long nccl_param(const char *name, long long dflt)
@@ -22,9 +24,13 @@ static long long nccl_param(const char *name, long long dflt)
 
 int braid_gdr_nccl_dmabuf(void)
 {
+	int version;
+
 	/* NCCL's own variable, read here only to predict what NCCL does (not a braid knob,
 	 * hence not in plugin/params.h). */
-	return nccl_param("NCCL_DMABUF_ENABLE", 1) != 0;
+	if (nccl_param("NCCL_DMABUF_ENABLE", 1) == 0)
+		return 0;
+	return braid_cuda_dmabuf(&version) == 0 ? BRAID_GDR_DMABUF_NO_DRIVER : 1;
 }
 
 int braid_gdr_nccl_flush_disabled(void)
@@ -35,6 +41,16 @@ int braid_gdr_nccl_flush_disabled(void)
 
 static void off_ib(const struct braid_gdr_in *in, struct braid_gdr_out *out)
 {
+	if ((in->ptr_support & NCCL_PTR_DMABUF) && in->nccl_dmabuf == BRAID_GDR_DMABUF_NO_DRIVER) {
+		snprintf(out->why, sizeof(out->why),
+			 "the NIC registers dma-bufs but the CUDA driver does not (NCCL needs driver "
+			 "11.7+ and CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED), and there is no peer "
+			 "memory (nvidia_peermem not loaded)");
+		snprintf(out->fix, sizeof(out->fix),
+			 "use an NVIDIA driver with dma-buf support (the open kernel modules), or "
+			 "load nvidia_peermem");
+		return;
+	}
 	if (in->ptr_support & NCCL_PTR_DMABUF) {
 		snprintf(out->why, sizeof(out->why),
 			 "dma-buf works but NCCL_DMABUF_ENABLE=0 turns NCCL's use of it off, and "
@@ -56,7 +72,7 @@ void braid_gdr_decide(const struct braid_gdr_in *in, struct braid_gdr_out *out)
 	int cuda = in->ptr_support & NCCL_PTR_CUDA, dmabuf = in->ptr_support & NCCL_PTR_DMABUF;
 
 	memset(out, 0, sizeof(*out));
-	if (dmabuf && in->nccl_dmabuf) {
+	if (dmabuf && in->nccl_dmabuf > 0) {
 		out->on = 1;
 		out->mode = "dma-buf";
 		snprintf(out->why, sizeof(out->why),
@@ -75,7 +91,11 @@ void braid_gdr_decide(const struct braid_gdr_in *in, struct braid_gdr_out *out)
 		out->mode = "peermem";
 		snprintf(out->why, sizeof(out->why),
 			 "peer memory (nvidia_peermem): CUDA buffers registered with regMr%s",
-			 dmabuf ? "; dma-buf also works, but NCCL_DMABUF_ENABLE=0" : "");
+			 !dmabuf ? ""
+			 : in->nccl_dmabuf == BRAID_GDR_DMABUF_NO_DRIVER
+				 ? "; the NIC does dma-buf, the "
+				   "CUDA driver does not"
+				 : "; dma-buf also works, but NCCL_DMABUF_ENABLE=0");
 	} else {
 		out->mode = "none";
 		if (in->backend == BRAID_BACKEND_OFI) {

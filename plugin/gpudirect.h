@@ -5,7 +5,7 @@
  * NCCL's rule (src/graph/topo.cc, src/transport/net.cc): GPUDirect when the device's
  * ptrSupport has NCCL_PTR_CUDA (registered with regMr), or has NCCL_PTR_DMABUF and NCCL
  * uses dma-buf itself (NCCL_DMABUF_ENABLE, default on, and a CUDA driver with dma-buf
- * support, which braid cannot see); CUDA buffers then go through regMrDmaBuf. Backends set
+ * support, asked where one is loaded); CUDA buffers then go through regMrDmaBuf. Backends set
  * the bits exactly where the registration works (net_ib: CUDA with peer memory, DMABUF
  * where ibv_reg_dmabuf_mr works; net_ofi: CUDA where the provider reports FI_HMEM and a
  * CUDA driver is loaded), so the bits are all this needs.
@@ -18,7 +18,7 @@
 struct braid_gdr_in {
 	enum braid_backend_kind backend;
 	int ptr_support; /* the device's ptrSupport */
-	int nccl_dmabuf; /* NCCL registers with dma-buf itself (braid_gdr_nccl_dmabuf()) */
+	int nccl_dmabuf; /* NCCL registers with dma-buf itself: braid_gdr_nccl_dmabuf() */
 	int ngpus;       /* GPUs in the topology; -1 unknown */
 };
 
@@ -32,8 +32,11 @@ struct braid_gdr_out {
 
 void braid_gdr_decide(const struct braid_gdr_in *in, struct braid_gdr_out *out);
 
-/* NCCL_DMABUF_ENABLE as NCCL reads it: unset, empty or unparsable (out of range) is the
- * default, on; otherwise strtoll(value, 0) != 0. */
+/* Whether NCCL uses dma-buf itself (init.cc, dmaBufSupported): 1 yes; 0 no,
+ * NCCL_DMABUF_ENABLE=0 (read as NCCL reads it: unset, empty or unparsable is the default,
+ * on; otherwise strtoll(value, 0) != 0); BRAID_GDR_DMABUF_NO_DRIVER no, the CUDA driver
+ * has no dma-buf support (plugin/cuda_dl.h; where braid cannot tell, 1). */
+#define BRAID_GDR_DMABUF_NO_DRIVER (-1)
 int braid_gdr_nccl_dmabuf(void);
 
 /* NCCL_GDR_FLUSH_DISABLE as NCCL's IB transport reads it (default 0): non-zero turns its

@@ -18,7 +18,9 @@ static void every_combination(void **state)
 	for (int be = BRAID_BACKEND_OFI; be <= BRAID_BACKEND_IB; be++)
 		for (int cuda = 0; cuda <= 1; cuda++)
 			for (int dmabuf = 0; dmabuf <= 1; dmabuf++)
-				for (int nccl = 0; nccl <= 1; nccl++)
+				/* 1 NCCL uses dma-buf, 0 NCCL_DMABUF_ENABLE=0, -1 the CUDA driver
+				 * has none (NCCL's dmaBufSupported) */
+				for (int nccl = -1; nccl <= 1; nccl++)
 					for (int g = 0; g < 3; g++) {
 						struct braid_gdr_in in = {
 							.backend = (enum braid_backend_kind)be,
@@ -31,14 +33,14 @@ static void every_combination(void **state)
 						};
 						struct braid_gdr_out out;
 						/* NCCL: (ptrSupport & CUDA) || (dmaBufSupport && (ptrSupport & DMABUF)) */
-						int on = cuda || (nccl && dmabuf);
+						int on = cuda || (nccl > 0 && dmabuf);
 						/* ofi's CUDA bit is FI_HMEM, not peer memory */
 						const char *cuda_mode = be == BRAID_BACKEND_OFI
 										? "fi_hmem"
 										: "peermem";
-						const char *mode = nccl && dmabuf ? "dma-buf"
-								   : cuda         ? cuda_mode
-										  : "none";
+						const char *mode = nccl > 0 && dmabuf ? "dma-buf"
+								   : cuda             ? cuda_mode
+										      : "none";
 
 						braid_gdr_decide(&in, &out);
 						print_message(
@@ -52,13 +54,18 @@ static void every_combination(void **state)
 						assert_true(out.why[0] != '\0');
 						assert_int_equal(out.fix[0] != '\0', !on);
 						if (on && cuda && be == BRAID_BACKEND_OFI &&
-						    !(nccl && dmabuf))
+						    !(nccl > 0 && dmabuf))
 							assert_non_null(
 								strstr(out.why, "FI_HMEM_CUDA"));
 						if (on)
 							continue;
 						if (be == BRAID_BACKEND_OFI) {
 							assert_non_null(strstr(out.why, "FI_HMEM"));
+						} else if (dmabuf && nccl < 0) {
+							assert_non_null(
+								strstr(out.why, "CUDA driver"));
+							assert_non_null(
+								strstr(out.fix, "nvidia_peermem"));
 						} else if (dmabuf) {
 							assert_non_null(
 								strstr(out.why,

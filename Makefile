@@ -69,6 +69,7 @@ $(BUILD)/obj/%.o: %.c
 -include net_ib/net_ib.mk
 -include tests/nccl/nccl.mk
 -include tests/lint/lint.mk
+-include tests/cuda/cuda.mk
 
 .PHONY: build-all deps test check demo bench install clean
 build-all: $(ALL_TARGETS)

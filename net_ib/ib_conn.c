@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "net_ib/ib.h"
+#include "plugin/gpudirect.h"
 #include "plugin/handle.h"
 #include "plugin/log.h"
 #include "plugin/numa.h"
@@ -123,13 +124,15 @@ static struct ib_comm *comm_new(const struct braid_vdev *vd, struct braid_link *
 	return c;
 }
 
-/* Flushes are due where NCCL's IB transport enables them: GPUDirect on the HCA (or
- * BRAID_IB_FLUSH=always, which flushes host memory too). */
+/* Flushes are due where NCCL's IB transport enables them (flushEnabled): GPUDirect on the
+ * HCA, peer memory or dma-buf, unless NCCL_GDR_FLUSH_DISABLE says no; BRAID_IB_FLUSH=always
+ * (a test hook, which flushes host memory too) and never override both. */
 static int flush_wanted(const struct ib_comm *c)
 {
 	int mode = (int)braid_param_int(BRAID_P_IB_FLUSH); /* auto, always, never */
 
-	return mode == 1 || (mode == 0 && (c->hca->gdr_peermem || c->hca->gdr_dmabuf));
+	return mode == 1 || (mode == 0 && (c->hca->gdr_peermem || c->hca->gdr_dmabuf) &&
+			     !braid_gdr_nccl_flush_disabled());
 }
 
 /* The QPs a connector asks for: BRAID_IB_QPS_PER_CONN per NIC, at least one per NIC. */

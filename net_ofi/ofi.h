@@ -147,6 +147,8 @@ struct ofi_dev {
 	int mr_endpoint;      /* MRs bind to one endpoint: no global registrations */
 	int mr_virt_addr;
 	int mr_prov_key;
+	int mr_hmem;        /* FI_MR_HMEM: device buffers always need a registration */
+	uint64_t hmem_caps; /* info->caps when the provider reports FI_HMEM here (ofi_hmem.h), else 0 */
 	int numa_node;      /* of the NIC, from topo/; -1 unknown */
 	char pci_path[256]; /* from topo/; "" unknown */
 	struct braid_ctr_dev *ctr;

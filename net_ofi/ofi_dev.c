@@ -5,12 +5,15 @@
  * when named, and then says loudly that this is a slow path.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "net_ofi/ofi.h"
+#include "net_ofi/ofi_hmem.h"
 #include "plugin/core.h"
+#include "plugin/cuda_dl.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
 #include "topo/topo.h"
@@ -130,10 +133,95 @@ static int is_loopback_domain(const struct fi_info *i)
 	return !strcmp(i->domain_attr->name, "lo");
 }
 
+/* Does this libfabric register CUDA memory at all? A provider reports FI_HMEM for host
+ * memory interfaces alone too (shm does, in a libfabric built without CUDA, and then fails
+ * every FI_HMEM_CUDA registration with -FI_ENOSYS): one registration of a host buffer as
+ * CUDA device 0 in a scratch domain tells. Any other answer (a real CUDA-enabled libfabric
+ * may well refuse a host pointer) means the interface is there. */
+static int hmem_cuda_usable(struct fi_info *info)
+{
+	struct fid_fabric *fab = NULL;
+	struct fid_domain *dom = NULL;
+	struct fid_mr *mr = NULL;
+	struct fi_mr_attr attr;
+	struct iovec iov;
+	int rc;
+
+	rc = ofi_dl.fabric(info->fabric_attr, &fab, NULL);
+	if (!rc)
+		rc = fi_domain(fab, info, &dom, NULL);
+	if (!rc) {
+		static char probe[4096] __attribute__((aligned(4096)));
+
+		ofi_hmem_mr_attr(&attr, &iov, probe, sizeof(probe), FI_SEND | FI_RECV, 1,
+				 NCCL_PTR_CUDA, 0);
+		rc = fi_mr_regattr(dom, &attr, 0, &mr);
+		if (!rc)
+			fi_close(&mr->fid);
+		rc = rc == -FI_ENOSYS || rc == -FI_EOPNOTSUPP ? rc : 0;
+	} else {
+		BRAID_INFO(NCCL_INIT | NCCL_NET, "ofi: %s: FI_HMEM probe domain: %s",
+			   info->domain_attr->name, ofi_strerror(rc));
+	}
+	if (dom)
+		fi_close(&dom->fid);
+	if (fab)
+		fi_close(&fab->fid);
+	return rc == 0;
+}
+
+/* FI_HMEM, asked only where a CUDA driver could name a buffer's device (else nothing
+ * changes): when the provider reports it for this domain, that info (its caps, its mr_mode
+ * with FI_MR_HMEM where it needs it) becomes the device's. */
+static void probe_hmem(struct ofi_dev *d)
+{
+	struct fi_info *hints, *list = NULL;
+
+	if (!braid_cuda_available())
+		return;
+	/* The init hints, not a copy of the info: its sizes (inject, queues) may exceed what
+	 * the provider offers with FI_HMEM. */
+	hints = make_hints(d->info->fabric_attr->prov_name);
+	if (!hints)
+		return;
+	free(hints->domain_attr->name);
+	hints->domain_attr->name = strdup(d->name);
+	hints->caps |= FI_HMEM;
+	hints->domain_attr->mr_mode = (int)ofi_hmem_mr_mode_offered();
+	if (!ofi_dl.getinfo(ofi.api_version, NULL, NULL, 0, hints, &list)) {
+		for (struct fi_info *i = list; i; i = i->next) {
+			struct fi_info *mine;
+
+			if (!(i->caps & FI_HMEM) || strcmp(i->domain_attr->name, d->name))
+				continue;
+			if (!hmem_cuda_usable(i)) {
+				BRAID_INFO(NCCL_INIT | NCCL_NET,
+					   "ofi: %s: FI_HMEM reported, but this libfabric registers "
+					   "no CUDA memory (FI_HMEM_CUDA: not implemented)",
+					   d->name);
+				break;
+			}
+			mine = ofi_dl.dupinfo(i);
+			if (mine) {
+				mine->next = NULL;
+				ofi_dl.freeinfo(d->info);
+				d->info = mine;
+				d->hmem_caps = mine->caps;
+			}
+			break;
+		}
+		ofi_dl.freeinfo(list);
+	}
+	ofi_dl.freeinfo(hints);
+	BRAID_INFO(NCCL_INIT | NCCL_NET, "ofi: %s: FI_HMEM %s", d->name,
+		   d->hmem_caps ? "usable: CUDA buffers registered with FI_HMEM_CUDA"
+				: "not usable: host memory only");
+}
+
 static int add_device(struct fi_info *info)
 {
 	struct ofi_dev *d = &ofi.devs[ofi.ndevs];
-	uint64_t mr_mode = info->domain_attr->mr_mode;
+	uint64_t mr_mode;
 
 	memset(d, 0, sizeof(*d));
 	d->info = ofi_dl.dupinfo(info);
@@ -141,6 +229,9 @@ static int add_device(struct fi_info *info)
 		return -ENOMEM;
 	d->info->next = NULL;
 	snprintf(d->name, sizeof(d->name), "%s", info->domain_attr->name);
+	probe_hmem(d);
+	mr_mode = d->info->domain_attr->mr_mode;
+	d->mr_hmem = !!(mr_mode & FI_MR_HMEM);
 	d->mr_local = !!(mr_mode & FI_MR_LOCAL);
 	d->mr_endpoint = !!(mr_mode & FI_MR_ENDPOINT);
 	d->mr_virt_addr = !!(mr_mode & FI_MR_VIRT_ADDR);
@@ -201,7 +292,7 @@ static void record_fallback(const char *seen, int named)
 	snprintf(fb->why + used, sizeof(fb->why) - used, "%sofi provider %s: %s (available: %s)",
 		 used ? "; " : "", ofi.provider,
 		 named ? "named by BRAID_OFI_PROVIDER" : "first RDMA-capable provider found", seen);
-	/* The gpudirect fields are the core's, from ptrSupport (HOST only: no FI_HMEM path). */
+	/* The gpudirect fields are the core's, from ptrSupport (CUDA where FI_HMEM is reported). */
 }
 
 /*
@@ -461,6 +552,19 @@ static int open_ep(struct ofi_dev *d, int may_retry)
 	rc = fi_endpoint(d->domain, d->info, &d->ep, NULL);
 	if (rc)
 		goto fail;
+#if FI_VERSION_GE(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), FI_VERSION(1, 18))
+	if (ofi_hmem_forbid_cuda_api(d->hmem_caps)) {
+		bool permitted = false;
+
+		/* NCCL forbids CUDA calls from its network threads; a provider without the
+		 * option (-FI_ENOPROTOOPT) does not make them. */
+		step = "fi_setopt(FI_OPT_CUDA_API_PERMITTED)";
+		rc = fi_setopt(&d->ep->fid, FI_OPT_ENDPOINT, FI_OPT_CUDA_API_PERMITTED, &permitted,
+			       sizeof(permitted));
+		if (rc && rc != -FI_ENOPROTOOPT)
+			goto fail;
+	}
+#endif
 	step = "fi_cq_open";
 	rc = fi_cq_open(d->domain, &cq_attr, &d->cq, NULL);
 	if (rc)
@@ -585,7 +689,7 @@ static ncclResult_t ofi_get_props(int devidx, struct braid_dev_props *p)
 	snprintf(p->pci_path, sizeof(p->pci_path), "%s", d->pci_path);
 	p->numa_node = d->numa_node;
 	p->guid = dev_guid(d);
-	p->ptr_support = NCCL_PTR_HOST;
+	p->ptr_support = ofi_hmem_ptr_support(d->hmem_caps, braid_cuda_available());
 	/* One endpoint per device: FI_MR_ENDPOINT registrations are device-wide too. */
 	p->reg_is_global = braid_param_int(BRAID_P_MR_CACHE);
 	p->force_flush = 0;

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 
 #include "net_ofi/ofi.h"
+#include "net_ofi/ofi_hmem.h"
+#include "plugin/cuda_dl.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
 
@@ -56,6 +58,47 @@ int ofi_mr_reg_raw(struct ofi_dev *d, void *buf, size_t len, uint64_t access, st
 	return 0;
 }
 
+/* CUDA memory (FI_HMEM): fi_mr_regattr with iface FI_HMEM_CUDA and the buffer's device,
+ * from the CUDA driver; a registration wherever the provider needs one (FI_MR_LOCAL or
+ * FI_MR_HMEM). d->lock held (the cache), as for host buffers. */
+static int reg_cuda(struct ofi_dev *d, void *buf, size_t len, struct fid_mr **mr, void **desc)
+{
+	uint64_t mr_mode = d->info->domain_attr->mr_mode, key = 0;
+	struct fi_mr_attr attr;
+	struct iovec iov;
+	char why[96];
+	int dev, rc;
+
+	*mr = NULL;
+	*desc = NULL;
+	if (braid_cuda_ptr_device(buf, &dev, why, sizeof(why))) {
+		BRAID_WARN("ofi: regMr(NCCL_PTR_CUDA) of %p (%zu bytes) on %s: %s", buf, len,
+			   d->name, why);
+		return -FI_EINVAL;
+	}
+	if (!ofi_hmem_needs_registration(mr_mode, NCCL_PTR_CUDA))
+		return 0;
+	if (!d->mr_prov_key)
+		key = __atomic_fetch_add(&d->next_key, 1, __ATOMIC_RELAXED);
+	ofi_hmem_mr_attr(&attr, &iov, buf, len, FI_SEND | FI_RECV, key, NCCL_PTR_CUDA, dev);
+	pthread_mutex_lock(&d->ep_lock);
+	rc = fi_mr_regattr(d->domain, &attr, 0, mr);
+	if (!rc)
+		rc = bind_to_ep(d, *mr);
+	if (rc && *mr)
+		fi_close(&(*mr)->fid);
+	pthread_mutex_unlock(&d->ep_lock);
+	if (rc) {
+		BRAID_WARN("ofi: registering CUDA memory %p (%zu bytes, device %d, FI_HMEM_CUDA) "
+			   "on %s failed: %s",
+			   buf, len, dev, d->name, ofi_strerror(rc));
+		*mr = NULL;
+		return rc;
+	}
+	*desc = fi_mr_desc(*mr);
+	return 0;
+}
+
 void ofi_mr_close_raw(struct ofi_dev *d, struct fid_mr *mr)
 {
 	if (!mr)
@@ -86,9 +129,11 @@ ncclResult_t ofi_reg_mr(void *comm, void *data, size_t size, int type, void **mh
 	struct ofi_mr *m;
 	int rc;
 
-	if (type != NCCL_PTR_HOST) {
-		BRAID_WARN("ofi: regMr of CUDA memory on %s, but ptrSupport did not offer it",
-			   d->name);
+	if (type != NCCL_PTR_HOST &&
+	    (type != NCCL_PTR_CUDA || !d->hmem_caps || !braid_cuda_available())) {
+		BRAID_WARN("ofi: regMr of CUDA memory on %s, but ptrSupport did not offer it (%s)",
+			   d->name,
+			   d->hmem_caps ? "no CUDA driver" : "no usable FI_HMEM on this device");
 		return ncclInvalidUsage;
 	}
 	pthread_mutex_lock(&d->lock);
@@ -105,8 +150,11 @@ ncclResult_t ofi_reg_mr(void *comm, void *data, size_t size, int type, void **mh
 	}
 	braid_mr_range_init(&m->range, data, size, type);
 	m->dev = d;
-	rc = ofi_mr_reg_raw(d, (void *)m->range.base, m->range.len, FI_SEND | FI_RECV, &m->mr,
-			    &m->desc);
+	if (type == NCCL_PTR_CUDA)
+		rc = reg_cuda(d, (void *)m->range.base, m->range.len, &m->mr, &m->desc);
+	else
+		rc = ofi_mr_reg_raw(d, (void *)m->range.base, m->range.len, FI_SEND | FI_RECV,
+				    &m->mr, &m->desc);
 	if (!rc && use_cache)
 		rc = braid_mr_cache_add(&d->cache, &m->range);
 	pthread_mutex_unlock(&d->lock);

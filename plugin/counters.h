@@ -87,7 +87,7 @@ struct braid_ctr_fallback {
 	int32_t gid_index;       /* chosen GID index of device 0, -1 none */
 	char gid_type[16];       /* "RoCEv2", "RoCEv1", "IB" */
 	int32_t mtu;             /* active MTU in bytes */
-	char gpudirect_mode[16]; /* "peermem", "dma-buf", "none"; set for every backend */
+	char gpudirect_mode[16]; /* "peermem", "dma-buf", "fi_hmem", "none"; every backend */
 };
 
 /* version 2: one record per verbs QP (net_ib), claimed with a compare-and-swap on in_use. */

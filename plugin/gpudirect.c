@@ -6,22 +6,51 @@
 #include <stdlib.h>
 #include <string.h>
 
-int braid_gdr_nccl_dmabuf(void)
+#include "plugin/cuda_dl.h"
+
+/* An NCCL integer parameter as NCCL reads it (ncclLoadParam): unset, empty or unparsable
+ * (out of range) is the default; otherwise strtoll(value, 0). */
+static long long nccl_param(const char *name, long long dflt)
 {
-	/* NCCL's own variable, read here only to predict what NCCL does (not a braid knob,
-	 * hence not in plugin/params.h). */
-	const char *v = getenv("NCCL_DMABUF_ENABLE");
+	const char *v = getenv(name);
 	long long n;
 
 	if (!v || !*v)
-		return 1;
+		return dflt;
 	errno = 0;
 	n = strtoll(v, NULL, 0);
-	return errno ? 1 : n != 0;
+	return errno ? dflt : n;
+}
+
+int braid_gdr_nccl_dmabuf(void)
+{
+	int version;
+
+	/* NCCL's own variable, read here only to predict what NCCL does (not a braid knob,
+	 * hence not in plugin/params.h). */
+	if (nccl_param("NCCL_DMABUF_ENABLE", 1) == 0)
+		return 0;
+	return braid_cuda_dmabuf(&version) == 0 ? BRAID_GDR_DMABUF_NO_DRIVER : 1;
+}
+
+int braid_gdr_nccl_flush_disabled(void)
+{
+	/* NCCL's IB transport's own variable (ncclParamIbGdrFlushDisable), honoured as it is. */
+	return nccl_param("NCCL_GDR_FLUSH_DISABLE", 0) != 0;
 }
 
 static void off_ib(const struct braid_gdr_in *in, struct braid_gdr_out *out)
 {
+	if ((in->ptr_support & NCCL_PTR_DMABUF) && in->nccl_dmabuf == BRAID_GDR_DMABUF_NO_DRIVER) {
+		snprintf(out->why, sizeof(out->why),
+			 "the NIC registers dma-bufs but the CUDA driver does not (NCCL needs driver "
+			 "11.7+ and CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED), and there is no peer "
+			 "memory (nvidia_peermem not loaded)");
+		snprintf(out->fix, sizeof(out->fix),
+			 "use an NVIDIA driver with dma-buf support (the open kernel modules), or "
+			 "load nvidia_peermem");
+		return;
+	}
 	if (in->ptr_support & NCCL_PTR_DMABUF) {
 		snprintf(out->why, sizeof(out->why),
 			 "dma-buf works but NCCL_DMABUF_ENABLE=0 turns NCCL's use of it off, and "
@@ -43,7 +72,7 @@ void braid_gdr_decide(const struct braid_gdr_in *in, struct braid_gdr_out *out)
 	int cuda = in->ptr_support & NCCL_PTR_CUDA, dmabuf = in->ptr_support & NCCL_PTR_DMABUF;
 
 	memset(out, 0, sizeof(*out));
-	if (dmabuf && in->nccl_dmabuf) {
+	if (dmabuf && in->nccl_dmabuf > 0) {
 		out->on = 1;
 		out->mode = "dma-buf";
 		snprintf(out->why, sizeof(out->why),
@@ -51,21 +80,32 @@ void braid_gdr_decide(const struct braid_gdr_in *in, struct braid_gdr_out *out)
 			 "on; the CUDA driver must support dma-buf too): CUDA buffers come through "
 			 "regMrDmaBuf%s",
 			 cuda ? " (peer memory is there too)" : "");
+	} else if (cuda && in->backend == BRAID_BACKEND_OFI) {
+		out->on = 1;
+		out->mode = "fi_hmem";
+		snprintf(out->why, sizeof(out->why),
+			 "FI_HMEM: the provider registers CUDA buffers (fi_mr_regattr with "
+			 "FI_HMEM_CUDA and the buffer's device)");
 	} else if (cuda) {
 		out->on = 1;
 		out->mode = "peermem";
 		snprintf(out->why, sizeof(out->why),
 			 "peer memory (nvidia_peermem): CUDA buffers registered with regMr%s",
-			 dmabuf ? "; dma-buf also works, but NCCL_DMABUF_ENABLE=0" : "");
+			 !dmabuf ? ""
+			 : in->nccl_dmabuf == BRAID_GDR_DMABUF_NO_DRIVER
+				 ? "; the NIC does dma-buf, the "
+				   "CUDA driver does not"
+				 : "; dma-buf also works, but NCCL_DMABUF_ENABLE=0");
 	} else {
 		out->mode = "none";
 		if (in->backend == BRAID_BACKEND_OFI) {
 			snprintf(out->why, sizeof(out->why),
-				 "the ofi backend registers host memory only in this version (no "
-				 "FI_HMEM path)");
+				 "no FI_HMEM: the provider does not report it for this domain, this "
+				 "libfabric registers no CUDA memory, or there is no CUDA driver "
+				 "(libcuda.so.1)");
 			snprintf(out->fix, sizeof(out->fix),
-				 "on verbs NICs use the ib backend (BRAID_BACKEND=ib); on EFA use "
-				 "aws-ofi-nccl for GPUDirect until braid has an FI_HMEM path");
+				 "use a provider built with CUDA support that reports FI_HMEM (EFA), "
+				 "or on verbs NICs the ib backend (BRAID_BACKEND=ib)");
 		} else {
 			off_ib(in, out);
 		}

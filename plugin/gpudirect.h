@@ -5,9 +5,10 @@
  * NCCL's rule (src/graph/topo.cc, src/transport/net.cc): GPUDirect when the device's
  * ptrSupport has NCCL_PTR_CUDA (registered with regMr), or has NCCL_PTR_DMABUF and NCCL
  * uses dma-buf itself (NCCL_DMABUF_ENABLE, default on, and a CUDA driver with dma-buf
- * support, which braid cannot see); CUDA buffers then go through regMrDmaBuf. Backends set
+ * support, asked where one is loaded); CUDA buffers then go through regMrDmaBuf. Backends set
  * the bits exactly where the registration works (net_ib: CUDA with peer memory, DMABUF
- * where ibv_reg_dmabuf_mr works; net_ofi: HOST only), so the bits are all this needs.
+ * where ibv_reg_dmabuf_mr works; net_ofi: CUDA where the provider reports FI_HMEM and a
+ * CUDA driver is loaded), so the bits are all this needs.
  */
 #ifndef BRAID_GPUDIRECT_H
 #define BRAID_GPUDIRECT_H
@@ -17,13 +18,13 @@
 struct braid_gdr_in {
 	enum braid_backend_kind backend;
 	int ptr_support; /* the device's ptrSupport */
-	int nccl_dmabuf; /* NCCL registers with dma-buf itself (braid_gdr_nccl_dmabuf()) */
+	int nccl_dmabuf; /* NCCL registers with dma-buf itself: braid_gdr_nccl_dmabuf() */
 	int ngpus;       /* GPUs in the topology; -1 unknown */
 };
 
 struct braid_gdr_out {
 	int on;           /* NCCL will use GPUDirect RDMA with this device */
-	const char *mode; /* "dma-buf", "peermem", "none" (braid_ctr_fallback.gpudirect_mode) */
+	const char *mode; /* "dma-buf", "peermem", "fi_hmem" (ofi), "none" (gpudirect_mode) */
 	int warn;         /* GPUs are present and GPUDirect is off: say so in one WARN */
 	char why[256];    /* the reason (braid_ctr_fallback.gpudirect_why) */
 	char fix[256];    /* what to do about it; "" when on */
@@ -31,8 +32,15 @@ struct braid_gdr_out {
 
 void braid_gdr_decide(const struct braid_gdr_in *in, struct braid_gdr_out *out);
 
-/* NCCL_DMABUF_ENABLE as NCCL reads it: unset, empty or unparsable (out of range) is the
- * default, on; otherwise strtoll(value, 0) != 0. */
+/* Whether NCCL uses dma-buf itself (init.cc, dmaBufSupported): 1 yes; 0 no,
+ * NCCL_DMABUF_ENABLE=0 (read as NCCL reads it: unset, empty or unparsable is the default,
+ * on; otherwise strtoll(value, 0) != 0); BRAID_GDR_DMABUF_NO_DRIVER no, the CUDA driver
+ * has no dma-buf support (plugin/cuda_dl.h; where braid cannot tell, 1). */
+#define BRAID_GDR_DMABUF_NO_DRIVER (-1)
 int braid_gdr_nccl_dmabuf(void);
+
+/* NCCL_GDR_FLUSH_DISABLE as NCCL's IB transport reads it (default 0): non-zero turns its
+ * flush READ off (flushEnabled = (peer memory || dma-buf) && !NCCL_GDR_FLUSH_DISABLE). */
+int braid_gdr_nccl_flush_disabled(void);
 
 #endif

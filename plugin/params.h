@@ -109,7 +109,8 @@ enum braid_param_type {
 	  "source port). 0 leaves it 0, as NCCL does: the port then comes from the QP numbers.")   \
 	X(IB_FLUSH, "BRAID_IB_FLUSH", BRAID_PARAM_ENUM, "auto", 0, 0, "auto|always|never", NULL,   \
 	  "iflush after a receive into GPU memory: auto (an RDMA READ when GPUDirect is in "       \
-	  "use), always (also for host memory: a test hook), never.")
+	  "use, unless NCCL_GDR_FLUSH_DISABLE is set, as in NCCL's IB transport), always (also "   \
+	  "for host memory: a test hook), never.")
 
 enum braid_param_id {
 #define BRAID_PARAM_ENUM_ID(id, ...) BRAID_P_##id,

@@ -425,6 +425,12 @@ static ncclResult_t no_finalize(const struct net_api *api, void *ctx)
 	{                                                                                         \
 		return T(api)->regMr(comm, data, size, type, mh);                                 \
 	}                                                                                         \
+	static ncclResult_t V##_reg_mr_dmabuf(const struct net_api *api, void *comm, void *data,  \
+					      size_t size, int type, uint64_t offset, int fd,     \
+					      void **mh)                                          \
+	{                                                                                         \
+		return T(api)->regMrDmaBuf(comm, data, size, type, offset, fd, mh);               \
+	}                                                                                         \
 	static ncclResult_t V##_dereg_mr(const struct net_api *api, void *comm, void *mh)         \
 	{                                                                                         \
 		return T(api)->deregMr(comm, mh);                                                 \
@@ -474,25 +480,26 @@ MAKE_VDEVICE(v9, T9)
 MAKE_VDEVICE(v10, T10)
 MAKE_VDEVICE(v11, T11)
 
-#define FILL(V, FIN)                                  \
-	do {                                          \
-		api->init = V##_init;                 \
-		api->finalize = FIN;                  \
-		api->devices = V##_devices;           \
-		api->get_props = V##_get_props;       \
-		api->listen = V##_listen;             \
-		api->connect = V##_connect;           \
-		api->accept = V##_accept;             \
-		api->reg_mr = V##_reg_mr;             \
-		api->reg_mr_type = V##_reg_mr_type;   \
-		api->dereg_mr = V##_dereg_mr;         \
-		api->isend = V##_isend;               \
-		api->irecv = V##_irecv;               \
-		api->iflush = V##_iflush;             \
-		api->test = V##_test;                 \
-		api->close_send = V##_close_send;     \
-		api->close_recv = V##_close_recv;     \
-		api->close_listen = V##_close_listen; \
+#define FILL(V, FIN)                                    \
+	do {                                            \
+		api->init = V##_init;                   \
+		api->finalize = FIN;                    \
+		api->devices = V##_devices;             \
+		api->get_props = V##_get_props;         \
+		api->listen = V##_listen;               \
+		api->connect = V##_connect;             \
+		api->accept = V##_accept;               \
+		api->reg_mr = V##_reg_mr;               \
+		api->reg_mr_type = V##_reg_mr_type;     \
+		api->reg_mr_dmabuf = V##_reg_mr_dmabuf; \
+		api->dereg_mr = V##_dereg_mr;           \
+		api->isend = V##_isend;                 \
+		api->irecv = V##_irecv;                 \
+		api->iflush = V##_iflush;               \
+		api->test = V##_test;                   \
+		api->close_send = V##_close_send;       \
+		api->close_recv = V##_close_recv;       \
+		api->close_listen = V##_close_listen;   \
 	} while (0)
 
 int netapi_bind(void *dl, int version, struct net_api *api)

@@ -56,6 +56,10 @@ struct net_api {
 	/* regMr with NCCL's pointer type (NCCL_PTR_HOST, NCCL_PTR_CUDA); reg_mr is HOST. */
 	ncclResult_t (*reg_mr_type)(const struct net_api *api, void *comm, void *data, size_t size,
 				    int type, void **mhandle);
+	/* regMrDmaBuf (fd -1: regMr of that type, as NCCL's contract says). */
+	ncclResult_t (*reg_mr_dmabuf)(const struct net_api *api, void *comm, void *data,
+				      size_t size, int type, uint64_t offset, int fd,
+				      void **mhandle);
 	ncclResult_t (*dereg_mr)(const struct net_api *api, void *comm, void *mhandle);
 	ncclResult_t (*isend)(const struct net_api *api, void *send_comm, void *data, size_t size,
 			      int tag, void *mhandle, void **request);

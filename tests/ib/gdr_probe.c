@@ -11,6 +11,7 @@
  *
  *   gdr-probe PLUGIN [VERSION]     (VERSION 8..11, default 11)
  */
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,7 +83,7 @@ int main(int argc, char **argv)
 	struct net_api api;
 	struct net_props p;
 	char loaded[256], err[1024];
-	void *dl, *ctx = NULL, *lc, *sc, *rc, *mh = NULL;
+	void *dl, *ctx = NULL, *lc, *sc, *rc, *mh = NULL, *cuda;
 	int version = argc > 2 ? atoi(argv[2]) : 11, ndev = 0;
 	unsigned long w0;
 	ncclResult_t r;
@@ -92,6 +93,14 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	snprintf(netapi_log_prefix, sizeof(netapi_log_prefix), "gdr-probe");
+	/* As NCCL: the CUDA driver, where there is one (tests/cuda's stand-in), is initialised
+	 * before any network plugin call. */
+	cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (cuda) {
+		int (*cu_init)(unsigned int) = (int (*)(unsigned int))dlsym(cuda, "cuInit");
+
+		printf("cuinit=%d\n", cu_init ? cu_init(0) : -1);
+	}
 	dl = netapi_open(argv[1], loaded, sizeof(loaded), err, sizeof(err));
 	if (!dl || netapi_bind(dl, version, &api)) {
 		fprintf(stderr, "cannot load %s v%d: %s\n", argv[1], version, err);

@@ -4,7 +4,8 @@
 #   ptrSupport = HOST, | CUDA where peer memory is loaded (nv_mem, nv_mem_nc or
 #   nvidia_peermem version file), | DMABUF where the fd -1 dma-buf probe says "supported"
 #   (SOFTVERBS_DMABUF=1). NCCL uses GPUDirect when CUDA is set, or DMABUF is set and its
-#   own dma-buf use (NCCL_DMABUF_ENABLE, default on) is on.
+#   own dma-buf use is on (NCCL_DMABUF_ENABLE, default on, and a CUDA driver 11.7+ with
+#   dma-buf support: the CUDA stand-in of tests/cuda plays one with and without).
 # For every peermem x dma-buf x NCCL_DMABUF_ENABLE x (GPUs / no GPUs in the topology):
 # the bits, one init WARN exactly when GPUs are present and NCCL will not use GPUDirect
 # (with the reason), the fallback record (gpudirect fields; the backend's own reason kept
@@ -15,7 +16,9 @@ set -u
 PROBE=$BUILD/tests/ib/gdr-probe
 [ -x "$PROBE" ] || die "$PROBE is missing: run make first"
 export SOFTVERBS_DEVICES=svroce0:roce:1 BRAID_IB_HCA==svroce0 BRAID_SOCKET_IFNAME=lo
-unset NCCL_DMABUF_ENABLE
+unset NCCL_DMABUF_ENABLE CUDA_STANDIN_DMABUF CUDA_STANDIN_DRIVER_VERSION
+CUDA_DIR=$(cd "$BUILD/tests/cuda" 2>/dev/null && pwd) || die "$BUILD/tests/cuda is missing: run make first"
+DRIVER= # "": no CUDA driver (CI, this machine); ok, nodmabuf, old: the stand-in
 GPU_XML=$CONF_DIR/../topo/hwloc-2socket-3gpu-mlx5.xml NOGPU_XML=$CONF_DIR/../topo/no-gpu.xml
 ROOTS=$SV_FABRIC.roots out=$SV_FABRIC.out err=$SV_FABRIC.err
 IB_CLEANUP+=('rm -rf "$ROOTS" "$out" "$err"')
@@ -43,10 +46,16 @@ run() {
 	local root=$1 dmabuf=$2 enable=$3 xml=$4 peermem=$5 gpus=0 want=1 gdr=0 mode=none
 	[ "$xml" = "$GPU_XML" ] && gpus=1
 	local label="root=$root dmabuf=$dmabuf NCCL_DMABUF_ENABLE=${enable:-unset} gpus=$gpus"
+	label+=" CUDA driver=${DRIVER:-none}"
 	echo "== $label"
 	rm -rf "${SV_FABRIC:?}"/*
 	(
 		[ -n "$enable" ] && export NCCL_DMABUF_ENABLE=$enable
+		case $DRIVER in # the CUDA stand-in (tests/cuda), as a driver with and without dma-buf
+		ok) export LD_LIBRARY_PATH=$CUDA_DIR:$LD_LIBRARY_PATH ;;
+		nodmabuf) export LD_LIBRARY_PATH=$CUDA_DIR:$LD_LIBRARY_PATH CUDA_STANDIN_DMABUF=0 ;;
+		old) export LD_LIBRARY_PATH=$CUDA_DIR:$LD_LIBRARY_PATH CUDA_STANDIN_DRIVER_VERSION=11060 ;;
+		esac
 		BRAID_FSROOT=$ROOTS/$root SOFTVERBS_DMABUF=$dmabuf HWLOC_XMLFILE=$xml \
 			timeout 60 "$PROBE" "$PLUGIN_SO" 11 >"$out" 2>"$err"
 	) || { cat "$out" "$err"; bad "gdr-probe failed"; return; }
@@ -55,7 +64,10 @@ run() {
 	[ "$peermem" = 1 ] && want=$((want | 2))
 	[ "$dmabuf" = 1 ] && want=$((want | 4))
 	# NCCL: GPUDirect = (ptrSupport & CUDA) || (dmaBufSupport && (ptrSupport & DMABUF))
-	if [ "$dmabuf" = 1 ] && [ "${enable:-1}" != 0 ]; then
+	# ... and NCCL's core uses dma-buf only with a CUDA driver 11.7+ whose GPU says
+	# CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED (init.cc dmaBufSupported; DRIVER below)
+	if [ "$dmabuf" = 1 ] && [ "${enable:-1}" != 0 ] && [ "$DRIVER" != nodmabuf ] &&
+		[ "$DRIVER" != old ]; then
 		gdr=1 mode=dma-buf
 	elif [ "$peermem" = 1 ]; then
 		gdr=1 mode=peermem
@@ -73,7 +85,10 @@ run() {
 	if [ $gpus = 1 ] && [ $gdr = 0 ]; then
 		[ "$(gdr_warns)" = 1 ] || bad "want one GPUDirect WARN at init, got $(gdr_warns)"
 		[ "$(val init_warns)" = 1 ] || bad "init logged $(val init_warns) WARNs, want 1"
-		if [ "$dmabuf" = 1 ]; then
+		if [ "$dmabuf" = 1 ] && [ "${enable:-1}" != 0 ]; then
+			grep 'WARN.*GPUDirect RDMA' "$err" | grep -q 'CUDA driver' ||
+				bad "the WARN does not name the CUDA driver"
+		elif [ "$dmabuf" = 1 ]; then
 			grep 'WARN.*GPUDirect RDMA' "$err" | grep -q 'NCCL_DMABUF_ENABLE=0' ||
 				bad "the WARN does not name NCCL_DMABUF_ENABLE=0"
 		else
@@ -112,6 +127,16 @@ for xml in "$GPU_XML" "$NOGPU_XML"; do
 		done
 	done
 done
+# A CUDA driver (the stand-in) with dma-buf, without it, and too old (11.6) for NCCL's use.
+for DRIVER in ok nodmabuf old; do
+	for root in none peermem; do
+		peermem=0
+		[ $root = peermem ] && peermem=1
+		run $root 1 "" "$GPU_XML" $peermem
+		run $root 0 "" "$GPU_XML" $peermem
+	done
+done
+DRIVER=
 # NCCL's other peer-memory files, and what is not one.
 run nv_mem 0 "" "$GPU_XML" 1
 run nv_mem_nc 0 "" "$GPU_XML" 1

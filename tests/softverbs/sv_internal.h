@@ -80,6 +80,8 @@ struct sv_mr {
 	uint64_t iova; /* remote address of byte 0 */
 	unsigned int access;
 	struct sv_mr *hnext; /* key hash chain */
+	void *dmabuf_map;    /* a dma-buf MR: its mapping of the fd (munmap at dereg), */
+	size_t dmabuf_len;   /* and local SGE addresses are iovas, as on a real device */
 };
 
 struct sv_channel {

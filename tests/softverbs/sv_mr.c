@@ -10,6 +10,8 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "tests/softverbs/sv_internal.h"
 
@@ -52,7 +54,7 @@ struct sv_mr *sv_mr_lookup(uint32_t key)
  * Remote addresses are iova-based, local SGE addresses are host addresses. */
 void *sv_mr_translate(struct sv_mr *mr, uint64_t addr, uint64_t len, bool by_iova)
 {
-	uint64_t base = by_iova ? mr->iova : (uint64_t)(uintptr_t)mr->ibmr.addr;
+	uint64_t base = by_iova || mr->dmabuf_map ? mr->iova : (uint64_t)(uintptr_t)mr->ibmr.addr;
 
 	if (addr < base || len > mr->ibmr.length || addr - base > mr->ibmr.length - len)
 		return NULL;
@@ -128,21 +130,51 @@ SV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t 
 }
 
 /*
- * No device memory here (no GPU, no dma-buf importer). By default the call fails with
- * EOPNOTSUPP, as on a kernel or driver without dma-buf support. With SOFTVERBS_DMABUF=1
- * it answers like an mlx5 that supports dma-buf: a bad fd (the fd -1 probe of NCCL and
- * braid) fails with EBADF. A real fd still fails with EOPNOTSUPP: mapping dma-bufs is not
- * modelled yet.
+ * By default no dma-buf support: the call fails with EOPNOTSUPP, as on a kernel or driver
+ * without it. With SOFTVERBS_DMABUF=1 it answers like an mlx5 that supports dma-buf: a bad
+ * fd (the fd -1 probe of NCCL and braid) fails with EBADF, an fd that is no dma-buf with
+ * EINVAL, and an fd that can be mapped (the CUDA stand-in's memfd, tests/cuda) is mapped
+ * at offset: the MR then reads and writes the exporter's own pages. As on a real device,
+ * the MR's addresses, local and remote, are iovas.
  */
 SV_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
 					   uint64_t iova, int fd, int access)
 {
-	if (sv_eng.cfg.dmabuf && (fd < 0 || fcntl(fd, F_GETFD) < 0)) {
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), skew = offset % page;
+	struct ibv_mr *ibmr;
+	struct sv_mr *mr;
+	void *map;
+
+	if (!sv_eng.cfg.dmabuf) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (fd < 0 || fcntl(fd, F_GETFD) < 0) {
 		errno = EBADF;
 		return NULL;
 	}
-	errno = EOPNOTSUPP;
-	return NULL;
+	if (!length || (access & IBV_ACCESS_ZERO_BASED)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	map = mmap(NULL, length + skew, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		   (off_t)(offset - skew));
+	if (map == MAP_FAILED) {
+		errno = EINVAL; /* the kernel's answer for an fd that is no dma-buf */
+		return NULL;
+	}
+	ibmr = sv_reg(pd, (char *)map + skew, length, iova, (unsigned int)access);
+	if (!ibmr) {
+		int err = errno;
+
+		munmap(map, length + skew);
+		errno = err;
+		return NULL;
+	}
+	mr = sv_container_of(ibmr, struct sv_mr, ibmr);
+	mr->dmabuf_map = map;
+	mr->dmabuf_len = length + skew;
+	return ibmr;
 }
 
 SV_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
@@ -158,6 +190,8 @@ SV_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 		}
 	}
 	pthread_mutex_unlock(&sv_eng.lock);
+	if (mr->dmabuf_map)
+		munmap(mr->dmabuf_map, mr->dmabuf_len);
 	free(mr);
 	return 0;
 }

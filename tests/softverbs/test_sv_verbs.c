@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -899,8 +900,8 @@ static void test_memory_registration(void **state)
 
 /*
  * SOFTVERBS_DMABUF=1: the fd -1 probe (NCCL's and braid's dma-buf detection) fails with
- * EBADF, as on an mlx5 with dma-buf support; a real fd that softverbs cannot map still
- * fails with EOPNOTSUPP. The knob is read when the engine starts (first open device).
+ * EBADF, as on an mlx5 with dma-buf support; an fd that is no dma-buf (a pipe) with EINVAL,
+ * as the kernel answers. The knob is read when the engine starts (first open device).
  */
 static void test_dmabuf_probe(void **state)
 {
@@ -917,12 +918,64 @@ static void test_dmabuf_probe(void **state)
 	assert_null(ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0));
 	assert_int_equal(errno, EBADF);
 	assert_null(ibv_reg_dmabuf_mr(pd, 0, 4096, 0, p[0], IBV_ACCESS_LOCAL_WRITE));
-	assert_int_equal(errno, EOPNOTSUPP);
+	assert_int_equal(errno, EINVAL);
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);
 	unsetenv("SOFTVERBS_DMABUF");
 	close(p[0]);
 	close(p[1]);
+}
+
+/*
+ * A dma-buf MR over a memfd (what the CUDA stand-in exports) moves bytes into and out of
+ * the fd's own pages: an RDMA WRITE into it lands in another mapping of the fd, an RDMA
+ * READ of it returns them, and local SGEs address it by iova. At an offset too.
+ */
+static void test_dmabuf_moves_bytes(void **state)
+{
+	const uint64_t iova = 0x7f0000000000ull;
+	struct svt_end a, b;
+	struct ibv_mr *smr, *dmr;
+	char *src = calloc(1, 8192), *pages;
+	int fd = memfd_create("sv-dmabuf", MFD_CLOEXEC);
+
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 4 * 4096), 0);
+	pages = mmap(NULL, 4 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(pages != MAP_FAILED);
+	setenv("SOFTVERBS_DMABUF", "1", 1);
+	assert_int_equal(svt_pair(&a, &b, "svroce0"), 0);
+	for (int i = 0; i < 8192; i++)
+		src[i] = (char)(i * 7 + 3);
+	smr = ibv_reg_mr(a.pd, src, 8192, ACC_ALL);
+	/* bytes 4096.. of the fd, at iova */
+	dmr = ibv_reg_dmabuf_mr(b.pd, 4096, 8192, iova, fd, ACC_ALL);
+	assert_non_null(dmr);
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 1, src, 8192, smr->lkey, iova,
+				       dmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
+	expect_wc(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	assert_memory_equal(pages + 4096, src, 8192);
+	assert_int_equal(pages[0], 0);
+	assert_int_equal(pages[3 * 4096], 0);
+	/* Local SGEs are iovas: b READs 100 bytes of a's buffer into its dma-buf MR. */
+	memset(pages + 4096, 0x33, 8192);
+	assert_int_equal(svt_post_rdma(b.qp, IBV_WR_RDMA_READ, 2, (void *)(uintptr_t)(iova + 100),
+				       100, dmr->lkey, (uint64_t)(uintptr_t)src, smr->rkey, 0,
+				       IBV_SEND_SIGNALED),
+			 0);
+	expect_wc(b.cq, 2, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
+	assert_memory_equal(pages + 4096 + 100, src, 100);
+	assert_int_equal((unsigned char)pages[4096 + 99], 0x33);
+	assert_int_equal((unsigned char)pages[4096 + 200], 0x33);
+	ibv_dereg_mr(smr);
+	ibv_dereg_mr(dmr);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+	unsetenv("SOFTVERBS_DMABUF");
+	munmap(pages, 4 * 4096);
+	close(fd);
+	free(src);
 }
 
 int main(void)
@@ -944,6 +997,7 @@ int main(void)
 		cmocka_unit_test(test_completion_channel),
 		cmocka_unit_test(test_memory_registration),
 		cmocka_unit_test(test_dmabuf_probe),
+		cmocka_unit_test(test_dmabuf_moves_bytes),
 	};
 
 	return cmocka_run_group_tests(tests, svt_fabric_group_setup, svt_fabric_group_teardown);

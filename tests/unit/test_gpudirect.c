@@ -18,7 +18,9 @@ static void every_combination(void **state)
 	for (int be = BRAID_BACKEND_OFI; be <= BRAID_BACKEND_IB; be++)
 		for (int cuda = 0; cuda <= 1; cuda++)
 			for (int dmabuf = 0; dmabuf <= 1; dmabuf++)
-				for (int nccl = 0; nccl <= 1; nccl++)
+				/* 1 NCCL uses dma-buf, 0 NCCL_DMABUF_ENABLE=0, -1 the CUDA driver
+				 * has none (NCCL's dmaBufSupported) */
+				for (int nccl = -1; nccl <= 1; nccl++)
 					for (int g = 0; g < 3; g++) {
 						struct braid_gdr_in in = {
 							.backend = (enum braid_backend_kind)be,
@@ -31,10 +33,14 @@ static void every_combination(void **state)
 						};
 						struct braid_gdr_out out;
 						/* NCCL: (ptrSupport & CUDA) || (dmaBufSupport && (ptrSupport & DMABUF)) */
-						int on = cuda || (nccl && dmabuf);
-						const char *mode = nccl && dmabuf ? "dma-buf"
-								   : cuda         ? "peermem"
-										  : "none";
+						int on = cuda || (nccl > 0 && dmabuf);
+						/* ofi's CUDA bit is FI_HMEM, not peer memory */
+						const char *cuda_mode = be == BRAID_BACKEND_OFI
+										? "fi_hmem"
+										: "peermem";
+						const char *mode = nccl > 0 && dmabuf ? "dma-buf"
+								   : cuda             ? cuda_mode
+										      : "none";
 
 						braid_gdr_decide(&in, &out);
 						print_message(
@@ -47,10 +53,19 @@ static void every_combination(void **state)
 						assert_int_equal(out.warn, !on && gpus[g] > 0);
 						assert_true(out.why[0] != '\0');
 						assert_int_equal(out.fix[0] != '\0', !on);
+						if (on && cuda && be == BRAID_BACKEND_OFI &&
+						    !(nccl > 0 && dmabuf))
+							assert_non_null(
+								strstr(out.why, "FI_HMEM_CUDA"));
 						if (on)
 							continue;
 						if (be == BRAID_BACKEND_OFI) {
 							assert_non_null(strstr(out.why, "FI_HMEM"));
+						} else if (dmabuf && nccl < 0) {
+							assert_non_null(
+								strstr(out.why, "CUDA driver"));
+							assert_non_null(
+								strstr(out.fix, "nvidia_peermem"));
 						} else if (dmabuf) {
 							assert_non_null(
 								strstr(out.why,
@@ -98,11 +113,42 @@ static void nccl_dmabuf_enable_as_nccl_reads_it(void **state)
 	unsetenv("NCCL_DMABUF_ENABLE");
 }
 
+/* NCCL_GDR_FLUSH_DISABLE: an NCCL int64 param, default 0, strtoll(value, 0). */
+static void nccl_gdr_flush_disable_as_nccl_reads_it(void **state)
+{
+	static const struct {
+		const char *value;
+		int disabled;
+	} cases[] = {
+		{ NULL, 0 },
+		{ "", 0 },
+		{ "0", 0 },
+		{ "1", 1 },
+		{ "2", 1 },
+		{ "0x0", 0 },
+		{ "yes", 0 } /* strtoll: 0 */,
+		{ "99999999999999999999", 0 } /* out of range: the default */,
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		if (cases[i].value)
+			setenv("NCCL_GDR_FLUSH_DISABLE", cases[i].value, 1);
+		else
+			unsetenv("NCCL_GDR_FLUSH_DISABLE");
+		if (braid_gdr_nccl_flush_disabled() != cases[i].disabled)
+			fail_msg("NCCL_GDR_FLUSH_DISABLE=\"%s\": want %d",
+				 cases[i].value ? cases[i].value : "(unset)", cases[i].disabled);
+	}
+	unsetenv("NCCL_GDR_FLUSH_DISABLE");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(every_combination),
 		cmocka_unit_test(nccl_dmabuf_enable_as_nccl_reads_it),
+		cmocka_unit_test(nccl_gdr_flush_disable_as_nccl_reads_it),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -59,8 +59,8 @@ enum braid_param_type {
 	  "Checked once at init; when one is not met, init fails with one WARN per "               \
 	  "requirement saying what is missing and how to fix it (with NCCL_NET=braid the "         \
 	  "job stops at start). Unset: none.")                                                     \
-	X(STALL_MS, "BRAID_STALL_MS", BRAID_PARAM_INT, "1000", 1, 3600000, NULL, NULL,           \
-	  "A request still waiting this long after it was posted counts once as a stall (the "    \
+	X(STALL_MS, "BRAID_STALL_MS", BRAID_PARAM_INT, "1000", 1, 3600000, NULL, NULL,             \
+	  "A request still waiting this long after it was posted counts once as a stall (the "     \
 	  "device's `stalls` counter, `braid stat`, braid_stalls_total).")                         \
 	X(MR_CACHE, "BRAID_MR_CACHE", BRAID_PARAM_BOOL, "1", 0, 1, NULL, NULL,                     \
 	  "Registration cache: a regMr of a range already registered is a lookup. With it off, "   \

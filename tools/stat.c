@@ -555,8 +555,8 @@ static void print_devices(const struct ent *e, double up)
 		       (unsigned long long)v->t.rx_bytes, (unsigned long long)v->t.tx_msgs,
 		       (unsigned long long)v->t.rx_msgs, (unsigned long long)v->t.errors,
 		       (unsigned long long)v->stalls, (unsigned long long)v->strangers,
-		       (unsigned long long)v->slow_lanes,
-		       avg_mbps(v->t.tx_bytes, up), avg_mbps(v->t.rx_bytes, up));
+		       (unsigned long long)v->slow_lanes, avg_mbps(v->t.tx_bytes, up),
+		       avg_mbps(v->t.rx_bytes, up));
 	}
 	for (uint32_t d = 0; d < r->ndevs; d++)
 		if (r->devs[d].provider[0] && strcmp(r->devs[d].provider, r->fallback.provider))
@@ -1024,8 +1024,8 @@ static void watch_process(const struct ent *e, const struct ent *p, json_t *jpro
 		       backend_str(fb), fb->provider[0] ? fb->provider : "-",
 		       rt.since_start ? "  (new: rates since it started)" : "");
 		printf("  %-3s %-16s %10s %10s %10s %10s %7s %7s %9s %10s\n", "dev", "name",
-		       "tx_MB/s", "rx_MB/s", "tx_msgs/s", "rx_msgs/s", "errors", "stalls", "strangers",
-		       "slow_lanes");
+		       "tx_MB/s", "rx_MB/s", "tx_msgs/s", "rx_msgs/s", "errors", "stalls",
+		       "strangers", "slow_lanes");
 	}
 	for (uint32_t d = 0; d < r->ndevs; d++) {
 		const struct braid_ctr_dev *c = &r->devs[d];

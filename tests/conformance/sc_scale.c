@@ -485,8 +485,8 @@ int sc_stall(struct side *s)
 		while (!done) {
 			r = s->api->test(s->api, req, &done, sizes);
 			if (r != ncclSuccess || now_s() - t0 > CONF_XFER_TIMEOUT_S) {
-				conf_fail(s, "test returned %s (%d) after %.1f s", netapi_result_str(r), r,
-					  now_s() - t0);
+				conf_fail(s, "test returned %s (%d) after %.1f s",
+					  netapi_result_str(r), r, now_s() - t0);
 				goto out;
 			}
 		}

@@ -125,6 +125,7 @@ struct ib_dev {
 	int speed_mbps;
 	int nqps;      /* QPs per connection for this port */
 	int port_down; /* atomic: set by IBV_EVENT_PORT_ERR, cleared by ACTIVE */
+	int ncomms;    /* atomic: comms holding QPs on this port (BRAID_MAX_COMMS) */
 	struct braid_ctr_dev *ctr;
 	char pci_path[256];
 	int numa_node; /* of the HCA, from topo/; -1 unknown */
@@ -240,6 +241,7 @@ struct ib_comm {
 	char peer_gid[48];
 	int traffic_class;
 
+	int counted; /* rails whose port's ncomms this comm holds a place in */
 	int nqps;
 	struct ib_qp qps[IB_MAX_QPS];
 	uint32_t psn[IB_MAX_QPS]; /* our QPs' first PSNs (set-up only) */
@@ -316,6 +318,7 @@ ncclResult_t ib_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uin
 ncclResult_t ib_dereg_mr(void *comm, void *mhandle);
 void ib_mr_cache_purge(struct ib_hca *h);
 int ib_access_flags(void);
+int ib_dev_comm_limit(const struct ib_dev *d);
 
 /* ib_conn.c */
 ncclResult_t ib_listen(const struct braid_vdev *vd, void *handle, void **listen_comm);

@@ -168,5 +168,8 @@ int sc_ring(struct side *s);
 int sc_many_comms(struct side *s);
 int sc_vdevice(struct side *s);
 int sc_stall(struct side *s);
+int sc_comm_limit(struct side *s);
+int sc_soak(struct side *s);
+int sc_kill_any(struct side *s);
 
 #endif /* BRAID_CONF_H */

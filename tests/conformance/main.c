@@ -86,6 +86,10 @@ const struct scenario scenarios[] = {
 	     "rings of 2, 3 and 4 processes: irecv, then isend until "
 	     "taken, 1,000 times: no deadlock"),
 	  .own_init = true },
+	{ SC("comm-limit", sc_comm_limit, 8,
+	     "BRAID_MAX_COMMS=8: maxComms 8; the 9th connect, and an accept past the "
+	     "acceptor's limit, fail with a WARN naming the limit and the knob, never hang"),
+	  .own_init = true },
 	{ SC("many-comms", sc_many_comms, 11,
 	     "1,024 comms opened and closed 10 times: "
 	     "descriptors, AV entries and memory come back") },

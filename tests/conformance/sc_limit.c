@@ -12,43 +12,6 @@
 #include <string.h>
 
 #define LIM_COMMS 8
-#define LIM_BOUND_S 20.0 /* a refusal must come by then */
-
-/* Polls connect on a fresh copy of the handle: 0 with *comm, 1 when it failed, -1 when
- * it neither succeeded nor failed within the bound. */
-static int try_connect(struct side *s, const char *handle, void **comm, ncclResult_t *res)
-{
-	char h[NCCL_NET_HANDLE_MAXSIZE];
-	double t0 = now_s();
-
-	memcpy(h, handle, sizeof(h));
-	*comm = NULL;
-	while (now_s() - t0 < LIM_BOUND_S) {
-		*res = s->api->connect(s->api, s->ctx, s->dev, h, comm);
-		if (*res != ncclSuccess)
-			return 1;
-		if (*comm)
-			return 0;
-		idle_wait();
-	}
-	return -1;
-}
-
-static int try_accept(struct side *s, void *lc, void **comm, ncclResult_t *res)
-{
-	double t0 = now_s();
-
-	*comm = NULL;
-	while (now_s() - t0 < LIM_BOUND_S) {
-		*res = s->api->accept(s->api, lc, comm);
-		if (*res != ncclSuccess)
-			return 1;
-		if (*comm)
-			return 0;
-		idle_wait();
-	}
-	return -1;
-}
 
 /* The last WARN names the limit and the knob. */
 static int check_warn(struct side *s, const char *call)
@@ -106,8 +69,8 @@ int sc_comm_limit(struct side *s)
 
 	conf_step(s, "opening %d comms, the limit", LIM_COMMS);
 	for (n = 0; n < LIM_COMMS; n++) {
-		int rc = receiver ? try_accept(s, lc, &comm[n], &r)
-				  : try_connect(s, handle, &comm[n], &r);
+		int rc = receiver ? link_poll_accept(s, lc, &comm[n], &r, 20.0)
+				  : link_poll_connect(s, handle, &comm[n], &r, 20.0);
 
 		if (rc) {
 			conf_fail(s, "comm %d of %d: %s", n + 1, LIM_COMMS,
@@ -121,7 +84,7 @@ int sc_comm_limit(struct side *s)
 	/* 1: one more connect: refused by the connector itself */
 	if (!receiver) {
 		conf_step(s, "connect #%d, past the limit", LIM_COMMS + 1);
-		n = try_connect(s, handle, &extra, &r);
+		n = link_poll_connect(s, handle, &extra, &r, 20.0);
 		if (n != 1) {
 			conf_fail(s, "connect #%d past maxComms %d: %s", LIM_COMMS + 1, LIM_COMMS,
 				  n ? "neither failed nor finished within 20 s" : "succeeded");
@@ -144,7 +107,7 @@ int sc_comm_limit(struct side *s)
 		}
 		if (rdv_put(s, "lim-again", "", 0))
 			goto out;
-		n = try_connect(s, handle, &extra, &r);
+		n = link_poll_connect(s, handle, &extra, &r, 20.0);
 		if (n != 1) {
 			conf_fail(s, "connect to a peer at its limit: %s",
 				  n ? "neither failed nor finished within 20 s" : "succeeded");
@@ -155,7 +118,7 @@ int sc_comm_limit(struct side *s)
 		if (rdv_get(s, "lim-again", NULL, 0, CONF_RDV_TIMEOUT_S))
 			goto out;
 		conf_step(s, "accept #%d, past the limit", LIM_COMMS + 1);
-		n = try_accept(s, lc, &extra, &r);
+		n = link_poll_accept(s, lc, &extra, &r, 20.0);
 		if (n != 1) {
 			conf_fail(s, "accept #%d past maxComms %d: %s", LIM_COMMS + 1, LIM_COMMS,
 				  n ? "neither failed nor finished within 20 s" : "succeeded");
@@ -181,7 +144,8 @@ int sc_comm_limit(struct side *s)
 	if (rdv_sync(s, "lim-closed"))
 		goto out;
 	conf_step(s, "a comm after closing");
-	n = receiver ? try_accept(s, lc, &extra, &r) : try_connect(s, handle, &extra, &r);
+	n = receiver ? link_poll_accept(s, lc, &extra, &r, 20.0)
+		     : link_poll_connect(s, handle, &extra, &r, 20.0);
 	if (n) {
 		conf_fail(s, "with every comm closed, a new one: %s",
 			  n < 0 ? "not ready within the bound" : netapi_result_str(r));

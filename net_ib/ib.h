@@ -181,14 +181,17 @@ struct ib_req {
 	uint8_t chunks_want[BRAID_MAX_RECVS]; /* 0 until the first chunk says */
 	uint8_t chunks_got[BRAID_MAX_RECVS];
 	size_t cap[BRAID_MAX_RECVS];
-	struct ib_fifo_elem fifo[BRAID_MAX_RECVS]; /* receive: what we write to the sender */
 	/* send on several rails: chunks not yet complete and bytes, per rail (striping's
 	 * goodput measure) */
 	uint8_t rail_pending[BRAID_VDEV_MAX_NICS];
 	uint32_t rail_bytes[BRAID_VDEV_MAX_NICS];
 	uint64_t posted_ns; /* for the stall counter */
 	uint8_t stalled;
+	/* Receives only, and last: a send comm's pool holds IB_SEND_REQ_SIZE bytes per
+	 * request (256 of them), not the whole struct. */
+	struct ib_fifo_elem fifo[BRAID_MAX_RECVS]; /* receive: what we write to the sender */
 };
+#define IB_SEND_REQ_SIZE (offsetof(struct ib_req, fifo))
 
 /* wr_id: a pointer or index with the kind in the low 2 bits. */
 enum { IB_WR_SEND = 0, IB_WR_FIFO = 1, IB_WR_RECV = 2, IB_WR_FLUSH = 3 };

@@ -200,7 +200,7 @@ static int comm_open(struct ib_comm *c, int nqps)
 		if (rc)
 			return rc;
 	}
-	rc = braid_pool_init(&c->reqs, sizeof(struct ib_req),
+	rc = braid_pool_init(&c->reqs, c->is_send ? IB_SEND_REQ_SIZE : sizeof(struct ib_req),
 			     c->is_send ? BRAID_MAX_RECVS * IB_RING : 2 * IB_RING, /* + flushes */
 			     c->dev->numa_node);
 	if (rc)

@@ -271,7 +271,8 @@ static int comm_open(struct ofi_comm *c)
 	int rc;
 
 	step = "request pool";
-	rc = braid_pool_init(&c->reqs, sizeof(struct ofi_req), nreqs, d->numa_node);
+	rc = braid_pool_init(&c->reqs, c->is_send ? OFI_SEND_REQ_SIZE : sizeof(struct ofi_req),
+			     nreqs, d->numa_node);
 	if (rc)
 		goto fail;
 	/* One hold of the lock: the last comm out closes the endpoint under it. */

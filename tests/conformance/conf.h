@@ -162,6 +162,7 @@ struct scenario {
 	bool quick;           /* part of the short list (valgrind) */
 	bool own_init;        /* the scenario calls init/finalize itself */
 	int (*bound_s)(void); /* its own wall-clock bound; NULL: CONF_SCENARIO_ALARM_S */
+	bool explicit_only;   /* runs only when named (needs a set-up of its own script) */
 };
 
 extern const struct scenario scenarios[];
@@ -187,6 +188,7 @@ int sc_many_comms(struct side *s);
 int sc_vdevice(struct side *s);
 int sc_stall(struct side *s);
 int sc_comm_limit(struct side *s);
+int sc_mem(struct side *s);
 int sc_soak(struct side *s);
 int sc_soak_bound_s(void);
 int sc_kill_any(struct side *s);

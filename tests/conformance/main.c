@@ -100,6 +100,10 @@ const struct scenario scenarios[] = {
 	     "receive, iflush or close: a's requests with b all end within 2 x "
 	     "BRAID_LIVENESS_MS (+1 s), its comms with a bystander process still move data"),
 	  .victim = 'b', .own_init = true },
+	{ SC("mem", sc_mem, 11,
+	     "memory per comm: braid's own allocations and the provider's, per comm and after "
+	     "close (braid's back to the start, <= 128 KiB per comm); only through mem.sh"),
+	  .explicit_only = true },
 	{ SC("many-comms", sc_many_comms, 11,
 	     "1,024 comms opened and closed 10 times: "
 	     "descriptors, AV entries and memory come back") },
@@ -368,7 +372,8 @@ static int parse_list(const char *arg, struct options *o, bool versions)
 			continue;
 		}
 		for (int i = 0; i < nscenarios; i++)
-			if (!strcmp(tok, "all") || !strcmp(tok, scenarios[i].name) ||
+			if ((!strcmp(tok, "all") && !scenarios[i].explicit_only) ||
+			    !strcmp(tok, scenarios[i].name) ||
 			    (!strcmp(tok, "quick") && scenarios[i].quick)) {
 				o->chosen[i] = true;
 				found = true;
@@ -437,7 +442,7 @@ int main(int argc, char **argv)
 			o.versions[v] = true;
 	if (!any_scenario)
 		for (int i = 0; i < nscenarios; i++)
-			o.chosen[i] = true;
+			o.chosen[i] = !scenarios[i].explicit_only;
 	if (!o.plugin)
 		o.plugin = getenv("NCCL_NET_PLUGIN");
 	if (!o.plugin) {

@@ -3,13 +3,13 @@
 # tcp;ofi_rxm, ib on softverbs, and (as root) both across network namespaces. Run i kills
 # in step i mod 6 (connect, accept, transfer, grouped receive, iflush, close) at a moment
 # drawn from its seed (seed0 + i); any failure prints the command that replays it.
-# make test: KILLS_RUNS=6 (each step once) locally, KILLS_NETNS_RUNS=3 across namespaces;
+# make test: KILLS_RUNS=6 (each step once) locally, KILLS_NETNS_RUNS=2 across namespaces;
 # make soak: 100 each.
 set -u
 here=$(dirname "$0")
 . "$here/lib.sh"
 runs_local=${KILLS_RUNS:-6}
-runs_netns=${KILLS_NETNS_RUNS:-${KILLS_RUNS:-3}}
+runs_netns=${KILLS_NETNS_RUNS:-2}
 runs=$runs_local
 seed0=${CONF_SEED:-$(( (RANDOM << 15) | RANDOM ))}
 echo "kills: $runs_local runs per local transport, $runs_netns across namespaces, seeds from $seed0"

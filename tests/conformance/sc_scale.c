@@ -488,8 +488,8 @@ int sc_stall(struct side *s)
 		while (!done) {
 			r = s->api->test(s->api, req, &done, sizes);
 			if (r != ncclSuccess || now_s() - t0 > CONF_XFER_TIMEOUT_S) {
-				conf_fail(s, "test returned %s (%d) after %.1f s", netapi_result_str(r), r,
-					  now_s() - t0);
+				conf_fail(s, "test returned %s (%d) after %.1f s",
+					  netapi_result_str(r), r, now_s() - t0);
 				goto out;
 			}
 		}
@@ -569,8 +569,8 @@ static int watch_object(struct dl_phdr_info *info, size_t size, void *arg)
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 
 		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X))
-			watch(info->dlpi_addr + ph->p_vaddr, info->dlpi_addr + ph->p_vaddr + ph->p_memsz,
-			      group);
+			watch(info->dlpi_addr + ph->p_vaddr,
+			      info->dlpi_addr + ph->p_vaddr + ph->p_memsz, group);
 	}
 	return 0;
 }
@@ -584,15 +584,16 @@ static void mem_log(struct side *s, const char *when, memcount_live_fn live, lon
 	conf_log(s,
 		 "%-14s braid %7lld KiB (%+lld B%s), provider %7lld KiB (%+lld KiB), rss %ld KiB; "
 		 "malloc: %zu KiB in use, %zu KiB free but kept, %zu KiB mmapped",
-		 when, b / 1024, b - b0, n ? " per comm" : "", p / 1024, (p - p0) / 1024,
-		 rss_kib(), mi.uordblks / 1024, mi.fordblks / 1024, mi.hblkhd / 1024);
+		 when, b / 1024, b - b0, n ? " per comm" : "", p / 1024, (p - p0) / 1024, rss_kib(),
+		 mi.uordblks / 1024, mi.fordblks / 1024, mi.hblkhd / 1024);
 }
 
 int sc_mem(struct side *s)
 {
 	memcount_watch_fn watch = (memcount_watch_fn)dlsym(RTLD_DEFAULT, "memcount_watch");
 	memcount_live_fn live = (memcount_live_fn)dlsym(RTLD_DEFAULT, "memcount_live");
-	int ncomms = env_int("CONF_MEM_COMMS", MEM_COMMS), rounds = env_int("CONF_MANY_ROUNDS", MEM_ROUNDS);
+	int ncomms = env_int("CONF_MEM_COMMS", MEM_COMMS),
+	    rounds = env_int("CONF_MANY_ROUNDS", MEM_ROUNDS);
 	bool receiver = s->role == 'a';
 	char handle[NCCL_NET_HANDLE_MAXSIZE], name[32];
 	void **comm = calloc(ncomms, sizeof(void *)), *lc = NULL;
@@ -629,33 +630,38 @@ int sc_mem(struct side *s)
 		long long per;
 		double t0;
 
+		conf_step(s, "round %d: %d comms open, one message each, measured", round, ncomms);
 		memset(comm, 0, ncomms * sizeof(void *));
 		if (mc_open(s, ncomms, lc, handle, comm) || mc_traffic(s, ncomms, comm, round))
 			goto close;
 		b = live(MEM_BRAID, NULL, NULL);
 		per = (b - b0) / ncomms;
 		snprintf(name, sizeof(name), "round %d open:", round);
-		conf_log(s, "round %d: %d %s comms open: braid %lld B per comm, provider %lld B per "
-			    "comm",
+		conf_log(s,
+			 "round %d: %d %s comms open: braid %lld B per comm, provider %lld B per "
+			 "comm",
 			 round, ncomms, receiver ? "receive" : "send", per,
 			 (live(MEM_PROVIDER, NULL, NULL) - p0) / ncomms);
 		mem_log(s, name, live, b0, p0, 0);
 		if (per > MEM_BUDGET) {
-			conf_fail(s, "braid's own allocations are %lld B per %s comm, over the "
-				     "%d B budget",
+			conf_fail(s,
+				  "braid's own allocations are %lld B per %s comm, over the "
+				  "%d B budget",
 				  per, receiver ? "receive" : "send", MEM_BUDGET);
 			goto close;
 		}
 		snprintf(name, sizeof(name), "mem%d", round);
 		if (rdv_sync(s, name))
 			goto close;
+		conf_step(s, "round %d: closing every comm", round);
 		for (int i = 0; i < ncomms; i++) {
 			ncclResult_t r = receiver ? s->api->close_recv(s->api, comm[i])
 						  : s->api->close_send(s->api, comm[i]);
 
 			comm[i] = NULL;
 			if (r != ncclSuccess) {
-				conf_fail(s, "close #%d returned %s (%d)", i, netapi_result_str(r), r);
+				conf_fail(s, "close #%d returned %s (%d)", i, netapi_result_str(r),
+					  r);
 				goto close;
 			}
 		}
@@ -672,8 +678,9 @@ int sc_mem(struct side *s)
 			mem_log(s, "malloc_trim:", live, b0, p0, 0);
 		}
 		if (b != b0) {
-			conf_fail(s, "round %d: braid holds %+lld B more than before the first comm, "
-				     "with every comm closed",
+			conf_fail(s,
+				  "round %d: braid holds %+lld B more than before the first comm, "
+				  "with every comm closed",
 				  round, b - b0);
 			goto close;
 		}

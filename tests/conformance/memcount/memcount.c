@@ -70,7 +70,8 @@ static void mc_add(void *p, size_t size, int group)
 	pthread_mutex_lock(&mc_lock);
 	if (!table) {
 		void *t = (void *)syscall(SYS_mmap, NULL, MC_SLOTS * sizeof(*table),
-					  PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+					  PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+					  0);
 		table = t == MAP_FAILED ? NULL : t;
 	}
 	for (size_t i = slot_of((uintptr_t)p), n = 0; table && n < MC_SLOTS;

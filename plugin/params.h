@@ -66,7 +66,7 @@ enum braid_param_type {
 	  "Most comms (send and receive) open at once per NIC. 0: the NIC's own limit (ib: "       \
 	  "the HCA's max_qp / (QPs per connection + 1), as NCCL's IB transport reports max_qp; "   \
 	  "ofi: the 65,535 comm ids of a device's endpoint). maxComms reports the lower of the "   \
-	  "two; past it connect and accept fail with a WARN naming the limit.")                     \
+	  "two; past it connect and accept fail with a WARN naming the limit.")                    \
 	X(MR_CACHE, "BRAID_MR_CACHE", BRAID_PARAM_BOOL, "1", 0, 1, NULL, NULL,                     \
 	  "Registration cache: a regMr of a range already registered is a lookup. With it off, "   \
 	  "regIsGlobal is reported as 0.")                                                         \

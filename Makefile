@@ -5,6 +5,8 @@
 #   make test SAN=1   the same under ASan+UBSan, in build-san/
 #   make demo         install, build, run `braid perf` between two local processes
 #   make bench        benchmarks (numbers, not tests)
+#   make soak         long reliability runs: 10^5 random transfers per backend, 100 kills
+#                     per transport (docs/reliability.md; tests/conformance/conformance.mk)
 #   make nccl-test    NCCL end to end on one GPU (in make test too; SKIP, with why, without)
 #   make lint         cppcheck over the sources (in make test too; tests/lint/cppcheck.supp)
 #   make format       clang-format -i (.clang-format) on every tracked .c/.h, or on FILES=

@@ -125,6 +125,7 @@ struct ib_dev {
 	int speed_mbps;
 	int nqps;      /* QPs per connection for this port */
 	int port_down; /* atomic: set by IBV_EVENT_PORT_ERR, cleared by ACTIVE */
+	int ncomms;    /* atomic: comms holding QPs on this port (BRAID_MAX_COMMS) */
 	struct braid_ctr_dev *ctr;
 	char pci_path[256];
 	int numa_node; /* of the HCA, from topo/; -1 unknown */
@@ -180,14 +181,17 @@ struct ib_req {
 	uint8_t chunks_want[BRAID_MAX_RECVS]; /* 0 until the first chunk says */
 	uint8_t chunks_got[BRAID_MAX_RECVS];
 	size_t cap[BRAID_MAX_RECVS];
-	struct ib_fifo_elem fifo[BRAID_MAX_RECVS]; /* receive: what we write to the sender */
 	/* send on several rails: chunks not yet complete and bytes, per rail (striping's
 	 * goodput measure) */
 	uint8_t rail_pending[BRAID_VDEV_MAX_NICS];
 	uint32_t rail_bytes[BRAID_VDEV_MAX_NICS];
 	uint64_t posted_ns; /* for the stall counter */
 	uint8_t stalled;
+	/* Receives only, and last: a send comm's pool holds IB_SEND_REQ_SIZE bytes per
+	 * request (256 of them), not the whole struct. */
+	struct ib_fifo_elem fifo[BRAID_MAX_RECVS]; /* receive: what we write to the sender */
 };
+#define IB_SEND_REQ_SIZE (offsetof(struct ib_req, fifo))
 
 /* wr_id: a pointer or index with the kind in the low 2 bits. */
 enum { IB_WR_SEND = 0, IB_WR_FIFO = 1, IB_WR_RECV = 2, IB_WR_FLUSH = 3 };
@@ -240,6 +244,7 @@ struct ib_comm {
 	char peer_gid[48];
 	int traffic_class;
 
+	int counted; /* rails whose port's ncomms this comm holds a place in */
 	int nqps;
 	struct ib_qp qps[IB_MAX_QPS];
 	uint32_t psn[IB_MAX_QPS]; /* our QPs' first PSNs (set-up only) */
@@ -316,6 +321,7 @@ ncclResult_t ib_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uin
 ncclResult_t ib_dereg_mr(void *comm, void *mhandle);
 void ib_mr_cache_purge(struct ib_hca *h);
 int ib_access_flags(void);
+int ib_dev_comm_limit(const struct ib_dev *d);
 
 /* ib_conn.c */
 ncclResult_t ib_listen(const struct braid_vdev *vd, void *handle, void **listen_comm);

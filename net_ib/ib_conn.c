@@ -94,16 +94,37 @@ static void comm_free(struct ib_comm *c)
 	braid_pool_fini(&c->reqs);
 	braid_link_close(c->link, NULL);
 	braid_counters_comm_put(c->ctr);
+	for (int k = 0; k < c->counted; k++)
+		__atomic_sub_fetch(&c->rails[k].dev->ncomms, 1, __ATOMIC_RELAXED);
 	free(c);
 }
 
-static struct ib_comm *comm_new(const struct braid_vdev *vd, struct braid_link *lk, int is_send)
+/* A place for the comm on each of its ports, within BRAID_MAX_COMMS and the port's own
+ * limit; 0, or -ENOSPC after a WARN (what was taken is given back by comm_free). */
+static int comm_count(struct ib_comm *c, const char *peer)
+{
+	for (int k = 0; k < c->nrails; k++) {
+		struct ib_dev *d = c->rails[k].dev;
+		int open = __atomic_fetch_add(&d->ncomms, 1, __ATOMIC_RELAXED);
+
+		c->counted = k + 1;
+		if (braid_comm_limit_check("ib", d->name, open, ib_dev_comm_limit(d),
+					   c->is_send ? "connect to" : "accept from", peer))
+			return -ENOSPC;
+	}
+	return 0;
+}
+
+static struct ib_comm *comm_new(const struct braid_vdev *vd, struct braid_link *lk, int is_send,
+				int *err)
 {
 	struct ib_comm *c = calloc(1, sizeof(*c));
 
+	*err = -ENOMEM;
 	if (!c)
 		return NULL;
 	c->nrails = vd->n;
+	c->is_send = is_send;
 	for (int k = 0; k < vd->n; k++) {
 		struct ib_rail *rl = &c->rails[k];
 
@@ -112,6 +133,11 @@ static struct ib_comm *comm_new(const struct braid_vdev *vd, struct braid_link *
 		rl->hca = rl->dev->hca;
 		rl->comm = c;
 		ib_rail_register(rl);
+	}
+	*err = comm_count(c, lk->peer);
+	if (*err) {
+		comm_free(c);
+		return NULL;
 	}
 	c->devidx = c->rails[0].devidx;
 	c->dev = c->rails[0].dev;
@@ -177,7 +203,7 @@ static int comm_open(struct ib_comm *c, int nqps)
 		if (rc)
 			return rc;
 	}
-	rc = braid_pool_init(&c->reqs, sizeof(struct ib_req),
+	rc = braid_pool_init(&c->reqs, c->is_send ? IB_SEND_REQ_SIZE : sizeof(struct ib_req),
 			     c->is_send ? BRAID_MAX_RECVS * IB_RING : 2 * IB_RING, /* + flushes */
 			     c->dev->numa_node);
 	if (rc)
@@ -399,13 +425,13 @@ static int link_finish(void *comm, const void *blob, uint32_t len)
 static int link_answer(void *listen_comm, struct braid_link *lk, const void *blob, uint32_t len,
 		       void *reply, uint32_t *rlen, void **comm)
 {
-	struct ib_comm *c = comm_new(&to_listen_comm(listen_comm)->vdev, lk, 0);
+	int rc;
+	struct ib_comm *c = comm_new(&to_listen_comm(listen_comm)->vdev, lk, 0, &rc);
 	const struct ib_wire *hello = blob;
 	uint32_t psn[IB_MAX_QPS];
-	int rc;
 
 	if (!c)
-		return -ENOMEM;
+		return rc;
 	rc = check_wire(c, blob, len, 0, "accept from");
 	if (!rc) {
 		c->rem_fifo_addr = hello->fifo_addr;
@@ -478,10 +504,10 @@ ncclResult_t ib_connect(const struct braid_vdev *vd, const struct braid_conn_opt
 		res = braid_link_dial(&ib_link_ops, vd->nic[0], handle, &lk);
 		if (res != ncclSuccess)
 			return res;
-		c = comm_new(vd, lk, 1);
+		c = comm_new(vd, lk, 1, &rc);
 		if (!c) {
 			braid_link_close(lk, NULL);
-			return ncclSystemError;
+			return braid_link_error(rc);
 		}
 		if (opts->traffic_class != NCCL_NET_TRAFFIC_CLASS_UNDEF)
 			c->traffic_class = opts->traffic_class & 0xff;

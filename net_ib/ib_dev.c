@@ -510,6 +510,15 @@ static int ib_ndevs(void)
 	return ib.ndevs;
 }
 
+/* The comms a port can hold: a comm takes nqps QPs (+1 for the flush QP, at most). NCCL's
+ * IB transport reports max_qp itself; braid divides, since each comm takes several. */
+int ib_dev_comm_limit(const struct ib_dev *d)
+{
+	int n = d->hca->attr.max_qp > 0 ? d->hca->attr.max_qp / (d->nqps + 1) : 1024;
+
+	return n < 1 ? 1 : n;
+}
+
 static ncclResult_t ib_get_props(int devidx, struct braid_dev_props *p)
 {
 	struct ib_dev *d = &ib.devs[devidx];
@@ -533,9 +542,7 @@ static ncclResult_t ib_get_props(int devidx, struct braid_dev_props *p)
 	p->speed_mbps = d->speed_mbps;
 	p->port = d->port;
 	p->latency_us = 0;
-	p->max_comms = h->attr.max_qp > 0 ? h->attr.max_qp / (d->nqps + 1) : 1024;
-	if (p->max_comms < 1)
-		p->max_comms = 1;
+	p->max_comms = braid_max_comms(ib_dev_comm_limit(d));
 	p->max_recvs = BRAID_MAX_RECVS;
 	/* A chunk is one work request; a message is split over at most nqps of them. */
 	p->max_p2p_bytes = d->max_msg_sz < IB_MAX_CHUNK ? d->max_msg_sz : IB_MAX_CHUNK;

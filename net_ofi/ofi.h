@@ -228,15 +228,18 @@ struct ofi_req {
 	int pending;   /* completions still to come */
 	ncclResult_t status;
 	struct ofi_comm *comm;
-	uint64_t first;               /* number of the (first) buffer it fills */
+	uint64_t first;     /* number of the (first) buffer it fills */
+	uint64_t posted_ns; /* for the stall counter */
+	uint8_t stalled;
 	size_t size[BRAID_MAX_RECVS]; /* receives: capacity, then what arrived */
 	void *buf[BRAID_MAX_RECVS];   /* receives: kept for deferred posting */
 	void *desc[BRAID_MAX_RECVS];
+	/* A send uses op[0] and nothing after it: send pools hold OFI_SEND_REQ_SIZE bytes
+	 * per request, not the whole struct (256 of them per send comm). */
 	struct ofi_op op[BRAID_MAX_RECVS + 1]; /* + the announcement */
 	struct ofi_announce ann;               /* receives */
-	uint64_t posted_ns;                    /* for the stall counter */
-	uint8_t stalled;
 };
+#define OFI_SEND_REQ_SIZE (offsetof(struct ofi_req, op) + sizeof(struct ofi_op))
 
 /* Sender: the announcement of one receive group, while its sends go out. */
 struct ofi_group {

@@ -218,6 +218,11 @@ void ofi_comm_free_parked(struct ofi_comm *c)
  * message still on its way to a closed comm is unlikely to find its id in use again. */
 static int comm_take_id(struct ofi_dev *d, struct ofi_comm *c)
 {
+	int rc = braid_comm_limit_check("ofi", d->name, d->nlive, OFI_MAX_COMM_IDS - 1,
+					c->is_send ? "connect to" : "accept from", c->peer);
+
+	if (rc)
+		return rc;
 	for (uint32_t n = 0; n < OFI_MAX_COMM_IDS; n++) {
 		uint32_t id = (d->id_next + n) % OFI_MAX_COMM_IDS;
 
@@ -266,7 +271,8 @@ static int comm_open(struct ofi_comm *c)
 	int rc;
 
 	step = "request pool";
-	rc = braid_pool_init(&c->reqs, sizeof(struct ofi_req), nreqs, d->numa_node);
+	rc = braid_pool_init(&c->reqs, c->is_send ? OFI_SEND_REQ_SIZE : sizeof(struct ofi_req),
+			     nreqs, d->numa_node);
 	if (rc)
 		goto fail;
 	/* One hold of the lock: the last comm out closes the endpoint under it. */

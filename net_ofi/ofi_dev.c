@@ -697,7 +697,7 @@ static ncclResult_t ofi_get_props(int devidx, struct braid_dev_props *p)
 	p->port = 1;
 	p->latency_us = 0;
 	/* Comms share the device's endpoint: the comm ids in the tags are the limit. */
-	p->max_comms = OFI_MAX_COMM_IDS - 1;
+	p->max_comms = braid_max_comms(OFI_MAX_COMM_IDS - 1);
 	p->max_recvs = BRAID_MAX_RECVS;
 	/* int-sized messages are what v8 can express; later versions get the provider's limit. */
 	p->max_p2p_bytes = max_msg > (1ULL << 40) ? (1ULL << 40) : max_msg;

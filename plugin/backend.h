@@ -100,6 +100,13 @@ struct braid_backend_ops {
 	ncclResult_t (*close_listen)(void *listen_comm);
 };
 
+/* The comms a NIC may hold at once: its own limit, lowered by BRAID_MAX_COMMS. */
+int braid_max_comms(int nic_limit);
+/* A new comm on a NIC that holds `open` already: 0, or -ENOSPC after a WARN naming the
+ * limit and the knob. who/dev/peer: for the message. */
+int braid_comm_limit_check(const char *who, const char *dev, int open, int nic_limit,
+			   const char *what, const char *peer);
+
 extern const struct braid_backend_ops braid_ofi_ops;
 extern const struct braid_backend_ops braid_ib_ops;
 

@@ -6,6 +6,7 @@
  */
 #include "plugin/core.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -491,4 +492,26 @@ ncclResult_t braid_ctx_check(void *ctx, const char *what)
 		return ncclInternalError;
 	}
 	return ncclSuccess;
+}
+
+int braid_max_comms(int nic_limit)
+{
+	int knob = (int)braid_param_int(BRAID_P_MAX_COMMS);
+
+	return knob > 0 && knob < nic_limit ? knob : nic_limit;
+}
+
+int braid_comm_limit_check(const char *who, const char *dev, int open, int nic_limit,
+			   const char *what, const char *peer)
+{
+	int limit = braid_max_comms(nic_limit);
+
+	if (open < limit)
+		return 0;
+	BRAID_WARN("%s: %s %s on device %s refused: %d comms are open, the limit (maxComms) is "
+		   "%d (%s; the NIC's own is %d). Close comms, or raise BRAID_MAX_COMMS",
+		   who, what, peer, dev, open, limit,
+		   limit < nic_limit ? "set by BRAID_MAX_COMMS" : "BRAID_MAX_COMMS cannot raise it",
+		   nic_limit);
+	return -ENOSPC;
 }

@@ -178,7 +178,8 @@ int braid_link_judge(const struct braid_link *lk, const uint64_t *bufs, int n, i
 /* A failed set-up step as NCCL's result: the peer or the fabric, unless memory. */
 static inline ncclResult_t braid_link_error(int rc)
 {
-	return rc == -12 /* -ENOMEM */ ? ncclSystemError : ncclRemoteError;
+	/* -ENOMEM, -ENOSPC (a comm limit, BRAID_MAX_COMMS): ours, not the peer's */
+	return rc == -12 || rc == -28 ? ncclSystemError : ncclRemoteError;
 }
 
 #endif

@@ -62,6 +62,11 @@ enum braid_param_type {
 	X(STALL_MS, "BRAID_STALL_MS", BRAID_PARAM_INT, "1000", 1, 3600000, NULL, NULL,             \
 	  "A request still waiting this long after it was posted counts once as a stall (the "     \
 	  "device's `stalls` counter, `braid stat`, braid_stalls_total).")                         \
+	X(MAX_COMMS, "BRAID_MAX_COMMS", BRAID_PARAM_INT, "0", 0, 1048576, NULL, NULL,              \
+	  "Most comms (send and receive) open at once per NIC. 0: the NIC's own limit (ib: "       \
+	  "the HCA's max_qp / (QPs per connection + 1), as NCCL's IB transport reports max_qp; "   \
+	  "ofi: the 65,535 comm ids of a device's endpoint). maxComms reports the lower of the "   \
+	  "two; past it connect and accept fail with a WARN naming the limit.")                    \
 	X(MR_CACHE, "BRAID_MR_CACHE", BRAID_PARAM_BOOL, "1", 0, 1, NULL, NULL,                     \
 	  "Registration cache: a regMr of a range already registered is a lookup. With it off, "   \
 	  "regIsGlobal is reported as 0.")                                                         \

@@ -20,6 +20,15 @@
 
 char netapi_log_prefix[128] = "braid-test";
 static atomic_ulong warn_count;
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER; /* stderr lines, last_warn */
+static char last_warn[1024];
+
+void netapi_last_warn(char *buf, size_t len)
+{
+	pthread_mutex_lock(&log_lock);
+	snprintf(buf, len, "%s", last_warn);
+	pthread_mutex_unlock(&log_lock);
+}
 
 unsigned long netapi_warn_count(void)
 {
@@ -46,7 +55,6 @@ static int log_level_wanted(void)
 void netapi_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
 		   const char *fmt, ...)
 {
-	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	const char *tag;
 	char msg[1024];
 	va_list ap;
@@ -66,12 +74,14 @@ void netapi_logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&log_lock);
+	if (level == NCCL_LOG_WARN)
+		snprintf(last_warn, sizeof(last_warn), "%s", msg);
 	fprintf(stderr, "%s:%d:%ld NCCL %s %s%s%s:%d\n", netapi_log_prefix, (int)getpid(),
 		(long)syscall(SYS_gettid), tag, msg,
 		level == NCCL_LOG_TRACE || level == NCCL_LOG_WARN ? "  @" : "",
 		level == NCCL_LOG_TRACE || level == NCCL_LOG_WARN ? (file ? file : "?") : "", line);
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&log_lock);
 	(void)flags;
 }
 

@@ -99,5 +99,8 @@ void netapi_logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
 extern char netapi_log_prefix[128];
 /* How many WARN lines the plugin logged through netapi_logger. */
 unsigned long netapi_warn_count(void);
+/* The text of the last WARN the plugin logged ("" none); read it from the thread that
+ * made the failing call, once the call has returned. */
+void netapi_last_warn(char *buf, size_t len);
 
 #endif /* BRAID_TOOLS_NETAPI_H */

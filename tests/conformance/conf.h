@@ -56,12 +56,19 @@ int rdv_sync(const struct side *s, const char *name);
 /* Tell the peer this side failed, so it stops waiting for us. */
 void rdv_abort(const struct side *s);
 bool rdv_peer_aborted(const struct side *s);
+/* The peer's `name` if it is there now: true with data read; never waits. */
+bool rdv_peek(const struct side *s, const char *name, void *data, size_t len);
 
 /* ---- link.c: establishing comms the way NCCL does ---- */
 /* listen, publish the handle under `name`, poll accept until ready. */
 int link_accept(struct side *s, void *ctx, const char *name, void **listen_comm, void **recv_comm);
 /* fetch the handle published under `name`, poll connect until ready. */
 int link_connect(struct side *s, void *ctx, const char *name, void **send_comm);
+/* Poll connect (on a copy of the handle) or accept: 0 with *comm, 1 when the call failed
+ * (*res), -1 when neither happened within bound_s. */
+int link_poll_connect(struct side *s, const char *handle, void **comm, ncclResult_t *res,
+		      double bound_s);
+int link_poll_accept(struct side *s, void *lc, void **comm, ncclResult_t *res, double bound_s);
 /* Close with a bound: the process is killed by alarm if a close hangs. */
 int close_comms(struct side *s, void *send_comm, void *recv_comm, void *listen_comm);
 
@@ -92,6 +99,8 @@ struct xfer_plan {
 	bool arena;            /* sub-ranges of one registered region, not one MR each */
 	int kill_after;        /* > 0: SIGKILL ourselves after this many messages done */
 	bool expect_error;     /* an error is the expected end: do not log it as failure */
+	int flush_pct;         /* receiver: iflush this % of completed receives (by message id) */
+	int kill_in_flush;     /* > 0: SIGKILL ourselves inside this many-th iflush */
 };
 
 struct xfer_slot;
@@ -111,8 +120,10 @@ struct xfer {
 	ncclResult_t err_rc;
 	char err_call[160];
 	double err_after_s; /* seconds from the start to the error */
+	double err_at;      /* now_s() when it was seen */
 	size_t bytes_done;
 	int msgs_done;
+	int flushes; /* iflush calls made (flush_pct) */
 };
 
 /* Runs the plan as sender or receiver. 0 when all done and verified, 1 when a plugin
@@ -122,6 +133,12 @@ int xfer_run(struct xfer *x, struct side *s, void *comm, const struct xfer_plan 
 /* After xfer_run (whatever it returned): deregister what is still registered. Call
  * before closing the comm; free after closing it. */
 void xfer_dereg(struct xfer *x);
+/* After xfer_run returned 1: test every request still posted until each has failed (or
+ * completed, verified) within bound_s. 0, with *last_at the time the last one ended. */
+int xfer_drain(struct xfer *x, double bound_s, double *last_at);
+/* The victim of a kill: publish the moment (rdv "killed", a double from now_s()), then
+ * SIGKILL ourselves. */
+void conf_die(struct side *s, const char *when);
 void xfer_free(struct xfer *x);
 
 /* Plans (plan.c): deterministic from the seed, so both sides build the same one. */
@@ -140,10 +157,12 @@ struct scenario {
 	const char *doc;
 	int (*run)(struct side *s);
 	int min_version;
-	bool one_sided; /* only side a runs; there is no peer process */
-	char victim;    /* 'a' or 'b': that side's process ends by SIGKILL; 0 none */
-	bool quick;     /* part of the short list (valgrind) */
-	bool own_init;  /* the scenario calls init/finalize itself */
+	bool one_sided;       /* only side a runs; there is no peer process */
+	char victim;          /* 'a' or 'b': that side's process ends by SIGKILL; 0 none */
+	bool quick;           /* part of the short list (valgrind) */
+	bool own_init;        /* the scenario calls init/finalize itself */
+	int (*bound_s)(void); /* its own wall-clock bound; NULL: CONF_SCENARIO_ALARM_S */
+	bool explicit_only;   /* runs only when named (needs a set-up of its own script) */
 };
 
 extern const struct scenario scenarios[];
@@ -168,5 +187,10 @@ int sc_ring(struct side *s);
 int sc_many_comms(struct side *s);
 int sc_vdevice(struct side *s);
 int sc_stall(struct side *s);
+int sc_comm_limit(struct side *s);
+int sc_mem(struct side *s);
+int sc_soak(struct side *s);
+int sc_soak_bound_s(void);
+int sc_kill_any(struct side *s);
 
 #endif /* BRAID_CONF_H */

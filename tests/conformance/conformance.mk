@@ -12,11 +12,26 @@ $(CONF_BIN): $(CONF_OBJS)
 
 ALL_TARGETS += $(CONF_BIN)
 
+# The counting allocator mem.sh preloads (no sanitizer: it replaces malloc itself).
+MEMCOUNT_SO := $(BUILD)/tests/conformance/libmemcount.so
+$(MEMCOUNT_SO): tests/conformance/memcount/memcount.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARNFLAGS) $(CFLAGS) -fPIC -shared $< -o $@ -lpthread
+ALL_TARGETS += $(MEMCOUNT_SO)
+
 CONF_TESTS := tests/conformance/tcp.sh tests/conformance/shm.sh \
 	tests/conformance/netns.sh tests/conformance/netns-fused.sh tests/conformance/loader.sh tests/conformance/perf.sh \
-	tests/conformance/valgrind.sh
+	tests/conformance/valgrind.sh tests/conformance/kills.sh tests/conformance/mem.sh
 TESTS += $(CONF_TESTS)
 
 .PHONY: test-conformance
 test-conformance: $(CONF_BIN) $(BUILD)/libnccl-net-braid.so
 	@BRAID_TEST_LOGDIR=$(BUILD)/test-logs BUILD=$(BUILD) tests/run-tests.sh $(CONF_TESTS)
+
+# The long forms of issue 13's soak and kills (make test runs the short ones):
+# 10^5 random transfers per backend, then 100 kill-any runs per transport.
+.PHONY: soak
+soak: build-all
+	@BUILD=$(BUILD) tests/conformance/soak.sh
+	@BUILD=$(BUILD) KILLS_RUNS=$${KILLS_RUNS:-100} KILLS_NETNS_RUNS=$${KILLS_NETNS_RUNS:-100} \
+		tests/conformance/kills.sh

@@ -100,3 +100,38 @@ int close_comms(struct side *s, void *send_comm, void *recv_comm, void *listen_c
 			       CONF_CLOSE_TIMEOUT_S);
 	return rc;
 }
+
+int link_poll_connect(struct side *s, const char *handle, void **comm, ncclResult_t *res,
+		      double bound_s)
+{
+	char h[NCCL_NET_HANDLE_MAXSIZE];
+	double t0 = now_s();
+
+	memcpy(h, handle, sizeof(h)); /* connect may write its state into the handle */
+	*comm = NULL;
+	while (now_s() - t0 < bound_s) {
+		*res = s->api->connect(s->api, s->ctx, s->dev, h, comm);
+		if (*res != ncclSuccess)
+			return 1;
+		if (*comm)
+			return 0;
+		idle_wait();
+	}
+	return -1;
+}
+
+int link_poll_accept(struct side *s, void *lc, void **comm, ncclResult_t *res, double bound_s)
+{
+	double t0 = now_s();
+
+	*comm = NULL;
+	while (now_s() - t0 < bound_s) {
+		*res = s->api->accept(s->api, lc, comm);
+		if (*res != ncclSuccess)
+			return 1;
+		if (*comm)
+			return 0;
+		idle_wait();
+	}
+	return -1;
+}

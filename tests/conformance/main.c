@@ -86,6 +86,24 @@ const struct scenario scenarios[] = {
 	     "rings of 2, 3 and 4 processes: irecv, then isend until "
 	     "taken, 1,000 times: no deadlock"),
 	  .own_init = true },
+	{ SC("comm-limit", sc_comm_limit, 8,
+	     "BRAID_MAX_COMMS=8: maxComms 8; the 9th connect, and an accept past the "
+	     "acceptor's limit, fail with a WARN naming the limit and the knob, never hang"),
+	  .own_init = true },
+	{ SC("soak", sc_soak, 11,
+	     "random traffic on several comms at once, both ways: sizes 0..16 MiB, random "
+	     "tags, grouped receives of 1..maxRecvs, random iflush; every byte verified "
+	     "(CONF_SOAK_TRANSFERS, CONF_SOAK_COMMS, CONF_SOAK_SEED)"),
+	  .bound_s = sc_soak_bound_s },
+	{ SC("kill-any", sc_kill_any, 11,
+	     "b SIGKILLs itself at a seeded moment of connect, accept, a transfer, a grouped "
+	     "receive, iflush or close: a's requests with b all end within 2 x "
+	     "BRAID_LIVENESS_MS (+1 s), its comms with a bystander process still move data"),
+	  .victim = 'b', .own_init = true },
+	{ SC("mem", sc_mem, 11,
+	     "memory per comm: braid's own allocations and the provider's, per comm and after "
+	     "close (braid's back to the start, <= 128 KiB per comm); only through mem.sh"),
+	  .explicit_only = true },
 	{ SC("many-comms", sc_many_comms, 11,
 	     "1,024 comms opened and closed 10 times: "
 	     "descriptors, AV entries and memory come back") },
@@ -203,6 +221,11 @@ static int wait_bounded(pid_t pid, double timeout_s, bool *timed_out)
 	}
 }
 
+static int scenario_bound_s(const struct scenario *sc)
+{
+	return sc->bound_s ? sc->bound_s() : CONF_SCENARIO_ALARM_S;
+}
+
 /* Every chosen scenario on every chosen version, for one role; returns failures. */
 static int run_role(const struct options *o, char role)
 {
@@ -229,7 +252,7 @@ static int run_role(const struct options *o, char role)
 			}
 			if (pid == 0)
 				_exit(run_side(o, sc, v, role) ? 1 : 0);
-			status = wait_bounded(pid, CONF_SCENARIO_ALARM_S + 30, &timed_out);
+			status = wait_bounded(pid, scenario_bound_s(sc) + 30, &timed_out);
 			if (sc->victim == role)
 				ok = !timed_out && WIFSIGNALED(status) &&
 				     WTERMSIG(status) == SIGKILL;
@@ -309,7 +332,7 @@ static int run_local(struct options *o)
 	for (int i = 0; i < 2; i++) {
 		bool timed_out;
 		/* each scenario is bounded; the whole side gets a generous overall bound */
-		int status = wait_bounded(pid[i], 1800, &timed_out);
+		int status = wait_bounded(pid[i], 1800 + sc_soak_bound_s(), &timed_out);
 
 		if (timed_out || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 			failures++;
@@ -349,7 +372,8 @@ static int parse_list(const char *arg, struct options *o, bool versions)
 			continue;
 		}
 		for (int i = 0; i < nscenarios; i++)
-			if (!strcmp(tok, "all") || !strcmp(tok, scenarios[i].name) ||
+			if ((!strcmp(tok, "all") && !scenarios[i].explicit_only) ||
+			    !strcmp(tok, scenarios[i].name) ||
 			    (!strcmp(tok, "quick") && scenarios[i].quick)) {
 				o->chosen[i] = true;
 				found = true;
@@ -418,7 +442,7 @@ int main(int argc, char **argv)
 			o.versions[v] = true;
 	if (!any_scenario)
 		for (int i = 0; i < nscenarios; i++)
-			o.chosen[i] = true;
+			o.chosen[i] = !scenarios[i].explicit_only;
 	if (!o.plugin)
 		o.plugin = getenv("NCCL_NET_PLUGIN");
 	if (!o.plugin) {

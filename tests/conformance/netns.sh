@@ -53,7 +53,7 @@ echo "side a ($nsa, $addr_a): exit $rc_a; side b ($nsb, $addr_b): exit $rc_b"
 
 # braid perf between the namespaces: --server in one, --client in the other
 braid=$(cd "$BUILD" && pwd)/braid
-if [ -x "$braid" ]; then
+if [ -x "$braid" ] && [ -z "${CONF_NETNS_SCENARIOS_ONLY:-}" ]; then # kills.sh: the scenario only
 	port=$((20000 + id % 20000))
 	popts=(--backend ofi --provider 'tcp;ofi_rxm' --plugin "$so" --port "$port" --min 64
 		--max 1M --iters 20 --warmup 2 --lat-iters 100 --timeout 30)

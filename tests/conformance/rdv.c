@@ -97,3 +97,18 @@ int rdv_sync(const struct side *s, const char *name)
 		return -1;
 	return rdv_get(s, name, NULL, 0, CONF_RDV_TIMEOUT_S);
 }
+
+bool rdv_peek(const struct side *s, const char *name, void *data, size_t len)
+{
+	char path[512];
+	ssize_t got;
+	int fd;
+
+	path_of(s, peer_of(s), name, path, sizeof(path));
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return false;
+	got = len ? read(fd, data, len) : 0;
+	close(fd);
+	return got == (ssize_t)len;
+}

@@ -12,6 +12,9 @@
 #include "tests/conformance/conf.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
+#include <link.h>
+#include <malloc.h>
 #include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -532,5 +535,167 @@ out:
 		s->api->dereg_mr(s->api, receiver ? rc : sc, mh);
 	close_comms(s, sc, rc, lc);
 	s->api->finalize(s->api, s->ctx);
+	return ret;
+}
+
+/*
+ * Memory per comm (issue 13), under tests/conformance/mem.sh, which preloads the counting
+ * allocator (tests/conformance/memcount): bytes allocated by braid's own code and by the
+ * provider's libraries, live, per comm, and after every comm is closed. braid's own must
+ * come back exactly to where they were before the first comm, and stay within
+ * MEM_BUDGET per comm. The process's resident memory and glibc's view (mallinfo2) are
+ * logged beside them, to say who holds what after close.
+ */
+#define MEM_COMMS 64
+#define MEM_ROUNDS 3
+#define MEM_BUDGET (128 << 10)
+enum { MEM_BRAID, MEM_PROVIDER };
+
+typedef void (*memcount_watch_fn)(uintptr_t lo, uintptr_t hi, int group);
+typedef long long (*memcount_live_fn)(int group, long long *peak, long long *calls);
+
+static int watch_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	memcount_watch_fn watch = (memcount_watch_fn)arg;
+	const char *name = info->dlpi_name ? info->dlpi_name : "";
+	int group = strstr(name, "libnccl-net-braid") ? MEM_BRAID
+		    : strstr(name, "libfabric") || strstr(name, "libibverbs") ||
+				    strstr(name, "softverbs") || strstr(name, "rdma")
+			    ? MEM_PROVIDER
+			    : -1;
+
+	(void)size;
+	for (int i = 0; group >= 0 && i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X))
+			watch(info->dlpi_addr + ph->p_vaddr,
+			      info->dlpi_addr + ph->p_vaddr + ph->p_memsz, group);
+	}
+	return 0;
+}
+
+static void mem_log(struct side *s, const char *when, memcount_live_fn live, long long b0,
+		    long long p0, int n)
+{
+	struct mallinfo2 mi = mallinfo2();
+	long long b = live(MEM_BRAID, NULL, NULL), p = live(MEM_PROVIDER, NULL, NULL);
+
+	conf_log(s,
+		 "%-14s braid %7lld KiB (%+lld B%s), provider %7lld KiB (%+lld KiB), rss %ld KiB; "
+		 "malloc: %zu KiB in use, %zu KiB free but kept, %zu KiB mmapped",
+		 when, b / 1024, b - b0, n ? " per comm" : "", p / 1024, (p - p0) / 1024, rss_kib(),
+		 mi.uordblks / 1024, mi.fordblks / 1024, mi.hblkhd / 1024);
+}
+
+int sc_mem(struct side *s)
+{
+	memcount_watch_fn watch = (memcount_watch_fn)dlsym(RTLD_DEFAULT, "memcount_watch");
+	memcount_live_fn live = (memcount_live_fn)dlsym(RTLD_DEFAULT, "memcount_live");
+	int ncomms = env_int("CONF_MEM_COMMS", MEM_COMMS),
+	    rounds = env_int("CONF_MANY_ROUNDS", MEM_ROUNDS);
+	bool receiver = s->role == 'a';
+	char handle[NCCL_NET_HANDLE_MAXSIZE], name[32];
+	void **comm = calloc(ncomms, sizeof(void *)), *lc = NULL;
+	long long b0, p0, b;
+	int ret = -1;
+
+	if (!comm)
+		return conf_fail(s, "calloc");
+	if (!watch || !live) {
+		free(comm);
+		return conf_fail(s, "no counting allocator: run this scenario through "
+				    "tests/conformance/mem.sh (LD_PRELOAD of libmemcount.so)");
+	}
+	dl_iterate_phdr(watch_object, (void *)watch);
+	raise_fd_limit(s, 4 * ncomms + 256);
+	if (receiver) {
+		ncclResult_t r;
+
+		memset(handle, 0, sizeof(handle));
+		r = s->api->listen(s->api, s->ctx, s->dev, handle, &lc);
+		if (r != ncclSuccess || !lc) {
+			conf_fail(s, "listen returned %s (%d)", netapi_result_str(r), r);
+			goto out;
+		}
+		if (rdv_put(s, "mem", handle, sizeof(handle)))
+			goto out;
+	} else if (rdv_get(s, "mem", handle, sizeof(handle), CONF_RDV_TIMEOUT_S)) {
+		goto out;
+	}
+	b0 = live(MEM_BRAID, NULL, NULL);
+	p0 = live(MEM_PROVIDER, NULL, NULL);
+	mem_log(s, "before:", live, b0, p0, 0);
+	for (int round = 1; round <= rounds; round++) {
+		long long per;
+		double t0;
+
+		conf_step(s, "round %d: %d comms open, one message each, measured", round, ncomms);
+		memset(comm, 0, ncomms * sizeof(void *));
+		if (mc_open(s, ncomms, lc, handle, comm) || mc_traffic(s, ncomms, comm, round))
+			goto close;
+		b = live(MEM_BRAID, NULL, NULL);
+		per = (b - b0) / ncomms;
+		snprintf(name, sizeof(name), "round %d open:", round);
+		conf_log(s,
+			 "round %d: %d %s comms open: braid %lld B per comm, provider %lld B per "
+			 "comm",
+			 round, ncomms, receiver ? "receive" : "send", per,
+			 (live(MEM_PROVIDER, NULL, NULL) - p0) / ncomms);
+		mem_log(s, name, live, b0, p0, 0);
+		if (per > MEM_BUDGET) {
+			conf_fail(s,
+				  "braid's own allocations are %lld B per %s comm, over the "
+				  "%d B budget",
+				  per, receiver ? "receive" : "send", MEM_BUDGET);
+			goto close;
+		}
+		snprintf(name, sizeof(name), "mem%d", round);
+		if (rdv_sync(s, name))
+			goto close;
+		conf_step(s, "round %d: closing every comm", round);
+		for (int i = 0; i < ncomms; i++) {
+			ncclResult_t r = receiver ? s->api->close_recv(s->api, comm[i])
+						  : s->api->close_send(s->api, comm[i]);
+
+			comm[i] = NULL;
+			if (r != ncclSuccess) {
+				conf_fail(s, "close #%d returned %s (%d)", i, netapi_result_str(r),
+					  r);
+				goto close;
+			}
+		}
+		/* a closed comm may wait parked for its provider operations (ofi: up to
+		 * OFI_CLOSE_REAP_MS), so give it a bounded moment */
+		t0 = now_s();
+		while ((b = live(MEM_BRAID, NULL, NULL)) != b0 && now_s() - t0 < 5)
+			usleep(20000);
+		snprintf(name, sizeof(name), "round %d closed:", round);
+		mem_log(s, name, live, b0, p0, 0);
+		if (round == rounds) {
+			/* what glibc keeps of what was freed: give it back, see what remains */
+			malloc_trim(0);
+			mem_log(s, "malloc_trim:", live, b0, p0, 0);
+		}
+		if (b != b0) {
+			conf_fail(s,
+				  "round %d: braid holds %+lld B more than before the first comm, "
+				  "with every comm closed",
+				  round, b - b0);
+			goto close;
+		}
+		snprintf(name, sizeof(name), "mem%d-closed", round);
+		if (rdv_sync(s, name))
+			goto close;
+	}
+	ret = 0;
+close:
+	for (int i = 0; i < ncomms; i++)
+		if (comm[i])
+			close_comms(s, receiver ? NULL : comm[i], receiver ? comm[i] : NULL, NULL);
+out:
+	if (lc && close_comms(s, NULL, NULL, lc))
+		ret = -1;
+	free(comm);
 	return ret;
 }

@@ -53,7 +53,8 @@ static int record_error(struct xfer *x, ncclResult_t r, double since, const char
 	va_list ap;
 
 	x->err_rc = r;
-	x->err_after_s = now_s() - since;
+	x->err_at = now_s();
+	x->err_after_s = x->err_at - since;
 	va_start(ap, fmt);
 	vsnprintf(x->err_call, sizeof(x->err_call), fmt, ap);
 	va_end(ap);
@@ -185,6 +186,50 @@ static int verify_guards(struct xfer *x)
 		}
 	}
 	return rc;
+}
+
+/*
+ * A completed receive, flushed as NCCL does before the data is read (net.cc: iflush when
+ * the buffer is GPU memory); for a plan's flush_pct of the groups, chosen by message id so
+ * that a seed replays the same ones. The flush request is polled to the end, bounded.
+ */
+static int maybe_flush(struct xfer *x, struct xfer_slot *sl, const int *sizes, double bound_s)
+{
+	const struct net_api *api = x->s->api;
+	const struct xfer_msg *m0 = &x->p->msgs[sl->msg[0]];
+	int fsizes[XFER_MAX_GROUP], done = 0, got[XFER_MAX_GROUP];
+	void *data[XFER_MAX_GROUP], *req = NULL;
+	double t0 = now_s();
+	long total = 0;
+	ncclResult_t r;
+
+	if (x->p->flush_pct <= 0 ||
+	    (m0->id * 0x9e3779b97f4a7c15ULL >> 33) % 100 >= (uint64_t)x->p->flush_pct)
+		return 0;
+	for (int i = 0; i < sl->n; i++) {
+		data[i] = sl->buf[i];
+		fsizes[i] = sizes[i];
+		total += sizes[i] > 0 ? sizes[i] : 0;
+	}
+	if (!total) /* as NCCL: nothing arrived, nothing to flush */
+		return 0;
+	r = api->iflush(api, x->comm, sl->n, data, fsizes, sl->mh, &req);
+	if (r != ncclSuccess)
+		return conf_fail(x->s, "iflush(group %d, n %d) returned %s (%d)", sl->index, sl->n,
+				 netapi_result_str(r), r);
+	x->flushes++;
+	if (x->p->kill_in_flush > 0 && x->flushes >= x->p->kill_in_flush)
+		conf_die(x->s, "inside an iflush");
+	while (req && !done) {
+		r = api->test(api, req, &done, got);
+		if (r != ncclSuccess)
+			return conf_fail(x->s, "test(iflush of group %d) returned %s (%d)",
+					 sl->index, netapi_result_str(r), r);
+		if (!done && now_s() - t0 > bound_s)
+			return conf_fail(x->s, "iflush of group %d not done after %.0f s",
+					 sl->index, bound_s);
+	}
+	return 0;
 }
 
 static int prepare(struct xfer *x, int slot_no, int index, const int *send_seq)
@@ -332,6 +377,8 @@ int xfer_run(struct xfer *x, struct side *s, void *comm, const struct xfer_plan 
 			if (!fin)
 				continue;
 			sl->posted = false;
+			if (!sender && maybe_flush(x, sl, sizes, stall_limit))
+				goto out;
 			for (int j = 0; !sender && j < sl->n; j++)
 				if (verify_recv(x, sl, j, sizes[j]))
 					goto out;
@@ -349,7 +396,7 @@ int xfer_run(struct xfer *x, struct side *s, void *comm, const struct xfer_plan 
 					 "killing myself (SIGKILL) after %d messages, %d requests "
 					 "in flight",
 					 x->msgs_done, busy);
-				raise(SIGKILL);
+				conf_die(s, "during a transfer");
 			}
 		}
 
@@ -412,4 +459,50 @@ void xfer_free(struct xfer *x)
 	free(x->arena);
 	x->slots = NULL;
 	x->arena = NULL;
+}
+
+void conf_die(struct side *s, const char *when)
+{
+	double t = now_s();
+
+	conf_log(s, "SIGKILL to myself %s", when);
+	rdv_put(s, "killed", &t, sizeof(t));
+	raise(SIGKILL);
+}
+
+int xfer_drain(struct xfer *x, double bound_s, double *last_at)
+{
+	double t0 = now_s();
+	int left;
+
+	*last_at = x->err_at;
+	do {
+		left = 0;
+		for (int i = 0; x->slots && i < x->nslots; i++) {
+			struct xfer_slot *sl = &x->slots[i];
+			int sizes[XFER_MAX_GROUP], fin = 0;
+			ncclResult_t r;
+
+			if (!sl->posted)
+				continue;
+			r = x->s->api->test(x->s->api, sl->req, &fin, sizes);
+			if (r == ncclSuccess && !fin) {
+				left++;
+				continue;
+			}
+			sl->posted = false;
+			*last_at = now_s();
+			for (int j = 0; r == ncclSuccess && !x->sender && j < sl->n; j++)
+				if (verify_recv(x, sl, j, sizes[j]))
+					return -1;
+		}
+		if (left && now_s() - t0 > bound_s)
+			return conf_fail(x->s,
+					 "%d requests neither failed nor completed %.1f s "
+					 "after the first error",
+					 left, bound_s);
+		if (left)
+			idle_wait();
+	} while (left);
+	return 0;
 }

@@ -33,6 +33,8 @@ PKG_CONFIG ?= pkg-config
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 BINDIR ?= $(PREFIX)/bin
+# The one version source: `braid version`, the .deb and the .rpm (packaging/packaging.mk).
+BRAID_VERSION := $(shell cat VERSION)
 
 WARNFLAGS := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wno-unused-parameter

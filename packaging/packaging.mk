@@ -22,9 +22,45 @@ install-default-plugin:
 	install -d $(DESTDIR)$(LIBDIR)
 	ln -sf libnccl-net-braid.so $(DESTDIR)$(LIBDIR)/libnccl-net.so
 
-PACKAGING_TESTS := packaging/tests/man.sh
+PACKAGING_TESTS := packaging/tests/man.sh packaging/tests/deb.sh
 TESTS += $(PACKAGING_TESTS)
 
 .PHONY: test-packaging
 test-packaging: build-all
 	@BRAID_TEST_LOGDIR=$(BUILD)/test-logs BUILD=$(BUILD) tests/run-tests.sh $(PACKAGING_TESTS)
+
+# Packages are built from a copy of the tree (the tracked files and new untracked ones,
+# not build outputs) under $(BUILD)/pkg/, so the source tree stays clean; they land in
+# $(BUILD)/pkg/. The Debian files live in packaging/debian/, copied in as debian/: a
+# debian/ at the top would be taken by Debian's own maintainers' packaging, and this way
+# the tree reads as upstream.
+PKG_OUT := $(BUILD)/pkg
+PKG_SRC_NAME := braid-$(BRAID_VERSION)
+define pkg_copy_tree # destination folder
+	rm -rf $(1) && mkdir -p $(1)
+	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+		git ls-files -z --cached --others --exclude-standard | \
+		tar --null -T - --ignore-failed-read -cf - | tar -C $(1) -xf -; \
+	else \
+		tar --exclude=./build --exclude=./build-san --exclude=./.git -cf - . | tar -C $(1) -xf -; \
+	fi
+endef
+
+# Debian's changelog is made from VERSION (the only version source); its date is that of
+# VERSION's last commit (reproducible), else now.
+.PHONY: deb
+deb:
+	@command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null || \
+		{ echo "make deb: needs dpkg-dev and debhelper (packaging/debian-packages.txt)"; exit 1; }
+	rm -f $(PKG_OUT)/*.deb
+	$(call pkg_copy_tree,$(PKG_OUT)/deb/$(PKG_SRC_NAME))
+	cp -r packaging/debian $(PKG_OUT)/deb/$(PKG_SRC_NAME)/debian
+	d=$$(git log -1 --format=%cD -- VERSION 2>/dev/null); d=$${d:-$$(date -R)}; \
+	printf 'braid (%s) unstable; urgency=medium\n\n  * braid %s (VERSION).\n\n -- %s  %s\n' \
+		'$(BRAID_VERSION)' '$(BRAID_VERSION)' \
+		"$$(sed -n 's/^Maintainer: //p' packaging/debian/control)" "$$d" \
+		>$(PKG_OUT)/deb/$(PKG_SRC_NAME)/debian/changelog
+	cd $(PKG_OUT)/deb/$(PKG_SRC_NAME) && dpkg-buildpackage -b -us -uc >../build.log 2>&1 || \
+		{ tail -n 40 ../build.log; echo "make deb: dpkg-buildpackage failed ($(PKG_OUT)/deb/build.log)"; exit 1; }
+	cp $(PKG_OUT)/deb/*.deb $(PKG_OUT)/
+	@ls -l $(PKG_OUT)/*.deb

@@ -22,7 +22,7 @@ install-default-plugin:
 	install -d $(DESTDIR)$(LIBDIR)
 	ln -sf libnccl-net-braid.so $(DESTDIR)$(LIBDIR)/libnccl-net.so
 
-PACKAGING_TESTS := packaging/tests/man.sh packaging/tests/deb.sh packaging/tests/install.sh
+PACKAGING_TESTS := packaging/tests/man.sh packaging/tests/deb.sh packaging/tests/install.sh packaging/tests/container.sh
 TESTS += $(PACKAGING_TESTS)
 
 .PHONY: test-packaging

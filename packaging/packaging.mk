@@ -22,7 +22,8 @@ install-default-plugin:
 	install -d $(DESTDIR)$(LIBDIR)
 	ln -sf libnccl-net-braid.so $(DESTDIR)$(LIBDIR)/libnccl-net.so
 
-PACKAGING_TESTS := packaging/tests/man.sh packaging/tests/deb.sh packaging/tests/install.sh packaging/tests/container.sh
+PACKAGING_TESTS := packaging/tests/man.sh packaging/tests/deb.sh packaging/tests/rpm.sh \
+	packaging/tests/install.sh packaging/tests/container.sh
 TESTS += $(PACKAGING_TESTS)
 
 .PHONY: test-packaging
@@ -64,3 +65,21 @@ deb:
 		{ tail -n 40 ../build.log; echo "make deb: dpkg-buildpackage failed ($(PKG_OUT)/deb/build.log)"; exit 1; }
 	cp $(PKG_OUT)/deb/*.deb $(PKG_OUT)/
 	@ls -l $(PKG_OUT)/*.deb
+
+# rpmbuild (Debian's rpm package) with packaging/rpm/braid.spec, from a tarball of a copy
+# of the tree, version from VERSION. --nodeps: the spec's BuildRequires name RHEL
+# packages, which a Debian host has under other names (packaging/debian-packages.txt).
+.PHONY: rpm
+rpm:
+	@command -v rpmbuild >/dev/null || \
+		{ echo "make rpm: needs rpmbuild (Debian package rpm, packaging/debian-packages.txt)"; exit 1; }
+	rm -rf $(PKG_OUT)/rpm $(PKG_OUT)/*.rpm
+	mkdir -p $(PKG_OUT)/rpm/SOURCES
+	$(call pkg_copy_tree,$(PKG_OUT)/rpm/src/$(PKG_SRC_NAME))
+	tar -C $(PKG_OUT)/rpm/src -czf $(PKG_OUT)/rpm/SOURCES/$(PKG_SRC_NAME).tar.gz $(PKG_SRC_NAME)
+	rpmbuild -bb --nodeps --define "_topdir $(abspath $(PKG_OUT)/rpm)" \
+		--define "braid_version $(BRAID_VERSION)" packaging/rpm/braid.spec \
+		>$(PKG_OUT)/rpm/build.log 2>&1 || \
+		{ tail -n 40 $(PKG_OUT)/rpm/build.log; echo "make rpm: rpmbuild failed ($(PKG_OUT)/rpm/build.log)"; exit 1; }
+	cp $(PKG_OUT)/rpm/RPMS/*/*.rpm $(PKG_OUT)/
+	@ls -l $(PKG_OUT)/*.rpm

@@ -83,3 +83,8 @@ rpm:
 		{ tail -n 40 $(PKG_OUT)/rpm/build.log; echo "make rpm: rpmbuild failed ($(PKG_OUT)/rpm/build.log)"; exit 1; }
 	cp $(PKG_OUT)/rpm/RPMS/*/*.rpm $(PKG_OUT)/
 	@ls -l $(PKG_OUT)/*.rpm
+
+# NVIDIA's nccl-tests (all_reduce_perf ...) compile with MPI against $(CUDA_HOME): the
+# benchmark docs/install.md runs through braid on a cluster (SKIP without CUDA/NCCL/MPI or
+# the tarball NCCL_TESTS_TARBALL, default ../shared/nccl-tests-2.19.6.tar.gz).
+TESTS += tests/nccl/nccl-tests-build.sh

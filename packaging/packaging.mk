@@ -11,8 +11,11 @@ $(MAN_STAMP): $(BUILD)/braid packaging/man.sh
 
 .PHONY: man install-default-plugin
 man: $(MAN_STAMP)
+# Not under SAN=1: the packaging tests skip there, and the pages come from the plain build.
+ifneq ($(SAN),1)
 ifneq ($(shell command -v help2man 2>/dev/null),)
 ALL_TARGETS += $(MAN_STAMP)
+endif
 endif
 
 # The opt-in: make NCCL load braid with NCCL_NET_PLUGIN unset. Another plugin may own
@@ -53,7 +56,7 @@ endef
 deb:
 	@command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null || \
 		{ echo "make deb: needs dpkg-dev and debhelper (packaging/debian-packages.txt)"; exit 1; }
-	rm -f $(PKG_OUT)/*.deb
+	rm -rf $(PKG_OUT)/deb $(PKG_OUT)/*.deb
 	$(call pkg_copy_tree,$(PKG_OUT)/deb/$(PKG_SRC_NAME))
 	cp -r packaging/debian $(PKG_OUT)/deb/$(PKG_SRC_NAME)/debian
 	d=$$(git log -1 --format=%cD -- VERSION 2>/dev/null); d=$${d:-$$(date -R)}; \

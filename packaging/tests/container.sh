@@ -35,13 +35,25 @@ if ! out=$(podman_run "$base" /bin/true 2>&1); then
 fi
 echo "yes (runc)"
 
+rm -f "$BUILD/pkg-container-build.log"
 step "podman build --build-arg BASE=$base -f packaging/container/Containerfile"
+# The build stage is tagged too, so that its layers (apt's build dependencies) stay as
+# the cache of the next run; the images this run replaces are removed after it.
+build_image=localhost/braid-test-build:latest
+old_ids=$(podman image inspect -f '{{.Id}}' "$image" "$build_image" 2>/dev/null)
 start=$(date +%s)
-podman --runtime runc build --network=host "${limits[@]}" --layers \
-	-f packaging/container/Containerfile --build-arg BASE="$base" -t "$image" . \
-	>"$BUILD/pkg-container-build.log" 2>&1 ||
-	{ tail -n 30 "$BUILD/pkg-container-build.log"; die "podman build failed ($BUILD/pkg-container-build.log)"; }
+for target in build final; do
+	if [ $target = build ]; then args=(--target build -t "$build_image"); else args=(-t "$image"); fi
+	podman --runtime runc build --network=host "${limits[@]}" --layers \
+		-f packaging/container/Containerfile --build-arg BASE="$base" "${args[@]}" . \
+		>>"$BUILD/pkg-container-build.log" 2>&1 ||
+		{ tail -n 30 "$BUILD/pkg-container-build.log"; die "podman build failed ($BUILD/pkg-container-build.log)"; }
+done
 echo "built $image in $(($(date +%s) - start)) s"
+new_ids=$(podman image inspect -f '{{.Id}}' "$image" "$build_image" 2>/dev/null)
+for id in $old_ids; do
+	grep -q -x "$id" <<<"$new_ids" || podman rmi "$id" >/dev/null 2>&1 || true
+done
 
 step "braid version in the container"
 out=$(podman_run "$image" braid version 2>&1) || { echo "$out"; die "braid version failed in the container"; }

@@ -11,7 +11,9 @@
 #   make lint         cppcheck over the sources (in make test too; tests/lint/cppcheck.supp)
 #   make format       clang-format -i (.clang-format) on every tracked .c/.h, or on FILES=
 #   make format-check show what make format would change; fails if anything would
-#   make install PREFIX=/usr/local DESTDIR=
+#   make install PREFIX=/usr/local DESTDIR=   plugin, braid, man pages, docs; add
+#                     NCCL_NET_DEFAULT=1 for the libnccl-net.so link (docs/install.md)
+#   make deb | rpm    packages in $(BUILD)/pkg/ (packaging/packaging.mk, docs/install.md)
 #
 # Each folder adds its own rules in a fragment (*.mk) included below. A fragment:
 #   - compiles through the pattern rule $(BUILD)/obj/%.o: %.c (flags: BRAID_CFLAGS),
@@ -35,6 +37,10 @@ PKG_CONFIG ?= pkg-config
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/braid
+# The one version source: `braid version`, the .deb and the .rpm (packaging/packaging.mk).
+BRAID_VERSION := $(shell cat VERSION)
 
 WARNFLAGS := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wno-unused-parameter
@@ -72,6 +78,7 @@ $(BUILD)/obj/%.o: %.c
 -include tests/nccl/nccl.mk
 -include tests/lint/lint.mk
 -include tests/cuda/cuda.mk
+-include packaging/packaging.mk
 
 .PHONY: build-all deps test check demo bench install clean
 build-all: $(ALL_TARGETS)
@@ -101,11 +108,16 @@ bench: deps
 	@$(MAKE) --no-print-directory build-all
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 
-install: build-all
-	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR)
+# libnccl-net.so (what NCCL loads with NCCL_NET_PLUGIN unset) belongs to whichever plugin
+# the admin picks: only with NCCL_NET_DEFAULT=1 (packaging/packaging.mk).
+install: $(BUILD)/libnccl-net-braid.so $(BUILD)/braid man \
+		$(if $(filter 1,$(NCCL_NET_DEFAULT)),install-default-plugin)
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
+		$(DESTDIR)$(DOCDIR)
 	install -m 0755 $(BUILD)/libnccl-net-braid.so $(DESTDIR)$(LIBDIR)/libnccl-net-braid.so
-	ln -sf libnccl-net-braid.so $(DESTDIR)$(LIBDIR)/libnccl-net.so
 	install -m 0755 $(BUILD)/braid $(DESTDIR)$(BINDIR)/braid
+	install -m 0644 $(BUILD)/man/*.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
 
 clean:
 	rm -rf build build-san

@@ -5,7 +5,11 @@
 
 #include <stddef.h>
 
-#define BRAID_VERSION "0.1.0"
+/* From the VERSION file at the top of the tree, through the Makefile (-DBRAID_VERSION):
+ * the one place that `braid version`, the .deb and the .rpm take it from. */
+#ifndef BRAID_VERSION
+#error "BRAID_VERSION is defined by the Makefile from the VERSION file"
+#endif
 
 /* Each takes argv[0] = its own name ("perf"), returns the process exit status. */
 int braid_cmd_version(int argc, char **argv);

@@ -21,6 +21,10 @@ $(BUILD)/obj/tools/braid.o: DEP_CFLAGS += -DBRAID_HAVE_TOPO
 endif
 endif
 
+# the version, from VERSION (Makefile): rebuilt when it changes
+$(TOOLS_SRCS:%.c=$(BUILD)/obj/%.o): DEP_CFLAGS += -DBRAID_VERSION='"$(BRAID_VERSION)"'
+$(TOOLS_SRCS:%.c=$(BUILD)/obj/%.o): VERSION
+
 $(BUILD)/braid: $(TOOLS_SRCS:%.c=$(BUILD)/obj/%.o) $(TOOLS_LINK_TOPO)
 	@mkdir -p $(dir $@)
 	$(CC) $(BRAID_LDFLAGS) -o $@ $^ $(HWLOC_LIBS) $(JANSSON_LIBS) $(MHD_LIBS) -ldl -lpthread -lm

@@ -23,7 +23,8 @@ done <"$supp"
 
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-cppcheck --std=c11 -D_GNU_SOURCE -I. -Iinclude --library=posix \
+# BRAID_VERSION comes from VERSION through the Makefile (tools/cmds.h)
+cppcheck --std=c11 -D_GNU_SOURCE -DBRAID_VERSION="\"$(cat VERSION)\"" -I. -Iinclude --library=posix \
 	--enable=warning,style,performance,portability,information "${whole[@]}" --inline-suppr \
 	--error-exitcode=1 --quiet --template='{file}:{line}: {severity}({id}): {message}' \
 	"${dirs[@]}" 2>"$out"

@@ -19,7 +19,12 @@
 #     as SKIP with its reason and never counted as a pass).
 
 SAN ?= 0
-ifeq ($(SAN),1)
+# TSAN=1: ThreadSanitizer in build-tsan/ (tests/tsan/tsan.mk: the threaded scenarios)
+TSAN ?= 0
+ifeq ($(TSAN),1)
+BUILD ?= build-tsan
+SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
+else ifeq ($(SAN),1)
 BUILD ?= build-san
 SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 else
@@ -69,6 +74,7 @@ $(BUILD)/obj/%.o: %.c
 -include net_ib/net_ib.mk
 -include tests/nccl/nccl.mk
 -include tests/lint/lint.mk
+-include tests/fuzz/fuzz.mk
 
 .PHONY: build-all deps test check demo bench install clean
 build-all: $(ALL_TARGETS)
@@ -105,6 +111,6 @@ install: build-all
 	install -m 0755 $(BUILD)/braid $(DESTDIR)$(BINDIR)/braid
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-tsan
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

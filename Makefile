@@ -75,6 +75,7 @@ $(BUILD)/obj/%.o: %.c
 -include tests/nccl/nccl.mk
 -include tests/lint/lint.mk
 -include tests/fuzz/fuzz.mk
+-include tests/tsan/tsan.mk
 
 .PHONY: build-all deps test check demo bench install clean
 build-all: $(ALL_TARGETS)

@@ -50,10 +50,14 @@ ALL_TARGETS += $(FUZZ_BINS)
 endif
 TESTS += tests/fuzz/fuzz.sh
 
-.PHONY: fuzz fuzz-seeds
+.PHONY: fuzz fuzz-seeds fuzz-unavailable
 FUZZ_TARGETS ?= $(FUZZ_NAMES:fuzz_%=%)
-fuzz: $(FUZZ_BINS)
+fuzz: $(if $(FUZZ_OK),$(FUZZ_BINS),fuzz-unavailable)
 	@BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/fuzz.sh $(FUZZ_TARGETS)
+
+fuzz-unavailable:
+	@echo "make fuzz: needs clang with its libFuzzer runtime (make deps: clang-14," \
+		"libclang-rt-14-dev) and a plain build (not SAN=1 or TSAN=1)"; exit 1
 
 fuzz-seeds: $(FUZZ_OUT)/fuzz_seeds
 	$(FUZZ_OUT)/fuzz_seeds tests/fuzz/corpus

@@ -3,6 +3,8 @@
 #   make              build/libnccl-net-braid.so, build/libnccl-net.so, build/braid, softverbs
 #   make test         install missing Debian packages, build, run every test
 #   make test SAN=1   the same under ASan+UBSan, in build-san/
+#   make test TSAN=1  the threaded conformance scenarios under ThreadSanitizer, in build-tsan/
+#   make fuzz         each libFuzzer target for FUZZ_SECONDS (tests/fuzz/README.md)
 #   make demo         install, build, run `braid perf` between two local processes
 #   make bench        benchmarks (numbers, not tests)
 #   make nccl-test    NCCL end to end on one GPU (in make test too; SKIP, with why, without)

@@ -42,7 +42,8 @@ for t in "${targets[@]}"; do
 	if [ ! -x "$bin" ] || [ ! -d "$seed" ]; then
 		echo "FAIL: $t: no $bin or no $seed"; failed=$((failed + 1)); continue
 	fi
-	"$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	"$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -error_exitcode=1 \
+		-print_final_stats=1 \
 		-artifact_prefix="$build/fuzz/crashes/$t-" "$work" "$seed" >"$log" 2>&1
 	rc=$?
 	execs=$(awk '/stat::number_of_executed_units:/ { print $2 }' "$log" | tail -n 1)
@@ -56,7 +57,7 @@ for t in "${targets[@]}"; do
 		grep -E 'ERROR|SUMMARY|runtime error|Test unit written|deadly signal' "$log" | head -n 20
 		echo "---- last lines of $log"; tail -n 30 "$log"
 	else
-		echo "$t: $execs executions in ${seconds}s, $cov, $corp new corpus inputs, 0 crashes"
+		echo "$t: $execs executions in ${seconds}s, $cov, $corp inputs in $work, 0 crashes"
 	fi
 done
 echo "fuzz: ${#targets[@]} targets, $total executions in all, $failed failed"

@@ -6,9 +6,9 @@
 #
 #   make fuzz                    each target for FUZZ_SECONDS (60), corpus tests/fuzz/corpus/
 #   make fuzz FUZZ_TARGETS=env   one of them
-#   make test: tests/fuzz/fuzz.sh, each target for FUZZ_TEST_SECONDS (10)
+#   make test: tests/fuzz/fuzz.sh, each target for 10 s (make test FUZZ_SECONDS=30: 30 s)
 
-FUZZ_NAMES := fuzz_handle fuzz_ib_wire fuzz_ofi_blob fuzz_env fuzz_stat_region
+FUZZ_NAMES := fuzz_handle fuzz_ib_wire fuzz_ofi_blob fuzz_link fuzz_env fuzz_stat_region
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= $(shell command -v clang-14 || command -v clang)
 FUZZ_OUT := $(BUILD)/fuzz

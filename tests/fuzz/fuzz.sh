@@ -13,7 +13,7 @@ build=${BUILD:-build}
 case $build in /*) ;; *) build=$root/$build ;; esac
 seconds=${FUZZ_SECONDS:-10}
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(handle ib_wire ofi_blob env stat_region)
+[ ${#targets[@]} -eq 0 ] && targets=(handle ib_wire ofi_blob link env stat_region)
 
 if [ ! -x "$build/fuzz/fuzz_handle" ]; then
 	case $(basename "$build") in

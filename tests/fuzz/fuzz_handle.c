@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	uint8_t in[NCCL_NET_HANDLE_MAXSIZE] = { 0 };
 	uint8_t out[NCCL_NET_HANDLE_MAXSIZE];
-	struct braid_handle h;
+	struct braid_handle h, again;
 	char why[256];
 
 	memcpy(in, data, size < sizeof(in) ? size : sizeof(in));
@@ -33,7 +33,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	braid_handle_encode(&h, out);
 	/* the fields decode reads round-trip; reserved bytes and the rest are the sender's */
-	if (braid_handle_decode(out, &h, why, sizeof(why)))
+	if (braid_handle_decode(out, &again, why, sizeof(why)) || again.backend != h.backend ||
+	    again.dev != h.dev || again.nonce != h.nonce ||
+	    memcmp(&again.addr, &h.addr, sizeof(h.addr)))
 		__builtin_trap();
 	braid_handle_stage_get(in); /* connect() also reads the stage from the same bytes */
 	return 0;

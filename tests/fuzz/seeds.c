@@ -11,11 +11,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "net_ib/ib_wire.h"
 #include "net_ofi/ofi.h"
 #include "plugin/handle.h"
+#include "plugin/link.h"
 #include "plugin/params.h"
 
 static const char *root;
@@ -150,6 +153,49 @@ static void regions(void)
 	}
 }
 
+/* Frames as a peer writes them: its error report (braid_link_report_error) and a
+ * goodbye (type 4, plugin/link.c's MSG_BYE) of buffers 0..99 with 64..95 written. */
+static void links(void)
+{
+	struct braid_link lk;
+	struct braid_link_bye bye;
+	uint8_t head = 0, buf[8192];
+	uint8_t payload[16 + BRAID_BYE_WINDOW / 8] = { 0 };
+	int sv[2];
+	ssize_t n;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
+		perror("socketpair");
+		exit(1);
+	}
+	memset(&lk, 0, sizeof(lk));
+	braid_oob_chan_init(&lk.chan, sv[0]);
+	braid_link_report_error(&lk, 3, "ib: a work request failed");
+	n = read(sv[1], buf, sizeof(buf));
+	put("link", "peer-error", &head, 1, buf, n > 0 ? (size_t)n : 0);
+
+	braid_bye_init(&bye, 0, 100);
+	for (uint64_t b = 64; b < 96; b++)
+		braid_bye_add(&bye, b);
+	for (int i = 0; i < 8; i++) { /* big-endian, as link.c sends it */
+		payload[i] = (uint8_t)(bye.base >> (56 - 8 * i));
+		payload[8 + i] = (uint8_t)(bye.upto >> (56 - 8 * i));
+		for (int w = 0; w < BRAID_BYE_WINDOW / 64; w++)
+			payload[16 + 8 * w + i] = (uint8_t)(bye.bits[w] >> (56 - 8 * i));
+	}
+	braid_oob_chan_init(&lk.chan, sv[0]);
+	if (braid_oob_chan_post(&lk.chan, 4, payload, sizeof(payload)) ||
+	    braid_oob_chan_flush(&lk.chan)) {
+		fprintf(stderr, "posting the goodbye seed failed\n");
+		exit(1);
+	}
+	n = read(sv[1], buf, sizeof(buf));
+	head = 1; /* and then hangs up */
+	put("link", "bye", &head, 1, buf, n > 0 ? (size_t)n : 0);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -166,5 +212,6 @@ int main(int argc, char **argv)
 	ofi_blobs();
 	env();
 	regions();
+	links();
 	return 0;
 }

@@ -3,6 +3,8 @@
 #   make              build/libnccl-net-braid.so, build/libnccl-net.so, build/braid, softverbs
 #   make test         install missing Debian packages, build, run every test
 #   make test SAN=1   the same under ASan+UBSan, in build-san/
+#   make test TSAN=1  the threaded conformance scenarios under ThreadSanitizer, in build-tsan/
+#   make fuzz         each libFuzzer target for FUZZ_SECONDS (tests/fuzz/README.md)
 #   make demo         install, build, run `braid perf` between two local processes
 #   make bench        benchmarks (numbers, not tests)
 #   make soak         long reliability runs: 10^5 random transfers per backend, 100 kills
@@ -23,7 +25,12 @@
 #     as SKIP with its reason and never counted as a pass).
 
 SAN ?= 0
-ifeq ($(SAN),1)
+# TSAN=1: ThreadSanitizer in build-tsan/ (tests/tsan/tsan.mk: the threaded scenarios)
+TSAN ?= 0
+ifeq ($(TSAN),1)
+BUILD ?= build-tsan
+SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
+else ifeq ($(SAN),1)
 BUILD ?= build-san
 SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 else
@@ -79,6 +86,8 @@ $(BUILD)/obj/%.o: %.c
 -include tests/lint/lint.mk
 -include tests/cuda/cuda.mk
 -include packaging/packaging.mk
+-include tests/fuzz/fuzz.mk
+-include tests/tsan/tsan.mk
 
 .PHONY: build-all deps test check demo bench install clean
 build-all: $(ALL_TARGETS)
@@ -120,6 +129,6 @@ install: $(BUILD)/libnccl-net-braid.so $(BUILD)/braid man \
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-tsan
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

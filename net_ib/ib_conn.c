@@ -26,39 +26,12 @@
 #include <unistd.h>
 
 #include "net_ib/ib.h"
+#include "net_ib/ib_wire.h"
 #include "plugin/gpudirect.h"
 #include "plugin/handle.h"
 #include "plugin/log.h"
 #include "plugin/numa.h"
 #include "plugin/params.h"
-
-#define IB_WIRE_MAGIC 0x62726962u /* "brib" */
-#define IB_WIRE_VERSION 3         /* 3: several NICs per comm; 2: the nonce moved to link.c */
-
-struct ib_wire_rail {
-	uint8_t link_layer;
-	uint8_t mtu;
-	uint8_t port;
-	uint8_t pad;
-	uint16_t lid;
-	uint16_t gid_index;
-	uint8_t gid[16];
-	char dev[40];
-} __attribute__((packed));
-
-struct ib_wire {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t len; /* sizeof(struct ib_wire) */
-	uint8_t nqps;
-	uint8_t nrails;
-	uint16_t pad;
-	uint64_t fifo_addr; /* on the sender's rail 0, where the receiver's QP 0 writes */
-	uint32_t fifo_rkey;
-	uint32_t qpn[IB_MAX_QPS];
-	uint32_t psn[IB_MAX_QPS];
-	struct ib_wire_rail rails[BRAID_VDEV_MAX_NICS];
-} __attribute__((packed));
 
 static void comm_free(struct ib_comm *c)
 {
@@ -288,47 +261,60 @@ static void fill_wire(struct ib_comm *c, struct ib_wire *w, const uint32_t *psn)
 	}
 }
 
-/* 0 when the peer's description is usable; -EPROTO with one WARN otherwise. */
-static int check_wire(struct ib_comm *c, const void *payload, uint32_t len, int want_nqps,
-		      const char *side)
+/* Kept apart from the comm (ib_wire.h) so that tests/fuzz can feed it any bytes. */
+int ib_wire_check(const void *payload, uint32_t len, int want_nqps, const struct ib_dev *local,
+		  char *why, size_t whylen)
 {
 	const struct ib_wire *w = payload;
 
 	if (len < offsetof(struct ib_wire, nqps) || w->magic != IB_WIRE_MAGIC) {
-		BRAID_WARN("ib: %s %s: the peer's %s is not braid's verbs handshake (%u bytes%s); is "
-			   "it running braid with BRAID_BACKEND=ib?",
-			   side, c->peer, want_nqps ? "reply" : "hello", len,
-			   len >= 4 ? ", wrong magic" : "");
+		snprintf(why, whylen,
+			 "the peer's %s is not braid's verbs handshake (%u bytes%s); is it running "
+			 "braid with BRAID_BACKEND=ib?",
+			 want_nqps ? "reply" : "hello", len, len >= 4 ? ", wrong magic" : "");
 		return -EPROTO;
 	}
 	if (w->version != IB_WIRE_VERSION || w->len != sizeof(*w) || len != sizeof(*w)) {
-		BRAID_WARN("ib: %s %s: the peer speaks braid verbs wire version %u (%u bytes); this "
-			   "braid speaks %u (%zu bytes): use the same braid on every rank",
-			   side, c->peer, w->version, w->len, IB_WIRE_VERSION, sizeof(*w));
+		snprintf(why, whylen,
+			 "the peer speaks braid verbs wire version %u (%u bytes); this braid speaks "
+			 "%u (%zu bytes): use the same braid on every rank",
+			 (unsigned)w->version, (unsigned)w->len, (unsigned)IB_WIRE_VERSION,
+			 sizeof(*w));
 		return -EPROTO;
 	}
 	if (w->nrails < 1 || w->nrails > BRAID_VDEV_MAX_NICS) {
-		BRAID_WARN("ib: %s %s: bad NIC count %u", side, c->peer, w->nrails);
+		snprintf(why, whylen, "bad NIC count %u", w->nrails);
 		return -EPROTO;
 	}
 	/* every NIC of both ends on one link layer, as NCCL requires of a merged device */
 	for (int k = 0; k < w->nrails; k++) {
 		const struct ib_wire_rail *r = &w->rails[k];
 
-		if (r->link_layer == c->dev->link_layer)
+		if (r->link_layer == local->link_layer)
 			continue;
-		BRAID_WARN("ib: %s %s: the peer's port %.40s:%u is %s, ours %s:%d is %s", side,
-			   c->peer, r->dev, r->port,
-			   r->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
-			   c->dev->name, c->dev->port,
-			   c->dev->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand");
+		snprintf(why, whylen, "the peer's port %.40s:%u is %s, ours %s:%d is %s", r->dev,
+			 r->port, r->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
+			 local->name, local->port,
+			 local->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand");
 		return -EPROTO;
 	}
 	if (w->nqps < 1 || w->nqps > IB_MAX_QPS || (want_nqps && w->nqps != want_nqps)) {
-		BRAID_WARN("ib: %s %s: bad QP count %u", side, c->peer, w->nqps);
+		snprintf(why, whylen, "bad QP count %u", w->nqps);
 		return -EPROTO;
 	}
 	return 0;
+}
+
+/* 0 when the peer's description is usable; -EPROTO with one WARN otherwise. */
+static int check_wire(struct ib_comm *c, const void *payload, uint32_t len, int want_nqps,
+		      const char *side)
+{
+	char why[320];
+	int rc = ib_wire_check(payload, len, want_nqps, c->dev, why, sizeof(why));
+
+	if (rc)
+		BRAID_WARN("ib: %s %s: %s", side, c->peer, why);
+	return rc;
 }
 
 static int connect_qps(struct ib_comm *c, const struct ib_wire *w, const uint32_t *lpsn)

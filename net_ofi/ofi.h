@@ -337,6 +337,30 @@ ncclResult_t ofi_close_send(void *send_comm);
 ncclResult_t ofi_close_recv(void *recv_comm);
 ncclResult_t ofi_close_listen(void *listen_comm);
 
+/* A comm's address blob, sent to the peer over plugin/link.c: the provider's name, the
+ * device's shared endpoint name, the comm's id and token. */
+struct ofi_blob {
+	char provider[64];
+	uint32_t name_len;
+	uint8_t name[64];
+	uint16_t comm_id;
+	uint16_t pad;
+	uint32_t token;
+};
+
+/* What a valid peer blob says. */
+struct ofi_peer_addr {
+	uint8_t name[64];
+	uint32_t name_len;
+	uint16_t comm_id;
+	uint32_t token;
+};
+
+/* The pure check of a peer's blob (no comm, no I/O): 0 and *out, or -EPROTO with the
+ * reason in why. provider: the one this process runs. */
+int ofi_blob_check(const void *blob, uint32_t len, const char *provider, struct ofi_peer_addr *out,
+		   char *why, size_t whylen);
+
 /* fini: free a parked comm, once the endpoint is closed. */
 void ofi_comm_free_parked(struct ofi_comm *c);
 /* For ofi_fused.c: one comm of the usual kind per NIC of a fused comm (a lane), set up

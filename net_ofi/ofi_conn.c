@@ -16,15 +16,6 @@
 #include "plugin/log.h"
 #include "plugin/params.h"
 
-struct ofi_blob {
-	char provider[64];
-	uint32_t name_len;
-	uint8_t name[64];
-	uint16_t comm_id;
-	uint16_t pad;
-	uint32_t token;
-};
-
 /* Late completions of a parked comm count here, not in a slot someone else may hold. */
 static struct braid_ctr_comm parked_ctr;
 
@@ -318,31 +309,50 @@ static void fill_blob(const struct ofi_comm *c, void *blob, uint32_t *len)
 	*len = sizeof(b);
 }
 
-/* The peer's blob: check it, reach its endpoint; d->lock held. */
-static int take_peer_blob(struct ofi_comm *c, const void *blob, uint32_t len)
+/* Kept apart from the comm (ofi.h) so that tests/fuzz can feed it any bytes. */
+int ofi_blob_check(const void *blob, uint32_t len, const char *provider, struct ofi_peer_addr *out,
+		   char *why, size_t whylen)
 {
 	struct ofi_blob b;
 
 	if (len != sizeof(b)) {
-		BRAID_WARN("ofi: comm %u on %s: peer %s sent a %u-byte address, expected %zu",
-			   c->id, c->dev->name, c->peer, len, sizeof(b));
+		snprintf(why, whylen, "sent a %u-byte address, expected %zu", len, sizeof(b));
 		return -EPROTO;
 	}
 	memcpy(&b, blob, sizeof(b));
-	if (strncmp(b.provider, ofi.provider, sizeof(b.provider))) {
-		BRAID_WARN("ofi: comm %u on %s: peer %s uses provider \"%.64s\", we use \"%s\"; set "
-			   "the same BRAID_OFI_PROVIDER on every rank",
-			   c->id, c->dev->name, c->peer, b.provider, ofi.provider);
+	if (strncmp(b.provider, provider, sizeof(b.provider))) {
+		snprintf(why, whylen,
+			 "uses provider \"%.64s\", we use \"%s\"; set the same BRAID_OFI_PROVIDER "
+			 "on every rank",
+			 b.provider, provider);
 		return -EPROTO;
 	}
 	if (b.name_len == 0 || b.name_len > sizeof(b.name) || b.comm_id == 0) {
-		BRAID_WARN("ofi: comm %u on %s: peer %s sent a bad address (%u bytes) or comm id %u",
-			   c->id, c->dev->name, c->peer, b.name_len, b.comm_id);
+		snprintf(why, whylen, "sent a bad address (%u bytes) or comm id %u", b.name_len,
+			 b.comm_id);
 		return -EPROTO;
 	}
-	c->peer_id = b.comm_id;
-	c->peer_token = b.token;
-	return av_get(c, b.name, b.name_len);
+	_Static_assert(sizeof(out->name) == sizeof(b.name), "ofi_peer_addr.name != ofi_blob.name");
+	memcpy(out->name, b.name, b.name_len);
+	out->name_len = b.name_len;
+	out->comm_id = b.comm_id;
+	out->token = b.token;
+	return 0;
+}
+
+/* The peer's blob: check it, reach its endpoint; d->lock held. */
+static int take_peer_blob(struct ofi_comm *c, const void *blob, uint32_t len)
+{
+	struct ofi_peer_addr a;
+	char why[256];
+
+	if (ofi_blob_check(blob, len, ofi.provider, &a, why, sizeof(why))) {
+		BRAID_WARN("ofi: comm %u on %s: peer %s %s", c->id, c->dev->name, c->peer, why);
+		return -EPROTO;
+	}
+	c->peer_id = a.comm_id;
+	c->peer_token = a.token;
+	return av_get(c, a.name, a.name_len);
 }
 
 static int link_hello(void *comm, void *blob, uint32_t *len)

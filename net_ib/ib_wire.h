@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * braid's verbs wire description, the blob each side of an ib comm sends the other over
+ * plugin/link.c (net_ib/ib_conn.c). In a header of its own so that tests/fuzz can build
+ * valid ones and feed any bytes to ib_wire_check().
+ */
+#ifndef BRAID_IB_WIRE_H
+#define BRAID_IB_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net_ib/ib.h"
+
+#define IB_WIRE_MAGIC 0x62726962u /* "brib" */
+#define IB_WIRE_VERSION 3         /* 3: several NICs per comm; 2: the nonce moved to link.c */
+
+struct ib_wire_rail {
+	uint8_t link_layer;
+	uint8_t mtu;
+	uint8_t port;
+	uint8_t pad;
+	uint16_t lid;
+	uint16_t gid_index;
+	uint8_t gid[16];
+	char dev[40];
+} __attribute__((packed));
+
+struct ib_wire {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t len; /* sizeof(struct ib_wire) */
+	uint8_t nqps;
+	uint8_t nrails;
+	uint16_t pad;
+	uint64_t fifo_addr; /* on the sender's rail 0, where the receiver's QP 0 writes */
+	uint32_t fifo_rkey;
+	uint32_t qpn[IB_MAX_QPS];
+	uint32_t psn[IB_MAX_QPS];
+	struct ib_wire_rail rails[BRAID_VDEV_MAX_NICS];
+} __attribute__((packed));
+
+/*
+ * The pure check of a peer's description (no comm, no I/O): 0 when usable, else -EPROTO
+ * with the reason in why. local: our port (its link layer, name and port number);
+ * want_nqps: the QP count we asked for, 0 on the listener (the hello picks it).
+ */
+int ib_wire_check(const void *payload, uint32_t len, int want_nqps, const struct ib_dev *local,
+		  char *why, size_t whylen);
+
+#endif

@@ -24,7 +24,7 @@ endif
 FUZZ_SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARNFLAGS) -O1 -g $(FUZZ_SANFLAGS) \
 	-fsanitize=fuzzer-no-link -MMD -MP -I. -Iinclude $(DEP_CFLAGS) $(JANSSON_CFLAGS) \
-	$(MHD_CFLAGS)
+	$(MHD_CFLAGS) -DBRAID_VERSION='"$(BRAID_VERSION)"'
 # The plugin without its exported adapters (as the unit tests), and braid stat's reader.
 FUZZ_LIB_SRCS = $(filter-out plugin/api_%,$(PLUGIN_SRCS)) $(TOPO_SRCS) tools/stat.c \
 	tools/stat_prom.c

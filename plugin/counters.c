@@ -103,7 +103,7 @@ static void sweep_orphans(void)
 static struct braid_ctr_region *map_shared(void)
 {
 	struct braid_ctr_region *r;
-	int fd;
+	int fd, err;
 
 	sweep_orphans();
 	snprintf(region_path, sizeof(region_path), BRAID_CTR_PATH_FMT, (int)getpid());
@@ -116,8 +116,17 @@ static struct braid_ctr_region *map_shared(void)
 		region_path[0] = '\0';
 		return NULL;
 	}
-	if (ftruncate(fd, sizeof(*r)) != 0) {
-		BRAID_INFO(NCCL_INIT, "counters: cannot size %s: %s", region_path, strerror(errno));
+	/*
+	 * Reserve the pages now: on a tmpfs with no room left (a container's small
+	 * --shm-size) a file only ftruncate()d maps fine and then kills the process with
+	 * SIGBUS at the first counter it touches, NCCL's process included.
+	 */
+	err = posix_fallocate(fd, 0, sizeof(*r));
+	if (err) {
+		BRAID_WARN("counters: no room for %zu KiB in %s: %s; counting in private "
+			   "memory, so `braid stat` cannot see this process. /dev/shm is too "
+			   "small (a container's --shm-size): NCCL needs it too",
+			   sizeof(*r) / 1024, region_path, strerror(err));
 		goto fail;
 	}
 	r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -39,7 +39,7 @@ $(BUILD)/tests/stat/mkregion: $(BUILD)/obj/tests/stat/mkregion.o
 ALL_TARGETS += $(BUILD)/tests/stat/mkregion
 STAT_TESTS := tests/stat/listing.sh tests/stat/json.sh tests/stat/watch.sh \
 	tests/stat/namespaces.sh tests/stat/real.sh tests/stat/metrics.sh \
-	tests/stat/prometheus.sh
+	tests/stat/prometheus.sh tests/stat/shm-full.sh
 TESTS += $(STAT_TESTS)
 
 .PHONY: test-stat

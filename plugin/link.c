@@ -264,7 +264,8 @@ static int connect_step(struct braid_link *lk, const struct braid_link_ops *ops,
 		}
 		if (rc) {
 			BRAID_WARN("%s: connect to %s: the listener closed the connection (%s): it "
-				   "refused our hello (a handle of another listener?) or died",
+				   "refused our hello (a handle of another listener?), is at its comm limit "
+				   "(maxComms; its own WARN says so) or died",
 				   ops->who, lk->peer, strerror(-rc));
 			return rc;
 		}

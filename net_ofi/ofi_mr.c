@@ -28,25 +28,39 @@ static int bind_to_ep(struct ofi_dev *d, struct fid_mr *mr)
 	return rc;
 }
 
+/* A registration's rc from fi_mr_reg(attr), then bound to the endpoint where the provider
+ * asks (FI_MR_ENDPOINT); closed again when either failed. ep_lock held. */
+static int bind_or_close(struct ofi_dev *d, int rc, struct fid_mr **mr)
+{
+	if (!rc)
+		rc = bind_to_ep(d, *mr);
+	if (rc && *mr) {
+		fi_close(&(*mr)->fid);
+		*mr = NULL;
+	}
+	return rc;
+}
+
+/* The key of a new registration: ours, unless the provider picks keys (FI_MR_PROV_KEY). */
+static uint64_t next_key(struct ofi_dev *d)
+{
+	return d->mr_prov_key ? 0 : __atomic_fetch_add(&d->next_key, 1, __ATOMIC_RELAXED);
+}
+
 /* The shared endpoint must be open (it is once a comm exists). */
 int ofi_mr_reg_raw(struct ofi_dev *d, void *buf, size_t len, uint64_t access, struct fid_mr **mr,
 		   void **desc)
 {
-	uint64_t key = 0;
+	uint64_t key;
 	int rc;
 
 	*mr = NULL;
 	*desc = NULL;
 	if (!d->mr_local)
 		return 0; /* the provider takes plain pointers for local buffers */
-	if (!d->mr_prov_key)
-		key = __atomic_fetch_add(&d->next_key, 1, __ATOMIC_RELAXED);
+	key = next_key(d);
 	pthread_mutex_lock(&d->ep_lock); /* FI_THREAD_DOMAIN: one libfabric call at a time */
-	rc = fi_mr_reg(d->domain, buf, len, access, 0, key, 0, mr, NULL);
-	if (!rc)
-		rc = bind_to_ep(d, *mr);
-	if (rc && *mr)
-		fi_close(&(*mr)->fid);
+	rc = bind_or_close(d, fi_mr_reg(d->domain, buf, len, access, 0, key, 0, mr, NULL), mr);
 	pthread_mutex_unlock(&d->ep_lock);
 	if (rc) {
 		BRAID_WARN("ofi: registering %p (%zu bytes) on %s failed: %s", buf, len, d->name,
@@ -63,7 +77,7 @@ int ofi_mr_reg_raw(struct ofi_dev *d, void *buf, size_t len, uint64_t access, st
  * FI_MR_HMEM). d->lock held (the cache), as for host buffers. */
 static int reg_cuda(struct ofi_dev *d, void *buf, size_t len, struct fid_mr **mr, void **desc)
 {
-	uint64_t mr_mode = d->info->domain_attr->mr_mode, key = 0;
+	uint64_t mr_mode = d->info->domain_attr->mr_mode;
 	struct fi_mr_attr attr;
 	struct iovec iov;
 	char why[96];
@@ -78,15 +92,9 @@ static int reg_cuda(struct ofi_dev *d, void *buf, size_t len, struct fid_mr **mr
 	}
 	if (!ofi_hmem_needs_registration(mr_mode, NCCL_PTR_CUDA))
 		return 0;
-	if (!d->mr_prov_key)
-		key = __atomic_fetch_add(&d->next_key, 1, __ATOMIC_RELAXED);
-	ofi_hmem_mr_attr(&attr, &iov, buf, len, FI_SEND | FI_RECV, key, NCCL_PTR_CUDA, dev);
+	ofi_hmem_mr_attr(&attr, &iov, buf, len, FI_SEND | FI_RECV, next_key(d), NCCL_PTR_CUDA, dev);
 	pthread_mutex_lock(&d->ep_lock);
-	rc = fi_mr_regattr(d->domain, &attr, 0, mr);
-	if (!rc)
-		rc = bind_to_ep(d, *mr);
-	if (rc && *mr)
-		fi_close(&(*mr)->fid);
+	rc = bind_or_close(d, fi_mr_regattr(d->domain, &attr, 0, mr), mr);
 	pthread_mutex_unlock(&d->ep_lock);
 	if (rc) {
 		BRAID_WARN("ofi: registering CUDA memory %p (%zu bytes, device %d, FI_HMEM_CUDA) "

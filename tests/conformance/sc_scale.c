@@ -231,6 +231,14 @@ static int mc_open(struct side *s, int n, void *lc, const char *handle, void **c
  * One verified message on every comm. Comms are accepted in the order their set-ups
  * finish, not the order of the connects, so message i says who it is by its size, 1 + i.
  */
+/* Close every comm still open of a round's n, whatever happened to the others. */
+static void mc_close_all(struct side *s, bool receiver, void **comm, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (comm[i])
+			close_comms(s, receiver ? NULL : comm[i], receiver ? comm[i] : NULL, NULL);
+}
+
 static int mc_traffic(struct side *s, int n, void **comm, int round)
 {
 	bool receiver = s->role == 'a';
@@ -431,9 +439,7 @@ int sc_many_comms(struct side *s)
 	}
 	ret = 0;
 close:
-	for (int i = 0; i < ncomms; i++)
-		if (comm[i])
-			close_comms(s, receiver ? NULL : comm[i], receiver ? comm[i] : NULL, NULL);
+	mc_close_all(s, receiver, comm, ncomms);
 out:
 	if (lc && close_comms(s, NULL, NULL, lc))
 		ret = -1;
@@ -690,9 +696,7 @@ int sc_mem(struct side *s)
 	}
 	ret = 0;
 close:
-	for (int i = 0; i < ncomms; i++)
-		if (comm[i])
-			close_comms(s, receiver ? NULL : comm[i], receiver ? comm[i] : NULL, NULL);
+	mc_close_all(s, receiver, comm, ncomms);
 out:
 	if (lc && close_comms(s, NULL, NULL, lc))
 		ret = -1;

@@ -2,15 +2,15 @@
 # Compile check: NVIDIA's nccl-tests (all_reduce_perf and its siblings), the benchmark
 # users run through braid, build with MPI against the CUDA and NCCL of this machine, so
 # that docs/install.md's cluster recipe keeps working. Not a GPU run: that is
-# tests/nccl/run.sh. The tarball: NCCL_TESTS_TARBALL, default
-# ../shared/nccl-tests-2.19.6.tar.gz from the repository root. SKIPs with the reason when
+# tests/nccl/run.sh. The tarball: NCCL_TESTS_TARBALL, default the vendored copy
+# tests/nccl/vendor/nccl-tests-2.19.6.tar.gz (checked against its .sha256). SKIPs with the reason when
 # the tarball, CUDA or NCCL, or MPI is absent; about a minute on 2 cores.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 MPI_HOME=${MPI_HOME:-/usr/lib/x86_64-linux-gnu/openmpi}
-tarball=${NCCL_TESTS_TARBALL:-../shared/nccl-tests-2.19.6.tar.gz}
+tarball=${NCCL_TESTS_TARBALL:-tests/nccl/vendor/nccl-tests-2.19.6.tar.gz}
 gencode=${NVCC_GENCODE:--gencode=arch=compute_90,code=sm_90}
 skip() { echo "SKIP: $*"; exit 77; }
 die() { echo "FAIL: $*"; exit 1; }
@@ -18,6 +18,10 @@ if [ "$(basename "$BUILD")" = build-san ]; then
 	skip "nccl-tests is NVIDIA's code: compiled in the plain pass, not under SAN=1"
 fi
 [ -f "$tarball" ] || skip "no nccl-tests tarball at $tarball (set NCCL_TESTS_TARBALL)"
+if [ -z "${NCCL_TESTS_TARBALL:-}" ]; then
+	(cd tests/nccl/vendor && sha256sum --quiet -c nccl-tests-2.19.6.tar.gz.sha256) ||
+		die "$tarball does not match tests/nccl/vendor/nccl-tests-2.19.6.tar.gz.sha256"
+fi
 [ -x "$CUDA_HOME/bin/nvcc" ] || skip "no CUDA: $CUDA_HOME/bin/nvcc is missing (set CUDA_HOME)"
 [ -f "$CUDA_HOME/include/nccl.h" ] && ls "$CUDA_HOME"/lib64/libnccl.so* >/dev/null 2>&1 ||
 	skip "no NCCL in $CUDA_HOME (include/nccl.h, lib64/libnccl.so)"

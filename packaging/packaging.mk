@@ -89,5 +89,5 @@ rpm:
 
 # NVIDIA's nccl-tests (all_reduce_perf ...) compile with MPI against $(CUDA_HOME): the
 # benchmark docs/install.md runs through braid on a cluster (SKIP without CUDA/NCCL/MPI or
-# the tarball NCCL_TESTS_TARBALL, default ../shared/nccl-tests-2.19.6.tar.gz).
+# the tarball NCCL_TESTS_TARBALL, default tests/nccl/vendor/, vendored).
 TESTS += tests/nccl/nccl-tests-build.sh

@@ -16,6 +16,7 @@
 #include "tests/conformance/conf.h"
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,21 @@ static double bound_after_kill_s(void)
 }
 
 /* ---- the bystander, c: comms both ways with a, data after the kill ---- */
+
+/*
+ * libfabric's shm provider completes an endpoint's sends in the order of its response
+ * queue (smr_progress_resp stops at the first busy entry), and a send to a peer that
+ * died mid-transfer stays busy for ever: every later send of the survivor's endpoint,
+ * to anyone, then never completes. braid has one endpoint per device, so on shm the
+ * survivor's sends to the bystander cannot complete after some kills; its receives
+ * from the bystander still can. docs/reliability.md ("Kills at every step").
+ */
+static bool shm_sends_blocked_after_kill(void)
+{
+	const char *be = getenv("BRAID_BACKEND"), *prov = getenv("BRAID_OFI_PROVIDER");
+
+	return be && !strcmp(be, "ofi") && prov && !strcmp(prov, "shm");
+}
 
 static int bystander(struct side *s)
 {
@@ -74,7 +90,7 @@ static int bystander(struct side *s)
 	xfer_dereg(&x);
 	xfer_free(&x);
 	plan_free(&p);
-	if (!ret) {
+	if (!ret && !shm_sends_blocked_after_kill()) {
 		plan_stream(&p, s->seed ^ 0xbeef, 30, 1 << 20, false);
 		ret = xfer_run(&x, s, rc, &p, false) ? -1 : 0;
 		xfer_dereg(&x);
@@ -120,15 +136,20 @@ static int by_traffic(struct side *s, void *rc, void *sc)
 	xfer_dereg(&x);
 	xfer_free(&x);
 	plan_free(&p);
-	if (!ret) {
+	if (!ret && !shm_sends_blocked_after_kill()) {
 		plan_stream(&p, s->seed ^ 0xbeef, 30, 1 << 20, false);
 		ret = xfer_run(&x, s, sc, &p, true) ? -1 : 0;
 		xfer_dereg(&x);
 		xfer_free(&x);
 		plan_free(&p);
+		if (!ret)
+			conf_log(s, "bystander comms: 30 messages each way after the kill, "
+				    "verified");
+	} else if (!ret) {
+		conf_log(s, "bystander comms: 30 messages from c after the kill, verified; none "
+			    "to c: libfabric shm blocks a survivor's sends behind one to a dead "
+			    "peer (docs/reliability.md)");
 	}
-	if (!ret)
-		conf_log(s, "bystander comms: 30 messages each way after the kill, verified");
 	if (!ret && (rdv_put(s, "by-done", "", 0) ||
 		     rdv_get_from(s, 'c', "by-done", NULL, 0, CONF_RDV_TIMEOUT_S)))
 		ret = -1;

@@ -431,6 +431,14 @@ static void check_peer(struct ofi_comm *c, int now)
 		BRAID_WARN("ofi: %s comm %u on %s: peer %s hung up without closing its comm "
 			   "(process exited or killed?) with %d request(s) in flight",
 			   comm_kind(c), c->id, c->dev->name, c->peer, c->inflight);
+		/* shm completes an endpoint's sends in order: one to the dead peer blocks all
+		 * later ones, to live peers too (docs/reliability.md, "Kills at every step") */
+		if (c->is_send && c->inflight &&
+		    !strcmp(c->dev->info->fabric_attr->prov_name, "shm"))
+			BRAID_WARN("ofi: libfabric shm on %s: sends still in flight to dead peer "
+				   "%s may keep this device's later sends, to every peer, from "
+				   "completing; watch `braid stat` stalls",
+				   c->dev->name, c->peer);
 		comm_fail(c, ncclRemoteError);
 		break;
 	case BRAID_LINK_FAILED:

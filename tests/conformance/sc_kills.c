@@ -45,7 +45,8 @@ static double bound_after_kill_s(void)
  * died mid-transfer stays busy for ever: every later send of the survivor's endpoint,
  * to anyone, then never completes. braid has one endpoint per device, so on shm the
  * survivor's sends to the bystander cannot complete after some kills; its receives
- * from the bystander still can. docs/reliability.md ("Kills at every step").
+ * from the bystander still can. braid says so in a WARN when such a peer dies.
+ * docs/reliability.md ("Kills at every step").
  */
 static bool shm_sends_blocked_after_kill(void)
 {

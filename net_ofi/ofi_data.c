@@ -476,13 +476,7 @@ static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r)
 	char who[128];
 	int n = 0;
 
-	if (!r->stalled && r->posted_ns &&
-	    braid_now_ns() - r->posted_ns >
-		    (uint64_t)braid_param_int(BRAID_P_STALL_MS) * 1000000ULL) {
-		r->stalled = 1;
-		braid_ctr_add(&c->dev->ctr->stalls, 1);
-	}
-
+	braid_ctr_note_stall(c->dev->ctr, r->posted_ns, &r->stalled);
 	check_peer(c, 0);
 	if (c->error != ncclSuccess)
 		return c->error;

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "plugin/link.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
 
@@ -249,4 +250,13 @@ void braid_counters_print_summary(void)
 			   (unsigned long long)t->rx_msgs, (unsigned long long)t->completions,
 			   (unsigned long long)t->errors);
 	}
+}
+
+void braid_ctr_note_stall(struct braid_ctr_dev *dev, uint64_t posted_ns, uint8_t *stalled)
+{
+	if (*stalled || !posted_ns ||
+	    braid_now_ns() - posted_ns <= (uint64_t)braid_param_int(BRAID_P_STALL_MS) * 1000000ULL)
+		return;
+	*stalled = 1;
+	braid_ctr_add(&dev->stalls, 1);
 }

@@ -150,6 +150,10 @@ static inline void braid_ctr_add(uint64_t *ctr, uint64_t n)
 	__atomic_fetch_add(ctr, n, __ATOMIC_RELAXED);
 }
 
+/* A request posted at posted_ns (0: not yet) and still waiting BRAID_STALL_MS later counts
+ * once in its device's stalls; *stalled remembers that it did. Both backends' test(). */
+void braid_ctr_note_stall(struct braid_ctr_dev *dev, uint64_t posted_ns, uint8_t *stalled);
+
 /* Bump both the comm's and its device's traffic record. */
 static inline void braid_ctr_count(struct braid_ctr_comm *comm, struct braid_ctr_dev *dev,
 				   size_t offset_in_traffic, uint64_t n)

@@ -69,6 +69,10 @@ int link_connect(struct side *s, void *ctx, const char *name, void **send_comm);
 int link_poll_connect(struct side *s, const char *handle, void **comm, ncclResult_t *res,
 		      double bound_s);
 int link_poll_accept(struct side *s, void *lc, void **comm, ncclResult_t *res, double bound_s);
+/* One listener for many comms: the listener side listens and publishes its handle under
+ * `name`; the other side fetches it. 0, or -1 (after conf_fail where it failed here). */
+int link_share_listener(struct side *s, bool listener, const char *name, char *handle,
+			void **listen_comm);
 /* Close with a bound: the process is killed by alarm if a close hangs. */
 int close_comms(struct side *s, void *send_comm, void *recv_comm, void *listen_comm);
 

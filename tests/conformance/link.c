@@ -135,3 +135,18 @@ int link_poll_accept(struct side *s, void *lc, void **comm, ncclResult_t *res, d
 	}
 	return -1;
 }
+
+int link_share_listener(struct side *s, bool listener, const char *name, char *handle,
+			void **listen_comm)
+{
+	const size_t len = NCCL_NET_HANDLE_MAXSIZE;
+	ncclResult_t r;
+
+	if (!listener)
+		return rdv_get(s, name, handle, len, CONF_RDV_TIMEOUT_S) ? -1 : 0;
+	memset(handle, 0, len);
+	r = s->api->listen(s->api, s->ctx, s->dev, handle, listen_comm);
+	if (r != ncclSuccess || !*listen_comm)
+		return conf_fail(s, "listen returned %s (%d)", netapi_result_str(r), r);
+	return rdv_put(s, name, handle, len) ? -1 : 0;
+}

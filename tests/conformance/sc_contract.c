@@ -543,19 +543,8 @@ int sc_reuse_close(struct side *s)
 	r = s->api->init(s->api, &s->ctx, s->seed);
 	if (r != ncclSuccess)
 		return conf_fail(s, "init returned %s (%d)", netapi_result_str(r), r);
-	if (receiver) {
-
-		memset(handle, 0, sizeof(handle));
-		r = s->api->listen(s->api, s->ctx, s->dev, handle, &lc);
-		if (r != ncclSuccess || !lc) {
-			conf_fail(s, "listen returned %s (%d)", netapi_result_str(r), r);
-			goto out;
-		}
-		if (rdv_put(s, "reuse", handle, sizeof(handle)))
-			goto out;
-	} else if (rdv_get(s, "reuse", handle, sizeof(handle), CONF_RDV_TIMEOUT_S)) {
+	if (link_share_listener(s, receiver, "reuse", handle, &lc))
 		goto out;
-	}
 	if (receiver ? link_accept(s, s->ctx, "keep", &klc, &krc)
 		     : link_connect(s, s->ctx, "keep", &ksc))
 		goto out;

@@ -54,18 +54,8 @@ int sc_comm_limit(struct side *s)
 			  netapi_result_str(r), props.max_comms, LIM_COMMS);
 		goto out;
 	}
-	if (receiver) {
-		memset(handle, 0, sizeof(handle));
-		r = s->api->listen(s->api, s->ctx, s->dev, handle, &lc);
-		if (r != ncclSuccess || !lc) {
-			conf_fail(s, "listen returned %s (%d)", netapi_result_str(r), r);
-			goto out;
-		}
-		if (rdv_put(s, "lim", handle, sizeof(handle)))
-			goto out;
-	} else if (rdv_get(s, "lim", handle, sizeof(handle), CONF_RDV_TIMEOUT_S)) {
+	if (link_share_listener(s, receiver, "lim", handle, &lc))
 		goto out;
-	}
 
 	conf_step(s, "opening %d comms, the limit", LIM_COMMS);
 	for (n = 0; n < LIM_COMMS; n++) {

@@ -350,20 +350,8 @@ int sc_many_comms(struct side *s)
 	if (!comm)
 		return conf_fail(s, "calloc");
 	raise_fd_limit(s, 4 * ncomms + 256);
-	if (receiver) {
-		ncclResult_t r;
-
-		memset(handle, 0, sizeof(handle));
-		r = s->api->listen(s->api, s->ctx, s->dev, handle, &lc);
-		if (r != ncclSuccess || !lc) {
-			conf_fail(s, "listen returned %s (%d)", netapi_result_str(r), r);
-			goto out;
-		}
-		if (rdv_put(s, "mc", handle, sizeof(handle)))
-			goto out;
-	} else if (rdv_get(s, "mc", handle, sizeof(handle), CONF_RDV_TIMEOUT_S)) {
+	if (link_share_listener(s, receiver, "mc", handle, &lc))
 		goto out;
-	}
 	fd0 = count_fds(&own0);
 	conf_log(s, "before: %d descriptors (%d not AF_UNIX), %ld KiB resident, %ld AV entries",
 		 fd0, own0, rss_kib(), av_entries(s->dev));
@@ -615,20 +603,8 @@ int sc_mem(struct side *s)
 	}
 	dl_iterate_phdr(watch_object, (void *)watch);
 	raise_fd_limit(s, 4 * ncomms + 256);
-	if (receiver) {
-		ncclResult_t r;
-
-		memset(handle, 0, sizeof(handle));
-		r = s->api->listen(s->api, s->ctx, s->dev, handle, &lc);
-		if (r != ncclSuccess || !lc) {
-			conf_fail(s, "listen returned %s (%d)", netapi_result_str(r), r);
-			goto out;
-		}
-		if (rdv_put(s, "mem", handle, sizeof(handle)))
-			goto out;
-	} else if (rdv_get(s, "mem", handle, sizeof(handle), CONF_RDV_TIMEOUT_S)) {
+	if (link_share_listener(s, receiver, "mem", handle, &lc))
 		goto out;
-	}
 	b0 = live(MEM_BRAID, NULL, NULL);
 	p0 = live(MEM_PROVIDER, NULL, NULL);
 	mem_log(s, "before:", live, b0, p0, 0);

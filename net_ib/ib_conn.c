@@ -27,6 +27,8 @@
 
 #include "net_ib/ib.h"
 #include "net_ib/ib_wire.h"
+#include "plugin/clock.h"
+#include "plugin/comm_limit.h"
 #include "plugin/gpudirect.h"
 #include "plugin/handle.h"
 #include "plugin/log.h"
@@ -204,15 +206,11 @@ static int comm_open(struct ib_comm *c, int nqps)
 		return 0;
 	}
 	if (c->nrails > 1) {
-		const struct braid_stripe_cfg cfg = {
-			.mode = (int)braid_param_int(BRAID_P_STRIPE),
-			.threshold = (size_t)braid_param_int(BRAID_P_STRIPE_BYTES),
-			.min_chunk = BRAID_STRIPE_DEF_MIN_CHUNK,
-			.align = BRAID_STRIPE_DEF_ALIGN,
-			.batched = 1, /* CQs are read at test() */
-		};
+		struct braid_stripe_cfg cfg;
 		int speed[BRAID_VDEV_MAX_NICS];
 
+		braid_stripe_cfg_load(&cfg);
+		cfg.batched = 1; /* CQs are read at test() */
 		for (int k = 0; k < c->nrails; k++)
 			speed[k] = c->rails[k].dev->speed_mbps;
 		braid_stripe_init(&c->stripe, c->nrails, speed, &cfg);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "net_ib/ib.h"
+#include "plugin/clock.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
 

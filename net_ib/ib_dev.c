@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "net_ib/ib.h"
-#include "plugin/core.h"
+#include "plugin/comm_limit.h"
 #include "plugin/filter.h"
 #include "plugin/fsroot.h"
 #include "plugin/log.h"
@@ -301,9 +301,12 @@ static int query_port_full(struct ibv_context *ctx, int port, struct ibv_port_at
 	return ibv.query_port(ctx, (uint8_t)port, pa);
 }
 
+/* From the core at init (braid_backend_env): read-only until fini. */
+static const struct braid_topo *ib_topo;
+
 static void pci_path_of(struct ib_dev *d)
 {
-	const struct braid_topo *topo = braid_topology();
+	const struct braid_topo *topo = ib_topo;
 	struct braid_topo_nic_place place;
 	char path[128], real[PATH_MAX];
 
@@ -401,7 +404,7 @@ static void record_fallback(const char *list)
 	r->max_qps = BRAID_CTR_MAX_QPS;
 }
 
-static int ib_init(char *why, size_t whylen)
+static int ib_init(const struct braid_backend_env *env, char *why, size_t whylen)
 {
 	const char *spec = braid_param_str(BRAID_P_IB_HCA);
 	struct braid_filter f;
@@ -410,6 +413,7 @@ static int ib_init(char *why, size_t whylen)
 	char ports[256] = "", first_why[256] = "";
 	size_t used = 0;
 
+	ib_topo = env->topo;
 	if (ibv_dl_open(why, whylen))
 		return -1;
 	if (braid_filter_parse(spec, &f)) {

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "net_ofi/ofi.h"
+#include "plugin/clock.h"
+#include "plugin/comm_limit.h"
 #include "plugin/handle.h"
 #include "plugin/log.h"
 #include "plugin/params.h"

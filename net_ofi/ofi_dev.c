@@ -12,7 +12,8 @@
 
 #include "net_ofi/ofi.h"
 #include "net_ofi/ofi_hmem.h"
-#include "plugin/core.h"
+#include "plugin/clock.h"
+#include "plugin/comm_limit.h"
 #include "plugin/cuda_dl.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
@@ -100,10 +101,13 @@ static const char *choose_provider(struct fi_info *list, char *seen, size_t seen
 	return pick;
 }
 
+/* From the core at init (braid_backend_env): read-only until fini. */
+static const struct braid_topo *ofi_topo;
+
 /* Where the NIC sits, from topo/ (loaded by the core before any backend). */
 static void place_nic(struct ofi_dev *d)
 {
-	const struct braid_topo *topo = braid_topology();
+	const struct braid_topo *topo = ofi_topo;
 	struct braid_topo_nic_place place;
 
 	d->numa_node = -1;
@@ -465,7 +469,7 @@ static void ofi_fini(void)
 	memset(&ofi, 0, sizeof(ofi));
 }
 
-static int ofi_init(char *why, size_t whylen)
+static int ofi_init(const struct braid_backend_env *env, char *why, size_t whylen)
 {
 	const char *named = braid_param_str(BRAID_P_OFI_PROVIDER);
 	struct fi_info *hints, *list = NULL;
@@ -473,6 +477,7 @@ static int ofi_init(char *why, size_t whylen)
 	const char *prov;
 	int rc;
 
+	ofi_topo = env->topo;
 	if (ofi_dl_open(why, whylen))
 		return -1;
 	ofi.api_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);

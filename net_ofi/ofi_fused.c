@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "net_ofi/ofi.h"
+#include "plugin/clock.h"
 #include "plugin/handle.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
@@ -143,9 +144,8 @@ static struct ofi_fcomm *fcomm_new(const struct braid_vdev *vd, int is_send, str
 		fcomm_free(fc);
 		return NULL;
 	}
-	braid_stripe_cfg_default(&cfg);
+	braid_stripe_cfg_load(&cfg);
 	cfg.mode = BRAID_STRIPE_EQUAL; /* the receiver cannot measure: see the top */
-	cfg.threshold = (size_t)braid_param_int(BRAID_P_STRIPE_BYTES);
 	cfg.batched = 1; /* the sender measures its lanes (counters, the slow-NIC WARN) */
 	braid_stripe_init(&fc->stripe, fc->nlanes, NULL, &cfg); /* equal NICs assumed */
 	return fc;

@@ -66,13 +66,20 @@ struct braid_conn_opts {
 	int traffic_class; /* NCCL_NET_TRAFFIC_CLASS_UNDEF: none asked */
 };
 
+struct braid_topo;
+
+/* What the core hands a backend at init: the backends never call up into the core. */
+struct braid_backend_env {
+	const struct braid_topo *topo; /* hwloc topology; NULL when it could not be loaded */
+};
+
 struct braid_backend_ops {
 	const char *name;
 	enum braid_backend_kind kind;
 	/* NICs one comm may stripe over (1: the backend does not fuse NICs). */
 	int max_nics;
 	/* Open the library and find devices. 0: usable; <0: not, with the reason in why. */
-	int (*init)(char *why, size_t whylen);
+	int (*init)(const struct braid_backend_env *env, char *why, size_t whylen);
 	void (*fini)(void);
 	int (*ndevs)(void);
 	ncclResult_t (*get_props)(int dev, struct braid_dev_props *props);
@@ -99,13 +106,6 @@ struct braid_backend_ops {
 	ncclResult_t (*close_recv)(void *recv_comm);
 	ncclResult_t (*close_listen)(void *listen_comm);
 };
-
-/* The comms a NIC may hold at once: its own limit, lowered by BRAID_MAX_COMMS. */
-int braid_max_comms(int nic_limit);
-/* A new comm on a NIC that holds `open` already: 0, or -ENOSPC after a WARN naming the
- * limit and the knob. who/dev/peer: for the message. */
-int braid_comm_limit_check(const char *who, const char *dev, int open, int nic_limit,
-			   const char *what, const char *peer);
 
 extern const struct braid_backend_ops braid_ofi_ops;
 extern const struct braid_backend_ops braid_ib_ops;

@@ -29,11 +29,6 @@ static int be_ndevs;
 static struct braid_dev_props *dev_props;
 static struct braid_topo *topology;
 
-const struct braid_topo *braid_topology(void)
-{
-	return topology;
-}
-
 static void load_topology(void)
 {
 	char err[256];
@@ -84,10 +79,11 @@ static void record_choice(const struct braid_backend_ops *ops, const char *why)
  * have written in the fallback record. */
 static int try_backend(const struct braid_backend_ops *ops, char *why_all, size_t len)
 {
+	const struct braid_backend_env env = { .topo = topology };
 	char why[512] = "";
 	size_t used = strlen(why_all);
 
-	if (ops->init(why, sizeof(why)) == 0) {
+	if (ops->init(&env, why, sizeof(why)) == 0) {
 		if (ops->ndevs() > 0)
 			return 0;
 		snprintf(why, sizeof(why), "no devices");
@@ -492,26 +488,4 @@ ncclResult_t braid_ctx_check(void *ctx, const char *what)
 		return ncclInternalError;
 	}
 	return ncclSuccess;
-}
-
-int braid_max_comms(int nic_limit)
-{
-	int knob = (int)braid_param_int(BRAID_P_MAX_COMMS);
-
-	return knob > 0 && knob < nic_limit ? knob : nic_limit;
-}
-
-int braid_comm_limit_check(const char *who, const char *dev, int open, int nic_limit,
-			   const char *what, const char *peer)
-{
-	int limit = braid_max_comms(nic_limit);
-
-	if (open < limit)
-		return 0;
-	BRAID_WARN("%s: %s %s on device %s refused: %d comms are open, the limit (maxComms) is "
-		   "%d (%s; the NIC's own is %d). Close comms, or raise BRAID_MAX_COMMS",
-		   who, what, peer, dev, open, limit,
-		   limit < nic_limit ? "set by BRAID_MAX_COMMS" : "BRAID_MAX_COMMS cannot raise it",
-		   nic_limit);
-	return -ENOSPC;
 }

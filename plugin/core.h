@@ -38,10 +38,6 @@ ncclResult_t braid_get_device_mr(void *comm, void *mhandle, void **dptr_mhandle)
 ncclResult_t braid_irecv_consumed(void *recv_comm, int n, void *request);
 ncclResult_t braid_make_vdevice(int *d, const ncclNetVDeviceProps_t *props);
 
-/* The machine's topology, loaded at the first init (NULL when hwloc could not load it). */
-struct braid_topo;
-const struct braid_topo *braid_topology(void);
-
 /* v11 per-communicator context. */
 struct braid_ctx {
 	uint32_t magic; /* BRAID_MAGIC_CTX */

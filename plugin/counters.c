@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "plugin/link.h"
+#include "plugin/clock.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
 

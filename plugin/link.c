@@ -9,11 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "plugin/clock.h"
 #include "plugin/counters.h"
 #include "plugin/handle.h"
 #include "plugin/log.h"
@@ -59,23 +59,6 @@ struct wire_peer_error {
 } __attribute__((packed));
 
 _Static_assert(sizeof(struct wire_hello) <= BRAID_OOB_MAX_PAYLOAD, "HELLO fits a frame");
-
-uint64_t braid_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t braid_random_u64(void)
-{
-	uint64_t v = 0;
-
-	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
-		v = braid_now_ns() ^ ((uint64_t)getpid() << 32);
-	return v;
-}
 
 static uint64_t ms_to_ns(int64_t ms)
 {

@@ -32,9 +32,6 @@
 
 struct braid_ctr_dev;
 
-uint64_t braid_now_ns(void); /* CLOCK_MONOTONIC */
-uint64_t braid_random_u64(void);
-
 /* Largest address blob a backend may exchange. */
 #define BRAID_LINK_BLOB 2048
 

@@ -16,6 +16,12 @@ enum braid_param_type {
 	BRAID_PARAM_ENUM, /* value is the index into a '|'-separated list of words */
 };
 
+/* Defaults that code also uses as numbers: one definition each. */
+#define BRAID_STRIPE_BYTES_DEFAULT 131072 /* 128 KiB */
+
+#define BRAID_STR_(x) #x
+#define BRAID_STR(x) BRAID_STR_(x)
+
 /*
  * X(id, name, type, default, min, max, choices, alias, doc)
  * alias: an NCCL_* variable honoured when the BRAID_* one is unset (NULL: none).
@@ -49,8 +55,8 @@ enum braid_param_type {
 	X(STRIPE, "BRAID_STRIPE", BRAID_PARAM_ENUM, "adaptive", 0, 0, "adaptive|equal", NULL,      \
 	  "How a fused device splits large messages over its NICs: adaptive (by each NIC's "       \
 	  "measured goodput) or equal.")                                                           \
-	X(STRIPE_BYTES, "BRAID_STRIPE_BYTES", BRAID_PARAM_INT, "131072", 0, 1073741824, NULL,      \
-	  NULL,                                                                                    \
+	X(STRIPE_BYTES, "BRAID_STRIPE_BYTES", BRAID_PARAM_INT,                                     \
+	  BRAID_STR(BRAID_STRIPE_BYTES_DEFAULT), 0, 1073741824, NULL, NULL,                        \
 	  "On a fused device, messages of at least this size are split over its NICs; smaller "    \
 	  "ones go whole to the NIC with the fewest bytes outstanding.")                           \
 	X(REQUIRE, "BRAID_REQUIRE", BRAID_PARAM_STR, "", 0, 0, NULL, NULL,                         \

@@ -29,13 +29,22 @@
 #include <errno.h>
 #include <string.h>
 
+#include "plugin/params.h"
+
 void braid_stripe_cfg_default(struct braid_stripe_cfg *cfg)
 {
 	*cfg = (struct braid_stripe_cfg){ 0 };
 	cfg->mode = BRAID_STRIPE_ADAPTIVE;
-	cfg->threshold = BRAID_STRIPE_DEF_THRESHOLD;
+	cfg->threshold = BRAID_STRIPE_BYTES_DEFAULT;
 	cfg->min_chunk = BRAID_STRIPE_DEF_MIN_CHUNK;
 	cfg->align = BRAID_STRIPE_DEF_ALIGN;
+}
+
+void braid_stripe_cfg_load(struct braid_stripe_cfg *cfg)
+{
+	braid_stripe_cfg_default(cfg);
+	cfg->mode = (int)braid_param_int(BRAID_P_STRIPE);
+	cfg->threshold = (size_t)braid_param_int(BRAID_P_STRIPE_BYTES);
 }
 
 /*

@@ -11,6 +11,8 @@
  *
  * The split is the sender's decision. A receiver that cannot see it must learn it from the
  * wire: two sides' states differ (each measures its own completions), so their splits do.
+ * The knobs (BRAID_STRIPE, BRAID_STRIPE_BYTES) are read in one place,
+ * braid_stripe_cfg_load(), and their defaults are those of plugin/params.h.
  */
 #ifndef BRAID_STRIPE_H
 #define BRAID_STRIPE_H
@@ -24,17 +26,16 @@
  * Policy constants (the reasons are in plugin/stripe.c, next to their use).
  * Defaults of struct braid_stripe_cfg: see braid_stripe_cfg_default().
  */
-#define BRAID_STRIPE_DEF_THRESHOLD (128u << 10) /* split from here */
-#define BRAID_STRIPE_DEF_MIN_CHUNK (64u << 10)  /* no smaller chunk when split */
-#define BRAID_STRIPE_DEF_ALIGN 4096u            /* chunk boundaries on pages */
-#define BRAID_STRIPE_WINDOW_BYTES (1u << 20)    /* a rate sample: this many bytes... */
-#define BRAID_STRIPE_WINDOW_MIN_NS 100000ull    /* ...over at least this busy time... */
-#define BRAID_STRIPE_WINDOW_NS 2000000ull       /* ...or this much busy time */
-#define BRAID_STRIPE_EMA_ALPHA 0.25             /* weight of a new sample in the rate */
-#define BRAID_STRIPE_WEIGHT_FLOOR 0.02          /* least weight of a lane, adaptive mode */
-#define BRAID_STRIPE_SLOW_RATIO 0.5             /* slow: under this x the others' mean */
-#define BRAID_STRIPE_SLOW_COMPLETIONS 8         /* slow for at least this many completions */
-#define BRAID_STRIPE_SLOW_BUSY_NS 100000000ull  /* and this much busy time (100 ms) */
+#define BRAID_STRIPE_DEF_MIN_CHUNK (64u << 10) /* no smaller chunk when split */
+#define BRAID_STRIPE_DEF_ALIGN 4096u           /* chunk boundaries on pages */
+#define BRAID_STRIPE_WINDOW_BYTES (1u << 20)   /* a rate sample: this many bytes... */
+#define BRAID_STRIPE_WINDOW_MIN_NS 100000ull   /* ...over at least this busy time... */
+#define BRAID_STRIPE_WINDOW_NS 2000000ull      /* ...or this much busy time */
+#define BRAID_STRIPE_EMA_ALPHA 0.25            /* weight of a new sample in the rate */
+#define BRAID_STRIPE_WEIGHT_FLOOR 0.02         /* least weight of a lane, adaptive mode */
+#define BRAID_STRIPE_SLOW_RATIO 0.5            /* slow: under this x the others' mean */
+#define BRAID_STRIPE_SLOW_COMPLETIONS 8        /* slow for at least this many completions */
+#define BRAID_STRIPE_SLOW_BUSY_NS 100000000ull /* and this much busy time (100 ms) */
 
 enum braid_stripe_mode {
 	BRAID_STRIPE_ADAPTIVE = 0, /* weights follow the measured lane rates */
@@ -79,8 +80,13 @@ struct braid_stripe {
 	struct braid_stripe_lane lane[BRAID_STRIPE_MAX_LANES];
 };
 
-/* The defaults: adaptive, threshold 128 KiB, min_chunk 64 KiB, align 4 KiB. */
+/* The defaults: adaptive, threshold BRAID_STRIPE_BYTES_DEFAULT (128 KiB), min_chunk
+ * 64 KiB, align 4 KiB, not batched. */
 void braid_stripe_cfg_default(struct braid_stripe_cfg *cfg);
+
+/* The defaults, with mode and threshold from BRAID_STRIPE and BRAID_STRIPE_BYTES: the one
+ * reader of the striping knobs, for every backend. */
+void braid_stripe_cfg_load(struct braid_stripe_cfg *cfg);
 
 /*
  * Set up for nlanes lanes (1..BRAID_STRIPE_MAX_LANES). speed_mbps (NULL: all unknown)

@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Time and randomness for every part of the plugin. A leaf: it calls nothing of braid's,
+ * so counters, the link and the backends all depend on it and on nothing in each other.
+ */
+#ifndef BRAID_CLOCK_H
+#define BRAID_CLOCK_H
+
+#include <stdint.h>
+
+uint64_t braid_now_ns(void); /* CLOCK_MONOTONIC */
+/* getrandom(), or the clock and pid when the entropy pool is not ready (early boot). */
+uint64_t braid_random_u64(void);
+
+#endif

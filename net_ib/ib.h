@@ -326,7 +326,7 @@ int ib_dev_comm_limit(const struct ib_dev *d);
 /* ib_conn.c */
 ncclResult_t ib_listen(const struct braid_vdev *vd, void *handle, void **listen_comm);
 ncclResult_t ib_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
-			const void *handle, void **send_comm);
+			void *handle, void **send_comm);
 ncclResult_t ib_accept(void *listen_comm, void **recv_comm);
 ncclResult_t ib_close_send(void *send_comm);
 ncclResult_t ib_close_recv(void *recv_comm);

@@ -29,6 +29,7 @@
 #include "net_ib/ib_wire.h"
 #include "plugin/clock.h"
 #include "plugin/comm_limit.h"
+#include "plugin/conn.h"
 #include "plugin/gpudirect.h"
 #include "plugin/handle.h"
 #include "plugin/log.h"
@@ -476,58 +477,58 @@ static void comm_ready(struct ib_comm *c, int is_send)
 	log_ready(c);
 }
 
-ncclResult_t ib_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
-			const void *handle, void **send_comm)
+/* The connector's comm: its QPs exist (the REPLY's blob carries their numbers). */
+static void *ib_conn_create(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
+			    struct braid_link *lk, int *rc)
 {
-	struct ib_comm *c = braid_handle_stage_get(handle);
-	struct braid_link *lk;
-	ncclResult_t res;
-	int rc;
+	struct ib_comm *c = comm_new(vd, lk, 1, rc);
 
-	if (!c) {
-		res = braid_link_dial(&ib_link_ops, vd->nic[0], handle, &lk);
-		if (res != ncclSuccess)
-			return res;
-		c = comm_new(vd, lk, 1, &rc);
-		if (!c) {
-			braid_link_close(lk, NULL);
-			return braid_link_error(rc);
-		}
-		if (opts->traffic_class != NCCL_NET_TRAFFIC_CLASS_UNDEF)
-			c->traffic_class = opts->traffic_class & 0xff;
-		rc = comm_open(c, connector_nqps(c));
-		if (rc) {
-			comm_free(c);
-			return braid_link_error(rc);
-		}
-		make_psns(c->psn, c->nqps);
-		braid_handle_stage_set((void *)handle, c);
-	}
-	rc = braid_link_connect_step(c->link, &ib_link_ops, c);
-	if (rc == -EAGAIN)
-		return ncclSuccess;
-	braid_handle_stage_set((void *)handle, NULL);
-	if (rc) {
+	if (!c)
+		return NULL;
+	if (opts->traffic_class != NCCL_NET_TRAFFIC_CLASS_UNDEF)
+		c->traffic_class = opts->traffic_class & 0xff;
+	*rc = comm_open(c, connector_nqps(c));
+	if (*rc) {
+		c->link = NULL; /* the driver closes it */
 		comm_free(c);
-		return braid_link_error(rc);
+		return NULL;
 	}
-	comm_ready(c, 1);
-	*send_comm = c;
-	return ncclSuccess;
+	make_psns(c->psn, c->nqps);
+	return c;
+}
+
+static struct braid_link *ib_conn_link(void *comm)
+{
+	return to_ib_comm(comm)->link;
+}
+
+static void ib_conn_ready(void *comm, int is_send)
+{
+	comm_ready(to_ib_comm(comm), is_send);
+}
+
+static void ib_conn_destroy(void *comm)
+{
+	comm_free(to_ib_comm(comm));
+}
+
+static const struct braid_conn_ops ib_conn_ops = {
+	.link = &ib_link_ops,
+	.create = ib_conn_create,
+	.link_of = ib_conn_link,
+	.ready = ib_conn_ready,
+	.destroy = ib_conn_destroy,
+};
+
+ncclResult_t ib_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
+			void *handle, void **send_comm)
+{
+	return braid_conn_connect(&ib_conn_ops, vd, opts, handle, send_comm);
 }
 
 ncclResult_t ib_accept(void *listen_comm, void **recv_comm)
 {
-	void *comm = NULL;
-	ncclResult_t res;
-
-	res = braid_listener_accept(&to_listen_comm(listen_comm)->lsn, &ib_link_ops, listen_comm,
-				    &comm);
-	if (res != ncclSuccess || !comm)
-		return res;
-	comm_ready(to_ib_comm(comm), 0);
-	*recv_comm = comm;
-	return ncclSuccess;
+	return braid_conn_accept(&ib_conn_ops, listen_comm, recv_comm);
 }
 
 ncclResult_t ib_close_send(void *send_comm)

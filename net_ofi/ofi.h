@@ -331,7 +331,7 @@ void ofi_mr_close_raw(struct ofi_dev *d, struct fid_mr *mr);
 /* ofi_conn.c */
 ncclResult_t ofi_listen(const struct braid_vdev *vd, void *handle, void **listen_comm);
 ncclResult_t ofi_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
-			 const void *handle, void **send_comm);
+			 void *handle, void **send_comm);
 ncclResult_t ofi_accept(void *listen_comm, void **recv_comm);
 ncclResult_t ofi_close_send(void *send_comm);
 ncclResult_t ofi_close_recv(void *recv_comm);
@@ -376,7 +376,7 @@ void ofi_lane_free(struct ofi_comm *c);
 /* Plain (one-NIC) comms: the backend's entry points dispatch here (ofi_fused.c). */
 ncclResult_t ofi_plain_listen(const struct braid_vdev *vd, void *handle, void **listen_comm);
 ncclResult_t ofi_plain_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
-			       const void *handle, void **send_comm);
+			       void *handle, void **send_comm);
 ncclResult_t ofi_plain_accept(void *listen_comm, void **recv_comm);
 ncclResult_t ofi_plain_close_listen(void *listen_comm);
 void ofi_plain_comm_free(struct ofi_comm *c);

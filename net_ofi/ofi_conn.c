@@ -14,6 +14,7 @@
 #include "net_ofi/ofi.h"
 #include "plugin/clock.h"
 #include "plugin/comm_limit.h"
+#include "plugin/conn.h"
 #include "plugin/handle.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
@@ -437,57 +438,56 @@ static void comm_ready(struct ofi_comm *c, int is_send)
 		   c->peer_id, c->dev->name);
 }
 
-ncclResult_t ofi_plain_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
-			       const void *handle, void **send_comm)
+static void *ofi_conn_create(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
+			     struct braid_link *lk, int *rc)
 {
-	int dev = vd->nic[0];
-	struct ofi_comm *c = braid_handle_stage_get(handle);
-	struct braid_link *lk;
-	ncclResult_t res;
-	int rc;
+	struct ofi_comm *c = comm_new(vd->nic[0], 1, lk);
 
 	(void)opts; /* traffic classes: libfabric has fi_tx_attr.tclass; not mapped yet */
-	if (!c) {
-		res = braid_link_dial(&ofi_link_ops, dev, handle, &lk);
-		if (res != ncclSuccess)
-			return res;
-		c = comm_new(dev, 1, lk);
-		if (!c) {
-			braid_link_close(lk, NULL);
-			return ncclSystemError;
-		}
-		rc = comm_open(c);
-		if (rc) {
-			comm_free(c);
-			return braid_link_error(rc);
-		}
-		braid_handle_stage_set((void *)handle, c);
-	}
-	rc = braid_link_connect_step(c->link, &ofi_link_ops, c);
-	if (rc == -EAGAIN)
-		return ncclSuccess;
-	braid_handle_stage_set((void *)handle, NULL);
-	if (rc) {
+	*rc = -ENOMEM;
+	if (!c)
+		return NULL;
+	*rc = comm_open(c);
+	if (*rc) {
+		c->link = NULL; /* the driver closes it */
 		comm_free(c);
-		return braid_link_error(rc);
+		return NULL;
 	}
-	comm_ready(c, 1);
-	*send_comm = c;
-	return ncclSuccess;
+	return c;
+}
+
+static struct braid_link *ofi_conn_link(void *comm)
+{
+	return to_ofi_comm(comm)->link;
+}
+
+static void ofi_conn_ready(void *comm, int is_send)
+{
+	comm_ready(to_ofi_comm(comm), is_send);
+}
+
+static void ofi_conn_destroy(void *comm)
+{
+	comm_free(to_ofi_comm(comm));
+}
+
+static const struct braid_conn_ops ofi_conn_ops = {
+	.link = &ofi_link_ops,
+	.create = ofi_conn_create,
+	.link_of = ofi_conn_link,
+	.ready = ofi_conn_ready,
+	.destroy = ofi_conn_destroy,
+};
+
+ncclResult_t ofi_plain_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
+			       void *handle, void **send_comm)
+{
+	return braid_conn_connect(&ofi_conn_ops, vd, opts, handle, send_comm);
 }
 
 ncclResult_t ofi_plain_accept(void *listen_comm, void **recv_comm)
 {
-	void *comm = NULL;
-	ncclResult_t res;
-
-	res = braid_listener_accept(&to_listen_comm(listen_comm)->lsn, &ofi_link_ops, listen_comm,
-				    &comm);
-	if (res != ncclSuccess || !comm)
-		return res;
-	comm_ready(to_ofi_comm(comm), 0);
-	*recv_comm = comm;
-	return ncclSuccess;
+	return braid_conn_accept(&ofi_conn_ops, listen_comm, recv_comm);
 }
 
 void ofi_plain_comm_free(struct ofi_comm *c)

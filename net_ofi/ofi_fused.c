@@ -30,6 +30,7 @@
 
 #include "net_ofi/ofi.h"
 #include "plugin/clock.h"
+#include "plugin/conn.h"
 #include "plugin/handle.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
@@ -308,58 +309,56 @@ ncclResult_t ofi_listen(const struct braid_vdev *vd, void *handle, void **listen
 				      listen_comm);
 }
 
-ncclResult_t ofi_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
-			 const void *handle, void **send_comm)
+static void *fused_conn_create(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
+			       struct braid_link *lk, int *rc)
 {
-	struct ofi_fcomm *fc;
-	struct braid_link *lk;
-	ncclResult_t res;
-	int rc;
+	struct ofi_fcomm *fc = fcomm_new(vd, 1, lk);
 
+	*rc = fc ? 0 : -ENOMEM;
+	return fc;
+}
+
+static struct braid_link *fused_conn_link(void *comm)
+{
+	return to_fcomm(comm)->link;
+}
+
+static void fused_conn_ready(void *comm, int is_send)
+{
+	fcomm_ready(to_fcomm(comm));
+}
+
+static void fused_conn_destroy(void *comm)
+{
+	struct ofi_fcomm *fc = to_fcomm(comm);
+
+	braid_link_close(fc->link, NULL);
+	for (int k = 0; k < fc->nlanes; k++)
+		fc->lane[k]->link = NULL;
+	fcomm_free(fc);
+}
+
+static const struct braid_conn_ops fused_conn_ops = {
+	.link = &fused_link_ops,
+	.create = fused_conn_create,
+	.link_of = fused_conn_link,
+	.ready = fused_conn_ready,
+	.destroy = fused_conn_destroy,
+};
+
+ncclResult_t ofi_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
+			 void *handle, void **send_comm)
+{
 	if (vd->n == 1)
 		return ofi_plain_connect(vd, opts, handle, send_comm);
-	fc = braid_handle_stage_get(handle);
-	if (!fc) {
-		res = braid_link_dial(&fused_link_ops, vd->nic[0], handle, &lk);
-		if (res != ncclSuccess)
-			return res;
-		fc = fcomm_new(vd, 1, lk);
-		if (!fc) {
-			braid_link_close(lk, NULL);
-			return ncclSystemError;
-		}
-		braid_handle_stage_set((void *)handle, fc);
-	}
-	rc = braid_link_connect_step(fc->link, &fused_link_ops, fc);
-	if (rc == -EAGAIN)
-		return ncclSuccess;
-	braid_handle_stage_set((void *)handle, NULL);
-	if (rc) {
-		braid_link_close(fc->link, NULL);
-		for (int k = 0; k < fc->nlanes; k++)
-			fc->lane[k]->link = NULL;
-		fcomm_free(fc);
-		return braid_link_error(rc);
-	}
-	fcomm_ready(fc);
-	*send_comm = fc;
-	return ncclSuccess;
+	return braid_conn_connect(&fused_conn_ops, vd, opts, handle, send_comm);
 }
 
 ncclResult_t ofi_accept(void *listen_comm, void **recv_comm)
 {
-	struct braid_listen_comm *l = to_listen_comm(listen_comm);
-	void *comm = NULL;
-	ncclResult_t res;
-
-	if (l->vdev.n == 1)
+	if (to_listen_comm(listen_comm)->vdev.n == 1)
 		return ofi_plain_accept(listen_comm, recv_comm);
-	res = braid_listener_accept(&l->lsn, &fused_link_ops, listen_comm, &comm);
-	if (res != ncclSuccess || !comm)
-		return res;
-	fcomm_ready(to_fcomm(comm));
-	*recv_comm = comm;
-	return ncclSuccess;
+	return braid_conn_accept(&fused_conn_ops, listen_comm, recv_comm);
 }
 
 ncclResult_t ofi_close_listen(void *listen_comm)

@@ -87,7 +87,7 @@ struct braid_backend_ops {
 	 * chose, whose NICs (1 to max_nics) a comm stripes over */
 	ncclResult_t (*listen)(const struct braid_vdev *vd, void *handle, void **listen_comm);
 	ncclResult_t (*connect)(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
-				const void *handle, void **send_comm);
+				void *handle, void **send_comm);
 	ncclResult_t (*accept)(void *listen_comm, void **recv_comm);
 	ncclResult_t (*reg_mr)(void *comm, void *data, size_t size, int type, void **mhandle);
 	ncclResult_t (*reg_mr_dmabuf)(void *comm, void *data, size_t size, int type,

@@ -15,6 +15,7 @@
 #include "plugin/counters.h"
 #include "plugin/gpudirect.h"
 #include "plugin/log.h"
+#include "plugin/ncclib_env.h"
 #include "plugin/params.h"
 #include "plugin/require.h"
 #include "plugin/vdev.h"
@@ -162,6 +163,8 @@ static ncclResult_t choose_backend(int api_version)
 		BRAID_INFO(NCCL_INIT | NCCL_NET, "using the %s backend; not used: %s", chosen->name,
 			   why);
 	record_choice(chosen, why);
+	if (chosen->kind == BRAID_BACKEND_IB)
+		braid_ncclib_report(); /* a job moved from NCCL's IB transport keeps its env */
 	be_ndevs = chosen->ndevs();
 	dev_props = calloc((size_t)be_ndevs, sizeof(*dev_props));
 	if (!dev_props) {

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Writes docs/configuration.md from the parameter table (`make docs`); test_config_doc
- * fails when the committed file differs, so the doc cannot drift from the code.
+ * Writes docs/configuration.md from the parameter table, and with `ncclib` the NCCL_IB_*
+ * table of docs/ib.md from plugin/ncclib_env.c (`make docs`); test-config-doc.sh fails
+ * when a committed doc differs, so the docs cannot drift from the code.
  */
 #include <stdio.h>
+#include <string.h>
 
+#include "plugin/ncclib_env.h"
 #include "plugin/params.h"
 
 static const char *type_name(const struct braid_param_desc *d)
@@ -35,8 +38,23 @@ static void choice_list(const char *choices, char *out, size_t len)
 	snprintf(out + used, len - used, "`");
 }
 
-int main(void)
+static int ncclib_table(void)
 {
+	size_t n;
+	const struct braid_ncclib_var *v = braid_ncclib_vars(&n);
+
+	printf("| Variable | NCCL default | NCCL's meaning | braid | What braid does | NCCL source |\n"
+	       "|---|---|---|---|---|---|\n");
+	for (size_t i = 0; i < n; i++)
+		printf("| `%s` | %s | %s | %s | %s | `%s` |\n", v[i].name, v[i].nccl_default,
+		       v[i].meaning, braid_ncclib_how_name(v[i].how), v[i].braid, v[i].source);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "ncclib") == 0)
+		return ncclib_table();
 	printf("# braid configuration\n\n"
 	       "Every knob is an environment variable, read once when the plugin initialises.\n"
 	       "A value that does not parse or is out of range gets one WARN naming the variable,\n"

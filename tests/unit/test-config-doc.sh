@@ -7,3 +7,5 @@ if ! diff -u docs/configuration.md <("$gen"); then
 	exit 1
 fi
 echo "docs/configuration.md matches plugin/params.h"
+tests/unit/ib-doc-table.sh --check "$gen" || exit 1
+echo "docs/ib.md's NCCL_IB_* table matches plugin/ncclib_env.c"

@@ -47,6 +47,7 @@ struct ibv_dl {
 	int (*close_device)(struct ibv_context *ctx);
 	int (*query_device)(struct ibv_context *ctx, struct ibv_device_attr *attr);
 	int (*query_port)(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr);
+	int (*query_pkey)(struct ibv_context *ctx, uint8_t port, int index, __be16 *pkey);
 	int (*query_gid)(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid);
 	struct ibv_pd *(*alloc_pd)(struct ibv_context *ctx);
 	int (*dealloc_pd)(struct ibv_pd *pd);
@@ -120,7 +121,9 @@ struct ib_dev {
 	uint32_t max_msg_sz;
 	int gid_index;
 	union ibv_gid gid;
-	int gid_type; /* IBV_GID_TYPE_*, -1 unknown */
+	int gid_type;   /* IBV_GID_TYPE_*, -1 unknown */
+	int pkey_index; /* BRAID_IB_PKEY / NCCL_IB_PKEY */
+	uint16_t pkey;  /* the key at pkey_index; 0 when the library cannot say */
 	char gid_why[192];
 	int speed_mbps;
 	int nqps;      /* QPs per connection for this port */

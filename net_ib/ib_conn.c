@@ -238,6 +238,7 @@ static void fill_wire(struct ib_comm *c, struct ib_wire *w, const uint32_t *psn)
 	w->len = sizeof(*w);
 	w->nqps = (uint8_t)c->nqps;
 	w->nrails = (uint8_t)c->nrails;
+	w->pkey = c->dev->pkey;
 	for (int k = 0; k < c->nrails; k++) {
 		const struct ib_dev *d = c->rails[k].dev;
 		struct ib_wire_rail *wr = &w->rails[k];
@@ -258,6 +259,12 @@ static void fill_wire(struct ib_comm *c, struct ib_wire *w, const uint32_t *psn)
 		w->qpn[i] = c->qps[i].qp->qp_num;
 		w->psn[i] = psn[i];
 	}
+}
+
+/* IBA 10.9.3: one partition (the low 15 bits), at least one side a full member. */
+static int pkeys_match(uint16_t a, uint16_t b)
+{
+	return (a & 0x7fff) && (a & 0x7fff) == (b & 0x7fff) && ((a | b) & 0x8000);
 }
 
 /* Kept apart from the comm (ib_wire.h) so that tests/fuzz can feed it any bytes. */
@@ -299,6 +306,16 @@ int ib_wire_check(const void *payload, uint32_t len, int want_nqps, const struct
 	}
 	if (w->nqps < 1 || w->nqps > IB_MAX_QPS || (want_nqps && w->nqps != want_nqps)) {
 		snprintf(why, whylen, "bad QP count %u", w->nqps);
+		return -EPROTO;
+	}
+	/* A fabric drops packets across partitions: say so now, not as a retry timeout on
+	 * the first message. Both keys are known only where ibv_query_pkey exists. */
+	if (w->pkey && local->pkey && !pkeys_match(w->pkey, local->pkey)) {
+		snprintf(why, whylen,
+			 "the peer's P_Key 0x%04x and ours 0x%04x (index %d on %s:%d) are not in "
+			 "one partition (both full or limited members of it): check NCCL_IB_PKEY "
+			 "or BRAID_IB_PKEY on both ranks",
+			 w->pkey, local->pkey, local->pkey_index, local->name, local->port);
 		return -EPROTO;
 	}
 	return 0;

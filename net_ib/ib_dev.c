@@ -324,6 +324,39 @@ static void pci_path_of(struct ib_dev *d)
 		memcpy(d->pci_path, real, strlen(real) + 1);
 }
 
+/*
+ * The partition key of the port's QPs: NCCL's NCCL_IB_PKEY is an index into the port's
+ * P_Key table, given to every QP at INIT. An index past the table, or at an empty entry,
+ * would make every QP fail or reach no one: the port is not used, with a WARN, rather than
+ * a job quietly falling back to another network.
+ */
+static int choose_pkey(struct ib_dev *d, struct ibv_context *ctx, int tbl_len, char *why,
+		       size_t whylen)
+{
+	__be16 key = 0;
+
+	d->pkey_index = (int)braid_param_int(BRAID_P_IB_PKEY);
+	d->pkey = 0;
+	if (tbl_len > 0 && d->pkey_index >= tbl_len) {
+		snprintf(why, whylen, "%s=%d is past the P_Key table of %s:%d (%d entries)",
+			 braid_param_source(BRAID_P_IB_PKEY), d->pkey_index, d->name, d->port,
+			 tbl_len);
+		BRAID_WARN("ib: %s; the port is not used", why);
+		return -1;
+	}
+	if (!ibv.query_pkey)
+		return 0;
+	if (ibv.query_pkey(ctx, (uint8_t)d->port, d->pkey_index, &key) == 0 &&
+	    (be16toh(key) & 0x7fff) == 0) {
+		snprintf(why, whylen, "%s=%d names an empty P_Key table entry on %s:%d",
+			 braid_param_source(BRAID_P_IB_PKEY), d->pkey_index, d->name, d->port);
+		BRAID_WARN("ib: %s; the port is not used", why);
+		return -1;
+	}
+	d->pkey = be16toh(key);
+	return 0;
+}
+
 static int add_port(struct ib_hca *h, int port, const struct ibv_port_attr *pa, char *why,
 		    size_t whylen)
 {
@@ -360,6 +393,8 @@ static int add_port(struct ib_hca *h, int port, const struct ibv_port_attr *pa, 
 			 "across subnets",
 			 pa->lid);
 	}
+	if (choose_pkey(d, h->ctx, pa->pkey_tbl_len, why, whylen))
+		return -1;
 	d->nqps = qps ? qps : d->link_layer == IBV_LINK_LAYER_ETHERNET ? 4 : 1;
 	pci_path_of(d);
 	d->ctr = braid_counters_dev(ib.ndevs);
@@ -374,11 +409,11 @@ static int add_port(struct ib_hca *h, int port, const struct ibv_port_attr *pa, 
 		ib_gid_str(&d->gid, gs, sizeof(gs));
 		BRAID_INFO(NCCL_INIT | NCCL_NET,
 			   "ib: device %d = %s:%d, %s, %d Mb/s, MTU %s, LID %u, GID %d %s (%s): %s, "
-			   "%d QP(s) per connection",
+			   "%d QP(s) per connection, P_Key 0x%04x at index %d",
 			   ib.ndevs - 1, d->name, port,
 			   d->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
 			   d->speed_mbps, ib_mtu_str(d->mtu), d->lid, d->gid_index, gs,
-			   gid_type_name(d->gid_type), d->gid_why, d->nqps);
+			   gid_type_name(d->gid_type), d->gid_why, d->nqps, d->pkey, d->pkey_index);
 	}
 	return 0;
 }

@@ -42,6 +42,7 @@ static int flush_qp_up(struct ib_rail *rl)
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
+	a.pkey_index = (uint16_t)d->pkey_index;
 	a.port_num = (uint8_t)d->port;
 	a.qp_access_flags = IBV_ACCESS_REMOTE_READ;
 	rc = ibv.modify_qp(rl->flush_qp, &a,

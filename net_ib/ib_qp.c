@@ -93,7 +93,7 @@ int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int rail, int is_send)
 	}
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
-	a.pkey_index = 0;
+	a.pkey_index = (uint16_t)rl->dev->pkey_index;
 	a.port_num = (uint8_t)rl->dev->port;
 	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 	rc = ibv.modify_qp(q->qp, &a,

@@ -32,7 +32,7 @@ struct ib_wire {
 	uint16_t len; /* sizeof(struct ib_wire) */
 	uint8_t nqps;
 	uint8_t nrails;
-	uint16_t pad;
+	uint16_t pkey;      /* the P_Key of the sender's QPs (BRAID_IB_PKEY); 0: unknown */
 	uint64_t fifo_addr; /* on the sender's rail 0, where the receiver's QP 0 writes */
 	uint32_t fifo_rkey;
 	uint32_t qpn[IB_MAX_QPS];

@@ -38,6 +38,7 @@ int ibv_dl_open(char *why, size_t whylen)
 		SYM("ibv_query_device", query_device, 1),
 		SYM("ibv_query_port", query_port, 1),
 		SYM("ibv_query_gid", query_gid, 1),
+		SYM("ibv_query_pkey", query_pkey, 0),
 		SYM("ibv_alloc_pd", alloc_pd, 1),
 		SYM("ibv_dealloc_pd", dealloc_pd, 1),
 		SYM("ibv_reg_mr", reg_mr, 1),

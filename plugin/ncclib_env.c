@@ -29,7 +29,7 @@ static const struct braid_ncclib_var vars[] = {
 	  "GID index of the routable FLID on routed InfiniBand", W,
 	  "braid addresses InfiniBand by LID, with a GRH only when the subnet prefixes differ",
 	  "connect.cc:13" },
-	{ "NCCL_IB_PKEY", "0", "partition key index of the QPs", W, "braid's QPs use P_Key index 0",
+	{ "NCCL_IB_PKEY", "0", "index of the partition key (P_Key) of the QPs", H, "BRAID_IB_PKEY",
 	  "connect.cc:17" },
 	{ "NCCL_IB_DEVICE_PCI_ORDER", "1",
 	  "number the devices in PCI order, the same on every node", I,

@@ -103,6 +103,9 @@ enum braid_param_type {
 	  "(NCCL v10+) overrides it.")                                                             \
 	X(IB_SL, "BRAID_IB_SL", BRAID_PARAM_INT, "0", 0, 15, NULL, "NCCL_IB_SL",                   \
 	  "InfiniBand service level of every QP.")                                                 \
+	X(IB_PKEY, "BRAID_IB_PKEY", BRAID_PARAM_INT, "0", 0, 65535, NULL, "NCCL_IB_PKEY",          \
+	  "Index in the port's P_Key table of the partition key braid's QPs use (InfiniBand "      \
+	  "partitions). A port whose table has no key at this index is not used, with a WARN.")    \
 	X(IB_TIMEOUT, "BRAID_IB_TIMEOUT", BRAID_PARAM_INT, "20", 1, 31, NULL, "NCCL_IB_TIMEOUT",   \
 	  "QP local ACK timeout exponent: 4.096 us * 2^value before a retry.")                     \
 	X(IB_RETRY_CNT, "BRAID_IB_RETRY_CNT", BRAID_PARAM_INT, "7", 0, 7, NULL,                    \

@@ -158,6 +158,7 @@ static void load_devices(void)
 		if (parse_device(tok, sv_ndevs, hid) == 0)
 			sv_ndevs++;
 	}
+	sv_pkeys_load(sv_devs, sv_ndevs);
 }
 
 struct sv_device *sv_devices(int *n)
@@ -306,7 +307,7 @@ static void fill_device_attr(struct sv_device *d, struct ibv_device_attr *a)
 	a->max_res_rd_atom = SV_MAX_RD_ATOM * SV_MAX_QP;
 	a->max_qp_init_rd_atom = SV_MAX_RD_ATOM;
 	a->atomic_cap = IBV_ATOMIC_NONE;
-	a->max_pkeys = d->roce ? 1 : 128;
+	a->max_pkeys = (uint16_t)sv_pkey_table_len(d);
 	a->local_ca_ack_delay = 16;
 	a->phys_port_cnt = (uint8_t)d->nports;
 }
@@ -344,7 +345,7 @@ static void fill_port_attr(struct sv_device *d, int p, struct ibv_port_attr *a)
 	a->port_cap_flags = d->roce ? IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS
 				    : IBV_PORT_CM_SUP | IBV_PORT_SM;
 	a->max_msg_sz = 1u << 30;
-	a->pkey_tbl_len = d->roce ? 1 : 128;
+	a->pkey_tbl_len = (uint16_t)sv_pkey_table_len(d);
 	a->lid = port->lid;
 	a->sm_lid = d->roce ? 0 : 1;
 	a->max_vl_num = 4;
@@ -472,17 +473,22 @@ SV_EXPORT int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int 
 {
 	struct sv_device *d = to_ctx(context)->dev;
 
-	if (sv_port_check(d, port_num) || index < 0 || index >= (d->roce ? 1 : 128))
+	if (sv_port_check(d, port_num) || index < 0 || index >= sv_pkey_table_len(d))
 		return -1;
-	*pkey = index == 0 ? htobe16(0xffff) : 0;
+	*pkey = htobe16(sv_pkey_at(&d->port[port_num - 1], index));
 	return 0;
 }
 
 SV_EXPORT int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_num, __be16 pkey)
 {
-	if (sv_port_check(to_ctx(context)->dev, port_num))
+	struct sv_device *d = to_ctx(context)->dev;
+
+	if (sv_port_check(d, port_num))
 		return -EINVAL;
-	return be16toh(pkey) == 0xffff ? 0 : -ENOENT;
+	for (int i = 0; i < d->port[port_num - 1].npkeys; i++)
+		if (d->port[port_num - 1].pkey[i] == be16toh(pkey))
+			return i;
+	return -ENOENT;
 }
 
 /* Async events travel through a pipe per context (context->async_fd). */

@@ -38,6 +38,7 @@
 #define SV_MAX_RD_ATOM 16
 #define SV_MAX_MSG (1ull << 30) /* port max_msg_sz */
 #define SV_ROCE_GIDS 4
+#define SV_PKEY_TABLE_LEN 16 /* an IB port's; a RoCE port has 1 entry */
 #define SV_ROCE_GID_TBL_LEN 256
 #define SV_IB_GID_TBL_LEN 128
 
@@ -54,6 +55,8 @@ struct sv_port {
 	uint32_t gid_type[SV_ROCE_GIDS]; /* enum ibv_gid_type */
 	uint32_t ipv4;                   /* network order; RoCE only */
 	int ifindex;
+	int npkeys; /* P_Key table (sv_pkey.c): entries past npkeys are empty */
+	uint16_t pkey[SV_PKEY_TABLE_LEN];
 };
 
 struct sv_device {
@@ -243,6 +246,9 @@ struct sv_hdr {
 	uint64_t raddr;
 	uint64_t len;
 	uint8_t gid[16];
+	uint16_t pkey; /* HELLO: the requester's P_Key */
+	uint16_t pad16;
+	uint32_t pad32;
 };
 
 struct sv_conn {
@@ -340,6 +346,12 @@ uint64_t sv_rnr_delay_ns(uint8_t min_rnr_timer);
 /* sv_device.c */
 struct sv_device *sv_devices(int *n);
 int sv_port_check(struct sv_device *dev, uint8_t port);
+
+/* sv_pkey.c */
+int sv_pkey_table_len(const struct sv_device *d);
+uint16_t sv_pkey_at(const struct sv_port *p, int index);
+bool sv_pkey_match(uint16_t a, uint16_t b);
+void sv_pkeys_load(struct sv_device *devs, int ndevs);
 void sv_async_event(struct sv_context *ctx, enum ibv_event_type type, void *elem, int port);
 void sv_set_port_state(enum ibv_port_state state);
 

@@ -401,7 +401,7 @@ SV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int m
 	port = (mask & IBV_QP_PORT) ? attr->port_num : qp->attr.port_num;
 	if ((mask & IBV_QP_PORT) && sv_port_check(d, attr->port_num))
 		goto out;
-	if ((mask & IBV_QP_PKEY_INDEX) && attr->pkey_index >= (d->roce ? 1 : 128))
+	if ((mask & IBV_QP_PKEY_INDEX) && attr->pkey_index >= sv_pkey_table_len(d))
 		goto out;
 	if ((mask & IBV_QP_ACCESS_FLAGS) &&
 	    (attr->qp_access_flags & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |

@@ -26,6 +26,12 @@ static bool hello_matches(struct sv_qp *qp, const struct sv_hdr *h)
 		return false;
 	if (qp->attr.dest_qp_num != h->src_qpn || h->link_layer != p->link_layer)
 		return false;
+	if (!sv_pkey_match(h->pkey, sv_pkey_at(p, qp->attr.pkey_index))) {
+		sv_debug("QP 0x%06x: requester QP 0x%06x has P_Key 0x%04x, not in our partition "
+			 "(0x%04x): dropped",
+			 qp->ibqp.qp_num, h->src_qpn, h->pkey, sv_pkey_at(p, qp->attr.pkey_index));
+		return false;
+	}
 	if (!h->is_global)
 		return h->lid == p->lid;
 	for (int i = 0; i < p->ngids; i++)

@@ -15,6 +15,7 @@
 
 static char fabric_dir[64];
 uint32_t svt_flow_label;
+uint16_t svt_pkey_index;
 uint8_t svt_max_dest_rd_atomic = 16;
 uint32_t svt_max_inline_data = 64;
 int svt_sq_sig_all;
@@ -191,7 +192,7 @@ int svt_connect(struct svt_end *e, const struct svt_addr *a, int gid_index, int 
 {
 	struct ibv_qp_attr at = {
 		.qp_state = IBV_QPS_INIT,
-		.pkey_index = 0,
+		.pkey_index = svt_pkey_index,
 		.port_num = 1,
 		.qp_access_flags = access,
 	};

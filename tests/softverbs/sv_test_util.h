@@ -75,6 +75,8 @@ uint64_t svt_now_ms(void);
 
 /* GRH flow label svt_connect puts in the AV (RoCE); 0 by default. */
 extern uint32_t svt_flow_label;
+/* P_Key index svt_connect gives at INIT; 0 by default. */
+extern uint16_t svt_pkey_index;
 /* max_dest_rd_atomic svt_connect gives at RTR; 16 by default. */
 extern uint8_t svt_max_dest_rd_atomic;
 /* max_inline_data of the QPs svt_end_init creates; 64 by default. */

@@ -75,6 +75,7 @@ static void tx_connect(struct sv_qp *qp)
 		.lid = qp->attr.ah_attr.dlid,
 		.is_global = qp->attr.ah_attr.is_global,
 		.link_layer = p->link_layer,
+		.pkey = sv_pkey_at(p, qp->attr.pkey_index),
 	};
 	int fd;
 

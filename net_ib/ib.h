@@ -296,6 +296,7 @@ struct ib_state {
 	struct ib_dev *devs;
 	int nhcas;
 	struct ib_hca *hcas;
+	int relaxed_ordering; /* registrations carry IBV_ACCESS_RELAXED_ORDERING */
 };
 extern struct ib_state ib;
 void ib_gid_str(const union ibv_gid *gid, char *buf, size_t len);
@@ -324,6 +325,7 @@ ncclResult_t ib_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uin
 ncclResult_t ib_dereg_mr(void *comm, void *mhandle);
 void ib_mr_cache_purge(struct ib_hca *h);
 int ib_access_flags(void);
+void ib_relaxed_ordering_init(void);
 int ib_dev_comm_limit(const struct ib_dev *d);
 
 /* ib_conn.c */

@@ -451,6 +451,7 @@ static int ib_init(const struct braid_backend_env *env, char *why, size_t whylen
 	ib_topo = env->topo;
 	if (ibv_dl_open(why, whylen))
 		return -1;
+	ib_relaxed_ordering_init();
 	if (braid_filter_parse(spec, &f)) {
 		snprintf(why, whylen, "%s=\"%s\" cannot be parsed",
 			 braid_param_source(BRAID_P_IB_HCA), spec);

@@ -18,7 +18,25 @@
 
 int ib_access_flags(void)
 {
-	return IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	return IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+	       (ib.relaxed_ordering ? IBV_ACCESS_RELAXED_ORDERING : 0);
+}
+
+/* NCCL's rule (ncclIbRelaxedOrderingCapable): asked for (NCCL_IB_PCI_RELAXED_ORDERING 1,
+ * or 2, the default) and ibv_reg_mr_iova2 exists (IBVERBS_1.8, the API that passes the
+ * optional access flags on). A NIC that cannot do it ignores the optional flag. */
+void ib_relaxed_ordering_init(void)
+{
+	ib.relaxed_ordering = braid_param_int(BRAID_P_IB_PCI_RELAXED_ORDERING) != 0 &&
+			      ibv.reg_mr_iova2 != NULL;
+}
+
+static struct ibv_mr *reg_pages(struct ib_hca *h, uintptr_t base, size_t len)
+{
+	if (ib.relaxed_ordering)
+		return ibv.reg_mr_iova2(h->pd, (void *)base, len, base,
+					(unsigned int)ib_access_flags());
+	return ibv.reg_mr(h->pd, (void *)base, len, ib_access_flags());
 }
 
 static void mr_free(struct ib_mr *m)
@@ -67,7 +85,7 @@ static ncclResult_t reg_host(struct ib_hca *h, void *data, size_t size, int type
 	}
 	braid_mr_range_init(&m->range, data, size, type);
 	m->hca = h;
-	m->mr = ibv.reg_mr(h->pd, (void *)m->range.base, m->range.len, ib_access_flags());
+	m->mr = reg_pages(h, m->range.base, m->range.len);
 	if (!m->mr) {
 		rc = errno ? errno : EIO;
 		BRAID_WARN("ib: ibv_reg_mr(%p, %zu bytes, %s) on %s failed: %s",

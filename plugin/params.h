@@ -106,6 +106,10 @@ enum braid_param_type {
 	X(IB_PKEY, "BRAID_IB_PKEY", BRAID_PARAM_INT, "0", 0, 65535, NULL, "NCCL_IB_PKEY",          \
 	  "Index in the port's P_Key table of the partition key braid's QPs use (InfiniBand "      \
 	  "partitions). A port whose table has no key at this index is not used, with a WARN.")    \
+	X(IB_PCI_RELAXED_ORDERING, "BRAID_IB_PCI_RELAXED_ORDERING", BRAID_PARAM_INT, "2", 0, 2,    \
+	  NULL, "NCCL_IB_PCI_RELAXED_ORDERING",                                                    \
+	  "Register memory with IBV_ACCESS_RELAXED_ORDERING: 0 never, 1 or 2 where libibverbs "    \
+	  "has ibv_reg_mr_iova2 (the API that carries the flag), as NCCL decides.")                \
 	X(IB_TIMEOUT, "BRAID_IB_TIMEOUT", BRAID_PARAM_INT, "20", 1, 31, NULL, "NCCL_IB_TIMEOUT",   \
 	  "QP local ACK timeout exponent: 4.096 us * 2^value before a retry.")                     \
 	X(IB_RETRY_CNT, "BRAID_IB_RETRY_CNT", BRAID_PARAM_INT, "7", 0, 7, NULL,                    \

@@ -107,6 +107,8 @@ static struct ibv_mr *sv_reg(struct ibv_pd *pd, void *addr, size_t length, uint6
 	mr->hnext = sv_eng.mr_hash[MR_HASH(key)];
 	sv_eng.mr_hash[MR_HASH(key)] = mr;
 	pthread_mutex_unlock(&sv_eng.lock);
+	sv_debug("MR 0x%x: %zu bytes, access 0x%x%s", key, length, access,
+		 access & IBV_ACCESS_RELAXED_ORDERING ? " (relaxed ordering)" : "");
 	return &mr->ibmr;
 }
 

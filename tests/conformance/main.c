@@ -74,6 +74,12 @@ const struct scenario scenarios[] = {
 	     "iflush of 32 receives on each of 64 comms, all in "
 	     "flight at once: never an error"),
 	  .own_init = true },
+	{ SC("abort-close", sc_abort_close, 8,
+	     "as ncclCommAbort: 8 x 1 MiB posted each way, deregMr and close everything in "
+	     "flight, no sync between ranks; 10 rounds on 1 thread and on 4; an isend into a "
+	     "receive the peer posted before closing returns a request, test() ends it"),
+	  /* issue 19: today isend refuses after the peer's goodbye on every backend */
+	  .explicit_only = true },
 	{ SC("vdevice", sc_vdevice, 9,
 	     "makeVDevice: bad arguments refused with ncclInvalidUsage, nothing changed; two "
 	     "devices fused into a third (name a+b, sum of speeds, vProps)"),

@@ -7,6 +7,9 @@
  *
  * FABRIC_DIR defaults to $SOFTVERBS_FABRIC, then /tmp/softverbs-fabric.
  * Stats files of processes that are gone are skipped unless -a is given.
+ * A process removes its file when it closes its last device, so -a shows a
+ * finished run's final counts only if it ran with SOFTVERBS_STATS_KEEP=1
+ * (which also keeps the rows of destroyed QPs), or if it died first.
  * Output, one record per line, space separated key=value pairs:
  *   uplink id=U tx_bytes=N tx_msgs=N
  *   qp pid=P qpn=0xQ dest_qpn=0xQ sport=S uplink=U sip=A dip=A tx_bytes=N rx_bytes=N

@@ -140,6 +140,7 @@ void sv_config_load(struct sv_config *cfg)
 	cfg->fault_port_up_ms = env_long("SOFTVERBS_FAULT_PORT_UP_AFTER_MS", -1);
 	cfg->post_send_delay_us = env_long("SOFTVERBS_POST_SEND_DELAY_US", 0);
 	cfg->dmabuf = env_long("SOFTVERBS_DMABUF", 0) != 0;
+	cfg->stats_keep = env_long("SOFTVERBS_STATS_KEEP", 0) != 0;
 }
 
 /*

@@ -291,6 +291,7 @@ struct sv_config {
 	long fault_port_up_ms;    /* -1 = off */
 	long post_send_delay_us;  /* 0 = off */
 	bool dmabuf;              /* ibv_reg_dmabuf_mr: EBADF for a bad fd */
+	bool stats_keep;          /* stats file and QP rows outlive their owners */
 	bool debug;
 };
 
@@ -421,6 +422,7 @@ uint64_t sv_pace_reserve(int dev, int uplink, uint64_t bytes, uint64_t now);
 int sv_stats_open(void);
 void sv_stats_close(void);
 struct sv_stats_qp *sv_stats_qp_slot(uint32_t qpn);
+void sv_stats_qp_release(struct sv_stats_qp *slot);
 void sv_stats_uplink_add(int uplink, uint64_t bytes);
 void sv_stats_device_add(int dev, uint64_t bytes);
 

@@ -556,8 +556,7 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	sv_cq_forget_qp(qp->scq, qp);
 	qp->scq->nqps--;
 	qp->rcq->nqps--;
-	if (qp->stats)
-		memset(qp->stats, 0, sizeof(*qp->stats));
+	sv_stats_qp_release(qp->stats);
 	pthread_mutex_unlock(&sv_eng.lock);
 	sv_qpn_free(qp->qpfile);
 	pthread_mutex_destroy(&ibqp->mutex);

@@ -51,12 +51,18 @@ int sv_stats_open(void)
 	return 0;
 }
 
+/*
+ * With SOFTVERBS_STATS_KEEP=1 the file stays when the engine stops (the last
+ * device closed), so that a test can read a run's final counts once its
+ * processes are gone (softverbs-stat -a) instead of sampling them mid-run.
+ */
 void sv_stats_close(void)
 {
 	if (!sv_eng.stats)
 		return;
 	munmap(sv_eng.stats, sv_eng.stats_len);
-	unlink(sv_eng.stats_path);
+	if (!sv_eng.cfg.stats_keep)
+		unlink(sv_eng.stats_path);
 	sv_eng.stats = NULL;
 }
 
@@ -76,6 +82,17 @@ struct sv_stats_qp *sv_stats_qp_slot(uint32_t qpn)
 		}
 	}
 	return NULL;
+}
+
+/*
+ * A destroyed QP's row. Called with sv_eng.lock held. Freed for the next QP,
+ * or with SOFTVERBS_STATS_KEEP=1 left with its final counts (the slot is
+ * never reused then: a process keeps SV_STATS_MAX_QPS rows in all).
+ */
+void sv_stats_qp_release(struct sv_stats_qp *slot)
+{
+	if (slot && !sv_eng.cfg.stats_keep)
+		memset(slot, 0, sizeof(*slot));
 }
 
 void sv_stats_uplink_add(int uplink, uint64_t bytes)

@@ -4,7 +4,9 @@
  * $SOFTVERBS_FABRIC/stats/<pid>.<n>.stat, mmap()ed shared by the process
  * that owns it and read by softverbs-stat (and tests) while it runs.
  * Counters are updated with relaxed atomic adds; readers may see a slightly
- * stale but never torn 64-bit value.
+ * stale but never torn 64-bit value. The file is removed when the process
+ * closes its last device, and a QP's row is freed when the QP is destroyed,
+ * unless SOFTVERBS_STATS_KEEP=1: then both stay with their final counts.
  */
 #ifndef SV_STATS_H
 #define SV_STATS_H

@@ -2,7 +2,8 @@
 /*
  * softverbs cmocka tests of the fabric model and fault injection: RoCEv2
  * UDP source ports as Linux computes them, uplink choice by 5-tuple hash,
- * per-uplink, per-device and per-QP counters (stats file and softverbs-stat),
+ * per-uplink, per-device and per-QP counters (stats file and softverbs-stat,
+ * and SOFTVERBS_STATS_KEEP: the counts of a process that has ended),
  * uplink rate limit and delay, device line rates (SOFTVERBS_DEVICE_RATE_MBPS:
  * parsing, and that devices are paced independently), and each
  * SOFTVERBS_FAULT_* knob.
@@ -46,6 +47,7 @@ static int clear_env(void **state)
 		"SOFTVERBS_FAULT_PORT_UP_AFTER_MS",
 		"SOFTVERBS_POST_SEND_DELAY_US",
 		"SOFTVERBS_DEVICE_RATE_MBPS",
+		"SOFTVERBS_STATS_KEEP",
 	};
 
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
@@ -1006,6 +1008,119 @@ static void test_fault_port_down_for_good(void **state)
 	assert_true(svt_now_ms() - t0 < 1000);
 }
 
+/*
+ * Child of test_stats_keep: a pair on svroce0 (both ends here), one 64 KiB
+ * write, then every object destroyed and both devices closed (the engine
+ * stops). SOFTVERBS_STATS_KEEP is arg, or unset when arg is NULL. Sends the
+ * two QPNs on sock once all is closed.
+ */
+static int keep_child(int sock, const void *arg)
+{
+	static char buf[64 << 10];
+	struct ibv_mr *amr, *bmr;
+	struct svt_end a, b;
+	struct ibv_wc wc;
+	uint32_t qpn[2];
+
+	if (arg)
+		setenv("SOFTVERBS_STATS_KEEP", arg, 1);
+	else
+		unsetenv("SOFTVERBS_STATS_KEEP");
+	if (svt_pair(&a, &b, "svroce0"))
+		return 10;
+	amr = ibv_reg_mr(a.pd, buf, sizeof(buf), ACC_ALL);
+	bmr = ibv_reg_mr(b.pd, buf, sizeof(buf), ACC_ALL);
+	if (!amr || !bmr)
+		return 11;
+	if (svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 1, buf, sizeof(buf), amr->lkey, (uintptr_t)buf,
+			  bmr->rkey, 0, IBV_SEND_SIGNALED) ||
+	    svt_wait_wc(a.cq, &wc, 5000) || wc.status != IBV_WC_SUCCESS)
+		return 12;
+	qpn[0] = a.qp->qp_num;
+	qpn[1] = b.qp->qp_num;
+	ibv_dereg_mr(amr);
+	ibv_dereg_mr(bmr);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+	return write(sock, qpn, sizeof(qpn)) == (ssize_t)sizeof(qpn) ? 0 : 13;
+}
+
+/* Lines of `softverbs-stat -f FABRIC flags` that start with prefix and hold needle. */
+static int stat_lines(const char *flags, const char *prefix, const char *needle)
+{
+	char cmd[600], line[512];
+	int n = 0;
+	FILE *p;
+
+	stat_tool(cmd, sizeof(cmd));
+	snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " -f %s %s", svt_fabric(), flags);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof(line), p))
+		if (!strncmp(line, prefix, strlen(prefix)) && strstr(line, needle))
+			n++;
+	assert_int_equal(pclose(p), 0);
+	return n;
+}
+
+/* Remove the stats files of process pid (<pid>.<n>.stat); how many there were. */
+static int remove_stats_files(pid_t pid)
+{
+	char dir[256], path[512], prefix[32];
+	struct dirent *e;
+	int n = 0;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/stats", svt_fabric());
+	snprintf(prefix, sizeof(prefix), "%d.", (int)pid);
+	d = opendir(dir);
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, prefix, strlen(prefix)))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		assert_int_equal(unlink(path), 0);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * A process's counts once it has closed everything and exited: gone by
+ * default (its stats file removed, its QP rows freed at destroy), kept with
+ * SOFTVERBS_STATS_KEEP=1 and shown by softverbs-stat -a only, so that a test
+ * can judge a whole run after it ended (tests/ib/flowlabel.sh).
+ */
+static void test_stats_keep(void **state)
+{
+	static const char *const keep[] = { NULL, "1" };
+
+	for (int k = 0; k < 2; k++) {
+		char pre[2][96], dev[64];
+		uint32_t qpn[2];
+		int sock = svt_fork_peer(keep_child, keep[k]);
+		pid_t pid = svt_child;
+
+		assert_true(sock >= 0);
+		assert_true(svt_read_within(sock, qpn, sizeof(qpn), 10000));
+		close(sock);
+		assert_int_equal(svt_reap_child(10000), 0);
+		for (int i = 0; i < 2; i++)
+			snprintf(pre[i], sizeof(pre[i]), "qp pid=%d qpn=0x%06x ", (int)pid, qpn[i]);
+		snprintf(dev, sizeof(dev), "device pid=%d name=svroce0 ", (int)pid);
+		/* A process that is gone: never without -a. */
+		assert_int_equal(stat_lines("", pre[0], ""), 0);
+		assert_int_equal(stat_lines("", dev, ""), 0);
+		/* With -a: its final counts if it kept them, else nothing. */
+		assert_int_equal(stat_lines("-a", pre[0], " tx_bytes=65536 rx_bytes=0 tx_msgs=1 "),
+				 k);
+		assert_int_equal(stat_lines("-a", pre[1], " tx_bytes=0 rx_bytes=65536 "), k);
+		assert_int_equal(stat_lines("-a", dev, " tx_bytes=65536 tx_msgs=1"), k);
+		assert_int_equal(remove_stats_files(pid), k);
+	}
+}
+
 static int aggregate_teardown(void **state)
 {
 	svt_child_teardown(state);
@@ -1025,6 +1140,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_sport_uplinks_stats, clear_env),
 		cmocka_unit_test_teardown(test_uplink_rate_and_delay, clear_env),
 		cmocka_unit_test_teardown(test_device_rate_config, clear_env),
+		cmocka_unit_test_teardown(test_stats_keep, svt_child_teardown),
 		cmocka_unit_test_teardown(test_device_rate_independent, clear_env),
 		cmocka_unit_test_teardown(test_device_rate_read_response, clear_env),
 		cmocka_unit_test_teardown(test_device_rate_aggregate, aggregate_teardown),

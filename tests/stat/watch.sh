@@ -35,10 +35,17 @@ for r in 1 2; do
 done
 expect_not "$out" "new: rates since it started" "no process new in either report"
 
-# one process ends and one starts between the reports
-"$BRAID" stat --watch 1 --count 2 >"$out" 2>&1 &
+# one process ends and one starts between the reports: once report 1 is out (not after a
+# fixed sleep: on a loaded machine braid stat can take its first snapshot later than the
+# change), with 2 s left before report 2 for the new process to start
+"$BRAID" stat --watch 2 --count 2 >"$out" 2>&1 &
 watcher=$!
-sleep 1.4
+for _ in $(seq 200); do # 10 s
+	grep -q '^report 1 ' "$out" && break
+	kill -0 "$watcher" 2>/dev/null || break
+	sleep 0.05
+done
+grep -q '^report 1 ' "$out" || fail "braid stat --watch 2: no report 1 after 10 s"
 kill "$slow"
 wait "$slow" 2>/dev/null
 hold --dir "$D" --backend ofi --provider shm

@@ -1,12 +1,18 @@
 # tools/: the `braid` command (tools/braid.c dispatches to one file per subcommand).
-# `braid topo` (tools/topo.c, the topo engineer's) is linked in when it and topo/ exist.
+# `braid topo` (tools/topo*.c, the topo engineer's) is linked in when it and topo/ exist.
 
-TOOLS_SRCS := tools/braid.c tools/version.c tools/perf.c tools/netapi.c tools/pattern.c \
-	tools/bootstrap.c tools/stat.c tools/stat_prom.c tools/doctor.c tools/doctor_host.c
+# braid stat's files (tools/stat.h); tests/fuzz/fuzz.mk links them into fuzz_stat_region
+STAT_SRCS := tools/stat.c tools/stat_read.c tools/stat_text.c tools/stat_json.c \
+	tools/stat_watch.c tools/stat_prom.c
+TOOLS_SRCS := tools/braid.c tools/self.c tools/version.c tools/perf.c tools/perf_opts.c \
+	tools/perf_phases.c tools/perf_session.c tools/perf_peer.c tools/netapi.c tools/pattern.c \
+	tools/bootstrap.c $(STAT_SRCS) tools/doctor.c tools/doctor_base.c tools/doctor_lib.c \
+	tools/doctor_rdma.c tools/doctor_gpu.c
 # braid stat writes JSON with jansson (libjansson-dev, packaging/debian-packages.txt)
 JANSSON_CFLAGS = $(shell $(PKG_CONFIG) --cflags jansson 2>/dev/null)
 JANSSON_LIBS = $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null || echo -ljansson)
-$(BUILD)/obj/tools/stat.o: DEP_CFLAGS += $(JANSSON_CFLAGS)
+$(BUILD)/obj/tools/stat.o $(BUILD)/obj/tools/stat_json.o $(BUILD)/obj/tools/stat_watch.o: \
+	DEP_CFLAGS += $(JANSSON_CFLAGS)
 $(BUILD)/obj/tools/doctor.o: DEP_CFLAGS += $(JANSSON_CFLAGS)
 # and serves Prometheus' /metrics with libmicrohttpd (libmicrohttpd-dev)
 MHD_CFLAGS = $(shell $(PKG_CONFIG) --cflags libmicrohttpd 2>/dev/null)
@@ -15,7 +21,7 @@ $(BUILD)/obj/tools/stat_prom.o: DEP_CFLAGS += $(MHD_CFLAGS)
 TOOLS_LINK_TOPO :=
 ifneq ($(wildcard tools/topo.c),)
 ifneq ($(strip $(TOPO_SRCS)),)
-TOOLS_SRCS += tools/topo.c
+TOOLS_SRCS += $(TOPO_CLI_SRCS)
 TOOLS_LINK_TOPO := $(TOPO_SRCS:%.c=$(BUILD)/obj/%.o)
 $(BUILD)/obj/tools/braid.o: DEP_CFLAGS += -DBRAID_HAVE_TOPO
 endif

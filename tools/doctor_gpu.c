@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "plugin/peermem.h"
 #include "tools/doctor.h"
 #include "topo/topo.h"
 
@@ -33,11 +34,7 @@ static int kernel_at_least(struct doctor *d, int maj, int min)
 
 static void check_gpudirect(struct doctor *d, int ngpu)
 {
-	static const char *const peermem[] = {
-		"/sys/kernel/mm/memory_peers/nv_mem/version",
-		"/sys/kernel/mm/memory_peers/nv_mem_nc/version",
-		"/sys/module/nvidia_peermem/version",
-	};
+	const char *peermem;
 	int kdmabuf;
 
 	if (!ngpu && !doc_exists(d, "/sys/module/nvidia")) {
@@ -45,13 +42,12 @@ static void check_gpudirect(struct doctor *d, int ngpu)
 			"no NVIDIA driver (/sys/module/nvidia) and no GPU in the topology: skipped");
 		return;
 	}
-	for (size_t i = 0; i < sizeof(peermem) / sizeof(peermem[0]); i++)
-		if (doc_exists(d, peermem[i])) {
-			doc_add(d, DOC_PASS, "gpudirect", NULL,
-				"peer memory: %s exists (GPUDirect RDMA through nvidia-peermem)",
-				peermem[i]);
-			return;
-		}
+	peermem = braid_peermem_file(d->root); /* the files net_ib checks (plugin/peermem.c) */
+	if (peermem) {
+		doc_add(d, DOC_PASS, "gpudirect", NULL,
+			"peer memory: %s exists (GPUDirect RDMA through nvidia-peermem)", peermem);
+		return;
+	}
 	kdmabuf = kernel_at_least(d, 5, 12);
 	if (kdmabuf == 1 && d->verbs_dmabuf)
 		doc_add(d, DOC_WARN, "gpudirect",

@@ -2,7 +2,7 @@
 /*
  * `braid doctor`'s RDMA checks, each read from files under the root (tools/doctor.h):
  * /dev/infiniband and memlock; per RDMA port its state, link layer and MTU; the RoCE GID
- * NCCL would pick against NCCL_IB_GID_INDEX; ECN (sysfs) and PFC (netlink DCB, the real
+ * braid picks (plugin/gid.c, as net_ib does) against BRAID_IB_GID_INDEX; ECN (sysfs) and PFC (netlink DCB, the real
  * root only). docs/doctor.md has the rules.
  */
 #include <arpa/inet.h>
@@ -19,6 +19,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "plugin/gid.h"
+#include "plugin/params.h"
 #include "tools/doctor.h"
 #include "topo/topo.h"
 
@@ -105,137 +107,152 @@ static void check_memlock(struct doctor *d)
 
 /* ---- ports, GIDs ---- */
 
-struct gid_ent {
-	int idx;
-	struct in6_addr a;
-	int v2;        /* RoCE v2 */
-	char type[32]; /* as sysfs says */
+/* What sysfs says of a GID beyond the entry braid_gid_choose reads. */
+struct gid_shown {
+	char type[32]; /* as sysfs says: "RoCE v2", "IB/RoCE v1" */
 	char ndev[64];
 };
 
-static int is_v4mapped(const struct in6_addr *a)
+/* sysfs' type of a GID on a RoCE port: "IB/RoCE v1" is RoCE v1 there. */
+static int gid_type(const char *sysfs_type)
 {
-	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-
-	return !memcmp(a->s6_addr, pfx, 12);
+	if (strstr(sysfs_type, "v2"))
+		return BRAID_GID_ROCE_V2;
+	if (strstr(sysfs_type, "v1"))
+		return BRAID_GID_ROCE_V1;
+	return BRAID_GID_UNKNOWN;
 }
 
-static int is_zero(const struct in6_addr *a)
+/* The GIDs of a port in table order: every gids/N with a valid, non-zero address. */
+static int read_gids(struct doctor *d, const char *dev, const char *port, struct braid_gid_entry *g,
+		     struct gid_shown *shown, int max)
 {
-	static const struct in6_addr z;
-
-	return !memcmp(a, &z, sizeof(z));
-}
-
-/* The GIDs of a port: every gids/N with a valid, non-zero address. */
-static int read_gids(struct doctor *d, const char *dev, const char *port, struct gid_ent *g,
-		     int max)
-{
+	static const uint8_t zero[16];
 	char names[256][DOC_NAME_LEN], p[512], s[128];
 	int n = 0, ne;
 
 	snprintf(p, sizeof(p), "/sys/class/infiniband/%s/ports/%s/gids", dev, port);
 	ne = doc_list_dir(d, p, names, 256);
 	for (int i = 0; i < ne && n < max; i++) {
-		struct gid_ent *e = &g[n];
+		struct braid_gid_entry *e = &g[n];
+		struct gid_shown *sh = &shown[n];
 
 		memset(e, 0, sizeof(*e));
-		e->idx = atoi(names[i]);
+		memset(sh, 0, sizeof(*sh));
+		e->index = atoi(names[i]);
 		snprintf(p, sizeof(p), "/sys/class/infiniband/%s/ports/%s/gids/%s", dev, port,
 			 names[i]);
-		if (doc_read(d, p, s, sizeof(s)) || inet_pton(AF_INET6, s, &e->a) != 1 ||
-		    is_zero(&e->a))
+		if (doc_read(d, p, s, sizeof(s)) || inet_pton(AF_INET6, s, e->raw) != 1 ||
+		    !memcmp(e->raw, zero, sizeof(zero)))
 			continue;
 		snprintf(p, sizeof(p), "/sys/class/infiniband/%s/ports/%s/gid_attrs/types/%s", dev,
 			 port, names[i]);
-		doc_read(d, p, e->type, sizeof(e->type));
-		e->v2 = strstr(e->type, "v2") != NULL;
+		doc_read(d, p, sh->type, sizeof(sh->type));
+		e->type = gid_type(sh->type);
 		snprintf(p, sizeof(p), "/sys/class/infiniband/%s/ports/%s/gid_attrs/ndevs/%s", dev,
 			 port, names[i]);
-		doc_read(d, p, e->ndev, sizeof(e->ndev));
+		doc_read(d, p, sh->ndev, sizeof(sh->ndev));
 		n++;
 	}
 	return n;
 }
 
-static const char *gid_str(const struct gid_ent *e, char *buf, size_t len)
+static const char *gid_str(const struct braid_gid_entry *e, char *buf, size_t len)
 {
-	if (!inet_ntop(AF_INET6, &e->a, buf, (socklen_t)len))
+	if (!inet_ntop(AF_INET6, e->raw, buf, (socklen_t)len))
 		snprintf(buf, len, "?");
 	return buf;
 }
 
-/* NCCL's choice without NCCL_IB_GID_INDEX: the first RoCE v2 GID of the family
- * NCCL_IB_ADDR_FAMILY (AF_INET unless "AF_INET6"), IPv6 not link-local. -1: none. */
-static int nccl_pick(const struct gid_ent *g, int n, int v6)
+static const char *shown_type(const struct gid_shown *sh)
 {
-	for (int i = 0; i < n; i++) {
-		const struct in6_addr *a = &g[i].a;
-
-		if (!g[i].v2)
-			continue;
-		if (!v6 && is_v4mapped(a))
-			return i;
-		if (v6 && !is_v4mapped(a) &&
-		    !(a->s6_addr[0] == 0xfe && (a->s6_addr[1] & 0xc0) == 0x80))
-			return i;
-	}
-	return -1;
+	return sh->type[0] ? sh->type : "type unknown";
 }
 
+/* BRAID_IB_GID_INDEX (or NCCL_IB_GID_INDEX) set: the index against braid's own pick. */
+static void check_gid_index(struct doctor *d, const char *id, const char *dev, const char *port,
+			    const struct braid_gid_entry *g, const struct gid_shown *sh, int n,
+			    const struct braid_gid_rule *rule, const struct braid_gid_pick *own)
+{
+	const char *src = braid_param_source(BRAID_P_IB_GID_INDEX);
+	int want = rule->want_index, k;
+	char s[64], s2[64], fix[128], v2idx[16] = "none";
+	struct braid_gid_pick set;
+
+	braid_gid_choose(g, n, rule, &set);
+	k = set.pos;
+	if (own->pos >= 0 && !own->v1_fallback)
+		snprintf(v2idx, sizeof(v2idx), "%d", g[own->pos].index);
+	if (k < 0) {
+		snprintf(fix, sizeof(fix), "unset %s (braid then picks the RoCE v2 GID)", src);
+		if (own->pos >= 0)
+			snprintf(s, sizeof(s), "index %d", g[own->pos].index);
+		else
+			snprintf(s, sizeof(s), "none");
+		doc_add(d, DOC_FAIL, id, fix,
+			"%s=%d: %s:%s has no GID at that index (braid's own pick would be %s): "
+			"braid skips the port",
+			src, want, dev, port, s);
+	} else if (g[k].type == BRAID_GID_ROCE_V1) {
+		snprintf(fix, sizeof(fix), "unset %s, or set it to the RoCE v2 index", src);
+		doc_add(d, DOC_FAIL, id, fix,
+			"%s=%d is %s (%s) on %s:%s: RoCE v1 is not routable; RoCE v2 is at index %s",
+			src, want, shown_type(&sh[k]), gid_str(&g[k], s, sizeof(s)), dev, port,
+			v2idx);
+	} else if (own->pos >= 0 && own->pos != k) {
+		snprintf(fix, sizeof(fix), "unset %s unless the index is meant", src);
+		doc_add(d, DOC_WARN, id, fix,
+			"%s=%d (%s, %s) differs from braid's own pick %d (%s)", src, want,
+			gid_str(&g[k], s, sizeof(s)), shown_type(&sh[k]), g[own->pos].index,
+			gid_str(&g[own->pos], s2, sizeof(s2)));
+	} else {
+		doc_add(d, DOC_PASS, id, NULL, "%s=%d: %s, %s on %s", src, want,
+			gid_str(&g[k], s, sizeof(s)), shown_type(&sh[k]),
+			sh[k].ndev[0] ? sh[k].ndev : "?");
+	}
+}
+
+/* The GID net_ib picks on this port (plugin/gid.c: the same rule, the same table). */
 static void check_gid(struct doctor *d, const char *dev, const char *port)
 {
-	struct gid_ent g[128];
-	const char *fam = getenv("NCCL_IB_ADDR_FAMILY"), *envidx = getenv("NCCL_IB_GID_INDEX");
-	int v6 = fam && !strcmp(fam, "AF_INET6");
-	int n = read_gids(d, dev, port, g, 128), pick = nccl_pick(g, n, v6), want = -1;
-	char id[96], s[64], s2[64];
+	struct braid_gid_entry g[128];
+	struct gid_shown sh[128];
+	struct braid_gid_rule rule, own_rule;
+	struct braid_gid_pick own;
+	int n = read_gids(d, dev, port, g, sh, 128);
+	char id[96], s[64];
+	const struct braid_gid_entry *e;
 
 	snprintf(id, sizeof(id), "gid %s:%s", dev, port);
-	if (envidx && *envidx)
-		want = atoi(envidx);
-	if (want >= 0) {
-		int k = -1;
-
-		for (int i = 0; i < n; i++)
-			if (g[i].idx == want)
-				k = i;
-		if (k < 0)
-			doc_add(d, DOC_FAIL, id,
-				"unset NCCL_IB_GID_INDEX (NCCL then picks the RoCE v2 GID)",
-				"NCCL_IB_GID_INDEX=%d: %s:%s has no GID at that index%s%s%s", want,
-				dev, port, pick >= 0 ? "; NCCL's own pick would be " : "",
-				pick >= 0 ? "index " : "",
-				pick >= 0 ? (snprintf(s, sizeof(s), "%d", g[pick].idx), s) : "");
-		else if (!g[k].v2)
-			doc_add(d, DOC_FAIL, id,
-				"unset NCCL_IB_GID_INDEX, or set it to the RoCE v2 index",
-				"NCCL_IB_GID_INDEX=%d is %s (%s) on %s:%s: RoCE v1 is not routable; "
-				"RoCE v2 is at index %s",
-				want, g[k].type, gid_str(&g[k], s, sizeof(s)), dev, port,
-				pick >= 0 ? (snprintf(s2, sizeof(s2), "%d", g[pick].idx), s2)
-					  : "none");
-		else if (pick >= 0 && g[pick].idx != want)
-			doc_add(d, DOC_WARN, id,
-				"unset NCCL_IB_GID_INDEX unless the index is meant",
-				"NCCL_IB_GID_INDEX=%d (%s, %s) differs from NCCL's own pick %d (%s)",
-				want, gid_str(&g[k], s, sizeof(s)), g[k].type, g[pick].idx,
-				gid_str(&g[pick], s2, sizeof(s2)));
-		else
-			doc_add(d, DOC_PASS, id, NULL, "NCCL_IB_GID_INDEX=%d: %s, %s on %s", want,
-				gid_str(&g[k], s, sizeof(s)), g[k].type,
-				g[k].ndev[0] ? g[k].ndev : "?");
+	braid_gid_rule_from_params(&rule);
+	own_rule = rule;
+	own_rule.want_index = -1;
+	braid_gid_choose(g, n, &own_rule, &own);
+	if (own.range_bad)
+		doc_add(d, DOC_WARN, id, "write it as address/prefix (10.0.0.0/8, fd00::/64)",
+			"%s=\"%s\" is not an address/prefix: braid ignores it",
+			braid_param_source(BRAID_P_IB_ADDR_RANGE), rule.range);
+	if (rule.want_index >= 0) {
+		check_gid_index(d, id, dev, port, g, sh, n, &rule, &own);
 		return;
 	}
-	if (pick < 0)
+	if (own.pos < 0) {
 		doc_add(d, DOC_FAIL, id,
-			"give the port's netdev an IP address (ip addr add ... dev NETDEV)",
-			"%s:%s has no RoCE v2 GID of family %s (%d GIDs): NCCL cannot use it", dev,
-			port, v6 ? "IPv6" : "IPv4", n);
-	else
-		doc_add(d, DOC_PASS, id, NULL, "NCCL would pick GID index %d: %s, %s on %s",
-			g[pick].idx, gid_str(&g[pick], s, sizeof(s)), g[pick].type,
-			g[pick].ndev[0] ? g[pick].ndev : "?");
+			rule.range && rule.range[0]
+				? "give the port's netdev an address in the range, or widen the range"
+				: "give the port's netdev an IP address (ip addr add ... dev NETDEV)",
+			"%s:%s has %s (%d GIDs): braid cannot use it", dev, port, own.why, n);
+		return;
+	}
+	e = &g[own.pos];
+	doc_add(d, own.v1_fallback ? DOC_WARN : DOC_PASS, id,
+		own.v1_fallback ? "give the port's netdev an address with a RoCE v2 GID (or check "
+				  "the range)"
+				: NULL,
+		"braid would pick GID index %d: %s, %s on %s (%s)%s", e->index,
+		gid_str(e, s, sizeof(s)), shown_type(&sh[own.pos]),
+		sh[own.pos].ndev[0] ? sh[own.pos].ndev : "?", own.why,
+		own.v1_fallback ? ": RoCE v1 is not routable across subnets" : "");
 }
 
 /* The RoCE MTU the kernel derives from a netdev MTU (iboe_get_mtu: minus the RoCE v2

@@ -31,7 +31,11 @@ endif
 $(TOOLS_SRCS:%.c=$(BUILD)/obj/%.o): DEP_CFLAGS += -DBRAID_VERSION='"$(BRAID_VERSION)"'
 $(TOOLS_SRCS:%.c=$(BUILD)/obj/%.o): VERSION
 
-$(BUILD)/braid: $(TOOLS_SRCS:%.c=$(BUILD)/obj/%.o) $(TOOLS_LINK_TOPO)
+# The host facts braid doctor shares with the plugin (GID choice, peer memory) and the
+# parameter table they read (BRAID_* with NCCL_* aliases).
+TOOLS_LINK_PLUGIN := $(addprefix $(BUILD)/obj/plugin/,gid.o peermem.o params.o log.o)
+
+$(BUILD)/braid: $(TOOLS_SRCS:%.c=$(BUILD)/obj/%.o) $(TOOLS_LINK_TOPO) $(TOOLS_LINK_PLUGIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(BRAID_LDFLAGS) -o $@ $^ $(HWLOC_LIBS) $(JANSSON_LIBS) $(MHD_LIBS) -ldl -lpthread -lm
 

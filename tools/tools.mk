@@ -59,10 +59,11 @@ test-stat: $(BUILD)/braid $(BUILD)/tests/stat/mkregion
 -include tests/bench/bench.mk
 
 # braid doctor's tests: fixture hosts (tests/doctor/hosts/, read through --root), the
-# topologies of tests/topo/, the plugin of this build
-DOCTOR_TESTS := tests/doctor/hosts.sh tests/doctor/env.sh tests/doctor/plugin.sh
+# topologies of tests/topo/, the plugin of this build (gid-agree.sh: over softverbs)
+DOCTOR_TESTS := tests/doctor/hosts.sh tests/doctor/env.sh tests/doctor/plugin.sh \
+	tests/doctor/gid-agree.sh
 TESTS += $(DOCTOR_TESTS)
 
 .PHONY: test-doctor
-test-doctor: $(BUILD)/braid $(BUILD)/libnccl-net-braid.so
+test-doctor: $(BUILD)/braid $(BUILD)/libnccl-net-braid.so $(BUILD)/softverbs/libibverbs.so.1
 	@BRAID_TEST_LOGDIR=$(BUILD)/test-logs BUILD=$(BUILD) tests/run-tests.sh $(DOCTOR_TESTS)

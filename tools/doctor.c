@@ -39,7 +39,7 @@ static void usage(FILE *f)
 		"\n"
 		"Check this host for what NCCL over braid needs: libraries and libfabric\n"
 		"providers, the plugin NCCL would load, NCCL_* variables that conflict, RDMA\n"
-		"devices in a container, memlock, ports, the RoCE GID NCCL would pick, ECN and\n"
+		"devices in a container, memlock, ports, the RoCE GID braid would pick, ECN and\n"
 		"PFC, GPUDirect (peermem, dma-buf), GPU-NIC distance, PCIe ACS and the IOMMU.\n"
 		"Each check says PASS, WARN, FAIL or INFO (not checked, and why), with a fix.\n"
 		"Exit status: 0 all passed, 1 warnings, 2 failures. docs/doctor.md has the rules.\n"

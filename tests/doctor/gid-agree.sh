@@ -54,21 +54,12 @@ agree() {
 
 agree "$HOSTS/roce-good" 3 "good RoCE host"
 
-cp -a "$HOSTS/roce-good" "$T/two-v4"
-port=$T/two-v4/sys/class/infiniband/mlx5_0/ports/1
-for i in 4 5; do
-	echo 0000:0000:0000:0000:0000:ffff:c0a8:0701 >"$port/gids/$i"
-	echo eth2 >"$port/gid_attrs/ndevs/$i"
-done
-echo "IB/RoCE v1" >"$port/gid_attrs/types/4"
-echo "RoCE v2" >"$port/gid_attrs/types/5"
+two_v4_host "$T/two-v4"
 agree "$T/two-v4" 3 "two IPv4 addresses, no range"
 agree "$T/two-v4" 5 "BRAID_IB_ADDR_RANGE=192.168.0.0/16" BRAID_IB_ADDR_RANGE=192.168.0.0/16
 agree "$T/two-v4" 5 "NCCL_IB_ADDR_RANGE=192.168.0.0/16" NCCL_IB_ADDR_RANGE=192.168.0.0/16
 agree "$T/two-v4" none "a range no GID is in" BRAID_IB_ADDR_RANGE=172.16.0.0/12
 
-cp -a "$HOSTS/roce-good" "$T/v1-only"
-port=$T/v1-only/sys/class/infiniband/mlx5_0/ports/1
-rm "$port"/gids/{1,3} "$port"/gid_attrs/types/{1,3} "$port"/gid_attrs/ndevs/{1,3}
+v1_only_host "$T/v1-only"
 agree "$T/v1-only" 2 "RoCE v1 GIDs only"
 finish

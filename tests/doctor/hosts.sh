@@ -45,14 +45,7 @@ rc 0 "NCCL_IB_GID_INDEX=3"
 # BRAID_IB_ADDR_RANGE (alias NCCL_IB_ADDR_RANGE), not RoCE v1; when only RoCE v1 GIDs
 # fit, the first of them. A port with two IPv4 GIDs: 10.0.0.1 (2 v1, 3 v2) and
 # 192.168.7.1 (4 v1, 5 v2).
-cp -a "$HOSTS/roce-good" "$T/two-v4"
-port=$T/two-v4/sys/class/infiniband/mlx5_0/ports/1
-for i in 4 5; do
-	echo 0000:0000:0000:0000:0000:ffff:c0a8:0701 >"$port/gids/$i"
-	echo eth2 >"$port/gid_attrs/ndevs/$i"
-done
-echo "IB/RoCE v1" >"$port/gid_attrs/types/4"
-echo "RoCE v2" >"$port/gid_attrs/types/5"
+two_v4_host "$T/two-v4"
 doc --root "$T/two-v4" --only gid
 has 'braid would pick GID index 3: ::ffff:10.0.0.1, RoCE v2' "two IPv4 GIDs, no range: the first"
 for var in BRAID_IB_ADDR_RANGE NCCL_IB_ADDR_RANGE; do
@@ -75,9 +68,7 @@ rc 1 "BRAID_IB_ADDR_RANGE without a prefix"
 
 # Only RoCE v1 GIDs (a netdev whose RoCE v2 entries are gone): net_ib falls back to the
 # first RoCE v1 GID that fits; doctor names it, with a WARN (v1 is not routable).
-cp -a "$HOSTS/roce-good" "$T/v1-only"
-port=$T/v1-only/sys/class/infiniband/mlx5_0/ports/1
-rm "$port"/gids/{1,3} "$port"/gid_attrs/types/{1,3} "$port"/gid_attrs/ndevs/{1,3}
+v1_only_host "$T/v1-only"
 doc --root "$T/v1-only" --only gid
 status "gid mlx5_0:1" WARN "RoCE v1 GIDs only"
 has 'braid would pick GID index 2: ::ffff:10.0.0.1, IB/RoCE v1 on eth2 \(no RoCEv2 GID fits; RoCEv1 fallback\): RoCE v1 is not routable' \

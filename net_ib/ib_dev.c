@@ -19,8 +19,10 @@
 #include "plugin/comm_limit.h"
 #include "plugin/filter.h"
 #include "plugin/fsroot.h"
+#include "plugin/gid.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
+#include "plugin/peermem.h"
 #include "topo/topo.h"
 
 struct ib_state ib;
@@ -69,71 +71,11 @@ static int lanes(uint8_t width)
 	}
 }
 
-static int is_v4mapped(const union ibv_gid *g)
-{
-	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-
-	return !memcmp(g->raw, pfx, 12);
-}
-
 static int is_zero_gid(const union ibv_gid *g)
 {
 	static const union ibv_gid zero;
 
 	return !memcmp(g, &zero, sizeof(zero));
-}
-
-struct addr_range {
-	int set;
-	int family;
-	uint8_t addr[16];
-	int prefix;
-};
-
-static int parse_range(const char *s, struct addr_range *r)
-{
-	char buf[128], *slash;
-	int maxbits;
-
-	memset(r, 0, sizeof(*r));
-	if (!s || !s[0])
-		return 0;
-	snprintf(buf, sizeof(buf), "%s", s);
-	slash = strchr(buf, '/');
-	if (!slash)
-		return -1;
-	*slash = '\0';
-	if (inet_pton(AF_INET, buf, r->addr) == 1) {
-		r->family = AF_INET;
-		maxbits = 32;
-	} else if (inet_pton(AF_INET6, buf, r->addr) == 1) {
-		r->family = AF_INET6;
-		maxbits = 128;
-	} else {
-		return -1;
-	}
-	r->prefix = atoi(slash + 1);
-	if (r->prefix < 0 || r->prefix > maxbits)
-		return -1;
-	r->set = 1;
-	return 0;
-}
-
-static int in_range(const struct addr_range *r, const union ibv_gid *g)
-{
-	const uint8_t *a = r->family == AF_INET ? g->raw + 12 : g->raw;
-
-	if (!r->set)
-		return 1;
-	if ((r->family == AF_INET) != is_v4mapped(g))
-		return 0;
-	for (int bit = 0; bit < r->prefix; bit++) {
-		int byte = bit / 8, mask = 0x80 >> (bit % 8);
-
-		if ((a[byte] & mask) != (r->addr[byte] & mask))
-			return 0;
-	}
-	return 1;
 }
 
 static int query_gid(struct ibv_context *ctx, int port, int idx, union ibv_gid *gid, int *type)
@@ -152,99 +94,68 @@ static int query_gid(struct ibv_context *ctx, int port, int idx, union ibv_gid *
 	return ibv.query_gid(ctx, (uint8_t)port, idx, gid) ? -1 : 0;
 }
 
-/* RoCE GID choice; 0 and d->gid_* set, or -1 with why. */
+_Static_assert((int)BRAID_GID_ROCE_V2 == (int)IBV_GID_TYPE_ROCE_V2 &&
+		       (int)BRAID_GID_ROCE_V1 == (int)IBV_GID_TYPE_ROCE_V1 &&
+		       (int)BRAID_GID_IB == (int)IBV_GID_TYPE_IB,
+	       "plugin/gid.h numbers GID types as ibv_gid_type");
+
+/* RoCE GID choice (plugin/gid.c, the rule `braid doctor` applies too); 0 and d->gid_*
+ * set, or -1 with why. */
 static int choose_gid(struct ib_dev *d, struct ibv_context *ctx, int tbl_len, char *why,
 		      size_t whylen)
 {
-	int want = (int)braid_param_int(BRAID_P_IB_GID_INDEX);
-	int family = braid_param_int(BRAID_P_IB_ADDR_FAMILY) == 1 ? AF_INET6 : AF_INET;
-	const char *range_s = braid_param_str(BRAID_P_IB_ADDR_RANGE);
-	struct addr_range range;
-	char skipped[96] = "";
-	size_t used = 0;
-	int v1 = -1;
-	char gs[64];
+	struct braid_gid_entry *g = calloc(tbl_len > 0 ? (size_t)tbl_len : 1, sizeof(*g));
+	struct braid_gid_rule rule;
+	struct braid_gid_pick pick;
+	int n = 0;
 
-	if (want >= 0) {
-		if (want >= tbl_len || query_gid(ctx, d->port, want, &d->gid, &d->gid_type) ||
-		    is_zero_gid(&d->gid)) {
-			snprintf(why, whylen, "%s=%d: no such GID on %s:%d (table of %d)",
-				 braid_param_source(BRAID_P_IB_GID_INDEX), want, d->name, d->port,
-				 tbl_len);
-			return -1;
-		}
-		d->gid_index = want;
+	if (!g) {
+		snprintf(why, whylen, "%s:%d: no memory for a GID table of %d", d->name, d->port,
+			 tbl_len);
+		return -1;
+	}
+	braid_gid_rule_from_params(&rule);
+	for (int i = 0; i < tbl_len; i++) {
+		union ibv_gid gid;
+		int type;
+
+		if (query_gid(ctx, d->port, i, &gid, &type) || is_zero_gid(&gid))
+			continue;
+		g[n].index = i;
+		memcpy(g[n].raw, gid.raw, sizeof(g[n].raw));
+		g[n].type = type;
+		n++;
+	}
+	braid_gid_choose(g, n, &rule, &pick);
+	if (pick.range_bad)
+		BRAID_WARN("%s=\"%s\" is not an address/prefix; ignoring it",
+			   braid_param_source(BRAID_P_IB_ADDR_RANGE), rule.range);
+	if (pick.pos < 0 && rule.want_index >= 0)
+		snprintf(why, whylen, "%s=%d: no such GID on %s:%d (table of %d)",
+			 braid_param_source(BRAID_P_IB_GID_INDEX), rule.want_index, d->name,
+			 d->port, tbl_len);
+	else if (pick.pos < 0) /* the choice's why, cut to fit the caller's 256 bytes */
+		snprintf(why, whylen, "%s:%d has %.170s", d->name, d->port, pick.why);
+	if (pick.pos < 0) {
+		free(g);
+		return -1;
+	}
+	d->gid_index = g[pick.pos].index;
+	memcpy(d->gid.raw, g[pick.pos].raw, sizeof(d->gid.raw));
+	d->gid_type = g[pick.pos].type;
+	if (rule.want_index >= 0)
 		snprintf(d->gid_why, sizeof(d->gid_why), "set by %s",
 			 braid_param_source(BRAID_P_IB_GID_INDEX));
-		return 0;
-	}
-	if (parse_range(range_s, &range)) {
-		BRAID_WARN("%s=\"%s\" is not an address/prefix; ignoring it",
-			   braid_param_source(BRAID_P_IB_ADDR_RANGE), range_s);
-		memset(&range, 0, sizeof(range));
-	}
-	for (int i = 0; i < tbl_len; i++) {
-		union ibv_gid g;
-		int type, fam;
-		const char *skip = NULL;
-
-		if (query_gid(ctx, d->port, i, &g, &type) || is_zero_gid(&g))
-			continue;
-		fam = is_v4mapped(&g) ? AF_INET : AF_INET6;
-		if (fam == AF_INET6 && g.raw[0] == 0xfe && (g.raw[1] & 0xc0) == 0x80)
-			skip = "link-local";
-		else if (fam != family)
-			skip = "family";
-		else if (!in_range(&range, &g))
-			skip = "range";
-		else if (type == IBV_GID_TYPE_ROCE_V1) {
-			if (v1 < 0)
-				v1 = i;
-			skip = "RoCEv1";
-		}
-		if (skip) {
-			if (used < sizeof(skipped))
-				used += (size_t)snprintf(skipped + used, sizeof(skipped) - used,
-							 "%s%d %s", used ? ", " : "", i, skip);
-			continue;
-		}
-		d->gid_index = i;
-		d->gid = g;
-		d->gid_type = type;
-		snprintf(d->gid_why, sizeof(d->gid_why), "first %s %s GID%s%s%s%s%s",
-			 type == -1 ? "(type unknown)" : gid_type_name(type),
-			 family == AF_INET ? "IPv4" : "IPv6", range.set ? " in " : "",
-			 range.set ? range_s : "", used ? " (skipped " : "", skipped,
-			 used ? ")" : "");
-		return 0;
-	}
-	if (v1 >= 0) {
-		query_gid(ctx, d->port, v1, &d->gid, &d->gid_type);
-		d->gid_index = v1;
-		snprintf(d->gid_why, sizeof(d->gid_why), "no RoCEv2 GID fits; RoCEv1 fallback");
-		return 0;
-	}
-	ib_gid_str(&d->gid, gs, sizeof(gs));
-	snprintf(why, whylen, "%s:%d has no %s RoCE GID%s%s (skipped: %s)", d->name, d->port,
-		 family == AF_INET ? "IPv4" : "IPv6", range.set ? " in " : "",
-		 range.set ? range_s : "", skipped);
-	return -1;
+	else
+		snprintf(d->gid_why, sizeof(d->gid_why), "%s", pick.why);
+	free(g);
+	return 0;
 }
 
-/* Peer memory, by NCCL's rule (ncclIbGdrSupport): one of these files exists, read under
- * BRAID_FSROOT. A module directory without its version file does not count. */
-static const char *const peermem_files[] = {
-	"/sys/kernel/mm/memory_peers/nv_mem/version",
-	"/sys/kernel/mm/memory_peers/nv_mem_nc/version",
-	"/sys/module/nvidia_peermem/version",
-};
-
+/* Peer memory (plugin/peermem.c, the list `braid doctor` checks too), under BRAID_FSROOT. */
 static int peermem_loaded(void)
 {
-	for (size_t i = 0; i < sizeof(peermem_files) / sizeof(peermem_files[0]); i++)
-		if (braid_fsroot_exists(peermem_files[i]))
-			return 1;
-	return 0;
+	return braid_peermem_file(braid_fsroot()) != NULL;
 }
 
 /* GPUDirect, as NCCL detects it: peer memory from the kernel module, dma-buf from a
@@ -270,7 +181,7 @@ static void detect_gdr(struct ib_hca *h)
 	BRAID_INFO(NCCL_INIT | NCCL_NET,
 		   "ib: %s: peer memory %s (%s%s, %s or %s); dma-buf %s (fd -1 probe: %s)", h->name,
 		   h->gdr_peermem ? "yes" : "no", braid_fsroot()[0] ? "under BRAID_FSROOT: " : "",
-		   peermem_files[0], peermem_files[1], peermem_files[2],
+		   braid_peermem_files[0], braid_peermem_files[1], braid_peermem_files[2],
 		   h->gdr_dmabuf ? "yes" : "no",
 		   ibv.reg_dmabuf_mr ? strerror(err) : "no ibv_reg_dmabuf_mr in libibverbs");
 }

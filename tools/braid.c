@@ -2,11 +2,8 @@
 /* braid: one command, subcommands in their own files (tools/cmds.h). */
 #include "tools/cmds.h"
 
-#include <libgen.h>
-#include <limits.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 struct command {
 	const char *name;
@@ -30,37 +27,6 @@ static const struct command commands[] = {
 #endif
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
-
-int braid_self_path(char *buf, size_t len)
-{
-	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
-
-	if (n < 0)
-		return -1;
-	buf[n] = '\0';
-	return 0;
-}
-
-/* The plugin beside this binary (the build tree), then in ../lib (an installed
- * PREFIX/bin and PREFIX/lib), else by name through the dynamic loader. */
-void braid_default_plugin(char *buf, size_t len)
-{
-	static const char *const rel[] = { "", "/../lib" };
-	char self[PATH_MAX], cand[PATH_MAX + 32];
-
-	if (braid_self_path(self, sizeof(self)) == 0) {
-		const char *dir = dirname(self);
-
-		for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-			snprintf(cand, sizeof(cand), "%s%s/libnccl-net-braid.so", dir, rel[i]);
-			if (access(cand, R_OK) == 0) {
-				snprintf(buf, len, "%s", cand);
-				return;
-			}
-		}
-	}
-	snprintf(buf, len, "libnccl-net-braid.so");
-}
 
 static void usage(FILE *f)
 {

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * `braid doctor`'s parts: the list of check results (tools/doctor.c, which also holds the
- * library, plugin and environment checks) and the host checks read from files under a
- * root directory (tools/doctor_host.c). docs/doctor.md describes every check.
+ * `braid doctor`'s parts, each calling only downwards: the command and its output
+ * (tools/doctor.c) runs the checks (tools/doctor_lib.c, tools/doctor_rdma.c,
+ * tools/doctor_gpu.c), which record results and read host files under the root through
+ * tools/doctor_base.c. docs/doctor.md describes every check.
  */
 #ifndef BRAID_TOOLS_DOCTOR_H
 #define BRAID_TOOLS_DOCTOR_H
@@ -41,6 +42,7 @@ struct doctor {
 	struct braid_topo *topo;
 };
 
+/* tools/doctor_base.c */
 /* Record one result. fix may be NULL (none). Messages are cut to one line. */
 void doc_add(struct doctor *d, enum doc_status st, const char *id, const char *fix, const char *fmt,
 	     ...) __attribute__((format(printf, 5, 6)));
@@ -55,9 +57,19 @@ int doc_read(const struct doctor *d, const char *path, char *buf, size_t len);
 /* 1 when path exists under the root. */
 int doc_exists(const struct doctor *d, const char *path);
 
-/* tools/doctor_host.c */
+#define DOC_MAX_NAMES 64
+#define DOC_NAME_LEN 128
+/* Sorted entries of a directory under the root, without dot entries; how many. */
+int doc_list_dir(const struct doctor *d, const char *path, char names[][DOC_NAME_LEN], int max);
+/* The last component of a symlink under the root ("" when it is not one). */
+void doc_link_base(const struct doctor *d, const char *path, char *buf, size_t len);
+
+/* tools/doctor_lib.c: lib (libibverbs, libfabric, NCCL), plugin, env */
+void doc_check_lib(struct doctor *d);
+/* tools/doctor_rdma.c */
 void doc_scan(struct doctor *d);       /* counts RDMA devices: nrdma, nefa */
 void doc_check_rdma(struct doctor *d); /* dev, memlock, port, gid, ecn, pfc */
-void doc_check_gpu(struct doctor *d);  /* gpudirect, topo, acs, iommu */
+/* tools/doctor_gpu.c */
+void doc_check_gpu(struct doctor *d); /* gpudirect, topo, acs, iommu */
 
 #endif /* BRAID_TOOLS_DOCTOR_H */

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * braid stat's parts: the scan of the counters files (tools/stat.c) and the Prometheus
- * exporter (tools/stat_prom.c) that renders a scan as metrics.
+ * braid stat's parts, each calling only downwards: the command (tools/stat.c) picks a
+ * view: the listing (tools/stat_text.c), JSON (tools/stat_json.c, tools/stat_json.h),
+ * --watch (tools/stat_watch.c) or the Prometheus exports (tools/stat_prom.c); every view
+ * reads through the scan of the counters files (tools/stat_read.c).
  */
 #ifndef BRAID_TOOLS_STAT_H
 #define BRAID_TOOLS_STAT_H
@@ -62,6 +64,7 @@ struct stat_opts {
 	const char *textfile; /* --textfile DIR: DIR/braid.prom */
 };
 
+/* tools/stat_read.c */
 /* Every counters file of o->dir (or braid-<o->pid>), read and sorted; 0 or -1 (said). */
 int stat_scan_dir(const struct stat_opts *o, struct scan *s);
 void stat_scan_free(struct scan *s);
@@ -72,6 +75,20 @@ const char *stat_dev_name(const struct braid_ctr_region *r, int32_t dev);
 uint32_t stat_comm_nlanes(const struct braid_ctr_comm *c);
 bool stat_comm_used(const struct braid_ctr_comm *c);
 bool stat_qps_readable(const struct ent *e);
+uint64_t stat_real_now_ns(void);
+/* Seconds since the process started, -1 when its start time makes no sense. */
+double stat_uptime_s(const struct ent *e);
+const char *stat_backend_str(const struct braid_ctr_fallback *fb);
+/* "free", "send", "recv" for a comm record's kind; "?" for another value. */
+const char *stat_kind_name(uint32_t kind);
+
+/* tools/stat_text.c */
+void stat_print_listing(const struct stat_opts *o, const struct scan *s);
+void stat_fmt_duration(double s, char *buf, size_t len);
+void stat_fmt_time(uint64_t ns, char *buf, size_t len); /* local time, "?" for 0 */
+
+/* tools/stat_watch.c: reports every o->watch seconds; the exit status. */
+int stat_watch(const struct stat_opts *o);
 
 /* tools/stat_prom.c */
 /* The Prometheus text exposition of a scan (every running process) into f. */

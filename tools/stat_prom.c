@@ -5,7 +5,7 @@
  * 0.0.4), served at /metrics (libmicrohttpd) or written to DIR/braid.prom for
  * node_exporter's textfile collector. docs/stat.md lists every metric.
  *
- * Each scrape (or write) is a fresh scan of the counters files (tools/stat.c, which
+ * Each scrape (or write) is a fresh scan of the counters files (tools/stat_read.c, which
  * checks each file's layout), so nothing is cached and only the processes running at
  * that moment are exported: a process that ended leaves no series behind. Names follow
  * Prometheus' conventions: base units (bytes, seconds), _total on counters, a HELP and a

@@ -6,7 +6,7 @@ TOPO_SRCS := topo/topo_load.c topo/topo_devices.c topo/topo_sysfs.c topo/topo_pa
 TOPO_OBJS := $(TOPO_SRCS:%.c=$(BUILD)/obj/%.o)
 
 # Tests: the library against tests/topo/*.xml, and `braid topo` through a stand-alone
-# driver (tools/topo.c without the dispatcher), so both run before tools/ links braid.
+# driver (tools/topo*.c without the dispatcher), so both run before tools/ links braid.
 TOPO_TEST := $(BUILD)/tests/topo/test_topo
 TOPO_CLI := $(BUILD)/tests/topo/braid-topo
 
@@ -16,7 +16,10 @@ $(TOPO_TEST): $(BUILD)/obj/tests/topo/test_topo.o $(TOPO_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BRAID_LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(HWLOC_LIBS)
 
-$(TOPO_CLI): $(BUILD)/obj/tests/topo/topo_cli_main.o $(BUILD)/obj/tools/topo.o $(TOPO_OBJS)
+TOPO_CLI_SRCS := tools/topo.c tools/topo_plugin.c tools/topo_text.c tools/topo_json.c
+
+$(TOPO_CLI): $(BUILD)/obj/tests/topo/topo_cli_main.o $(TOPO_CLI_SRCS:%.c=$(BUILD)/obj/%.o) \
+		$(TOPO_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BRAID_LDFLAGS) -o $@ $^ $(HWLOC_LIBS)
 

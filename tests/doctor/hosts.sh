@@ -13,7 +13,7 @@ status dev.infiniband PASS "good RoCE host"
 status memlock PASS "good RoCE host"
 status "port mlx5_0:1" PASS "good RoCE host"
 status "gid mlx5_0:1" PASS "good RoCE host"
-has 'NCCL would pick GID index 3: ::ffff:10.0.0.1, RoCE v2 on eth2' "good RoCE host: the IPv4 RoCE v2 GID"
+has 'braid would pick GID index 3: ::ffff:10.0.0.1, RoCE v2 on eth2' "good RoCE host: the IPv4 RoCE v2 GID"
 status "ecn eth2" PASS "good RoCE host"
 status "pfc eth2" INFO "good RoCE host: PFC is netlink only, never a PASS under --root"
 status gpudirect PASS "good RoCE host"
@@ -39,6 +39,41 @@ rc 1 "NCCL_IB_GID_INDEX=1"
 NCCL_IB_GID_INDEX=3 doc --root "$HOSTS/roce-good" --only gid
 status "gid mlx5_0:1" PASS "NCCL_IB_GID_INDEX=3, NCCL's own pick"
 rc 0 "NCCL_IB_GID_INDEX=3"
+
+# The GID doctor names is the one net_ib picks (the rule of plugin/gid.c, documented at
+# BRAID_IB_GID_INDEX): the first GID of the address family, not IPv6 link-local, within
+# BRAID_IB_ADDR_RANGE (alias NCCL_IB_ADDR_RANGE), not RoCE v1; when only RoCE v1 GIDs
+# fit, the first of them. A port with two IPv4 GIDs: 10.0.0.1 (2 v1, 3 v2) and
+# 192.168.7.1 (4 v1, 5 v2).
+two_v4_host "$T/two-v4"
+doc --root "$T/two-v4" --only gid
+has 'braid would pick GID index 3: ::ffff:10.0.0.1, RoCE v2' "two IPv4 GIDs, no range: the first"
+for var in BRAID_IB_ADDR_RANGE NCCL_IB_ADDR_RANGE; do
+	env "$var=192.168.0.0/16" "$BRAID" doctor --root "$T/two-v4" --only gid >"$OUT" 2>&1
+	RC=$?
+	status "gid mlx5_0:1" PASS "$var=192.168.0.0/16"
+	has 'braid would pick GID index 5: ::ffff:192.168.7.1, RoCE v2 on eth2 \(first RoCEv2 IPv4 GID in 192.168.0.0/16 \(skipped 0 link-local, 1 link-local, 2 range, 3 range, 4 RoCEv1\)\)' \
+		"$var=192.168.0.0/16: the RoCE v2 GID in the range, the skips named"
+	rc 0 "$var=192.168.0.0/16"
+done
+BRAID_IB_ADDR_RANGE=172.16.0.0/12 doc --root "$T/two-v4" --only gid
+status "gid mlx5_0:1" FAIL "BRAID_IB_ADDR_RANGE that no GID is in"
+has 'has no IPv4 RoCE GID in 172.16.0.0/12' "BRAID_IB_ADDR_RANGE that no GID is in: said"
+rc 2 "BRAID_IB_ADDR_RANGE that no GID is in"
+BRAID_IB_ADDR_RANGE=192.168.7.1 doc --root "$T/two-v4" --only gid
+has 'BRAID_IB_ADDR_RANGE="192.168.7.1" is not an address/prefix: braid ignores it' \
+	"BRAID_IB_ADDR_RANGE without a prefix: ignored, as net_ib ignores it"
+has 'braid would pick GID index 3' "BRAID_IB_ADDR_RANGE without a prefix: any address"
+rc 1 "BRAID_IB_ADDR_RANGE without a prefix"
+
+# Only RoCE v1 GIDs (a netdev whose RoCE v2 entries are gone): net_ib falls back to the
+# first RoCE v1 GID that fits; doctor names it, with a WARN (v1 is not routable).
+v1_only_host "$T/v1-only"
+doc --root "$T/v1-only" --only gid
+status "gid mlx5_0:1" WARN "RoCE v1 GIDs only"
+has 'braid would pick GID index 2: ::ffff:10.0.0.1, IB/RoCE v1 on eth2 \(no RoCEv2 GID fits; RoCEv1 fallback\): RoCE v1 is not routable' \
+	"RoCE v1 GIDs only: the fallback named"
+rc 1 "RoCE v1 GIDs only"
 
 doc --root "$HOSTS/no-peermem" --only gpudirect
 status gpudirect FAIL "no peermem, kernel 5.4 (no dma-buf)"

@@ -48,6 +48,24 @@ has() {
 rc() {
 	if [ "$RC" -eq "$1" ]; then pass "$2: exit $1"; else fail "$2: exit $RC, expected $1:"; show; fi
 }
+# Variants of roce-good for the GID choice (its port: fe80 v1/v2 at 0/1, 10.0.0.1 v1/v2
+# at 2/3). two_v4_host DIR: 192.168.7.1 too, v1/v2 at 4/5. v1_only_host DIR: the v2
+# entries gone, RoCE v1 GIDs only.
+two_v4_host() {
+	local port=$1/sys/class/infiniband/mlx5_0/ports/1
+	cp -a "$HOSTS/roce-good" "$1"
+	for i in 4 5; do
+		echo 0000:0000:0000:0000:0000:ffff:c0a8:0701 >"$port/gids/$i"
+		echo eth2 >"$port/gid_attrs/ndevs/$i"
+	done
+	echo "IB/RoCE v1" >"$port/gid_attrs/types/4"
+	echo "RoCE v2" >"$port/gid_attrs/types/5"
+}
+v1_only_host() {
+	local port=$1/sys/class/infiniband/mlx5_0/ports/1
+	cp -a "$HOSTS/roce-good" "$1"
+	rm "$port"/gids/{1,3} "$port"/gid_attrs/types/{1,3} "$port"/gid_attrs/ndevs/{1,3}
+}
 finish() {
 	if [ "$nfail" -gt 0 ]; then
 		echo "$nfail assertion(s) failed"

@@ -25,9 +25,9 @@ FUZZ_SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omi
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARNFLAGS) -O1 -g $(FUZZ_SANFLAGS) \
 	-fsanitize=fuzzer-no-link -MMD -MP -I. -Iinclude $(DEP_CFLAGS) $(JANSSON_CFLAGS) \
 	$(MHD_CFLAGS) -DBRAID_VERSION='"$(BRAID_VERSION)"'
-# The plugin without its exported adapters (as the unit tests), and braid stat's reader.
-FUZZ_LIB_SRCS = $(filter-out plugin/api_%,$(PLUGIN_SRCS)) $(TOPO_SRCS) tools/stat.c \
-	tools/stat_prom.c
+# The plugin without its exported adapters (as the unit tests), and braid stat (its reader
+# and every view fuzz_stat_region drives: listing, --json, Prometheus; tools/tools.mk).
+FUZZ_LIB_SRCS = $(filter-out plugin/api_%,$(PLUGIN_SRCS)) $(TOPO_SRCS) $(STAT_SRCS)
 FUZZ_LIB_OBJS = $(FUZZ_LIB_SRCS:%.c=$(FUZZ_OUT)/obj/%.o)
 FUZZ_BINS := $(addprefix $(FUZZ_OUT)/,$(FUZZ_NAMES))
 

@@ -2,7 +2,7 @@
 /*
  * The counters region reader: `braid stat` (listing and --json) and the Prometheus
  * rendering read /dev/shm/braid-<pid>, which any process of the user can write, or a
- * crashed one leave half written (tools/stat.c). Each input becomes one such file.
+ * crashed one leave half written (tools/stat_read.c). Each input becomes one such file.
  *
  * Byte 0 says how: bits 0-1 where the rest of the input lands (the header, the device
  * records, the comm records, the QP records) in a region that is otherwise valid (two

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * softverbs: devices from SOFTVERBS_DEVICES, device and port queries, the
- * RoCE GID table, async events.
+ * RoCE GID table (generated, or from SOFTVERBS_GID_ROOT), async events.
  *
  * A "host" is a network namespace: LIDs, GUIDs and RoCE interface ids are
  * derived from the namespace's inode number, so two namespaces look like two
@@ -71,8 +71,52 @@ static void set_gid(union ibv_gid *g, uint64_t prefix, uint64_t iid)
 	g->global.interface_id = htobe64(iid);
 }
 
+/* One line of a sysfs-like file into buf ("" when it cannot be read). */
+static void read_line(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+
+	buf[0] = '\0';
+	if (!f)
+		return;
+	if (!fgets(buf, (int)len, f))
+		buf[0] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	fclose(f);
+}
+
+/*
+ * SOFTVERBS_GID_ROOT=DIR: RoCE port N of device NAME takes its GID table from
+ * DIR/sys/class/infiniband/NAME/ports/N/gids/I and gid_attrs/types/I, laid out as the
+ * kernel's sysfs, so that a test can give the plugin the table of a `braid doctor`
+ * fixture host. An index without a file is empty; a type that names v1 is RoCE v1,
+ * anything else RoCE v2.
+ */
+static void load_gid_table(struct sv_port *port, const char *dev, int portnum, const char *root)
+{
+	char path[512], line[128];
+
+	port->ngids = 0;
+	memset(port->gid, 0, sizeof(port->gid));
+	for (int i = 0; i < SV_ROCE_GIDS; i++) {
+		snprintf(path, sizeof(path), "%s/sys/class/infiniband/%s/ports/%d/gids/%d", root,
+			 dev, portnum, i);
+		read_line(path, line, sizeof(line));
+		if (!line[0] || inet_pton(AF_INET6, line, port->gid[i].raw) != 1)
+			continue;
+		snprintf(path, sizeof(path),
+			 "%s/sys/class/infiniband/%s/ports/%d/gid_attrs/types/%d", root, dev,
+			 portnum, i);
+		read_line(path, line, sizeof(line));
+		port->gid_type[i] = strstr(line, "v1") ? IBV_GID_TYPE_ROCE_V1
+						       : IBV_GID_TYPE_ROCE_V2;
+		port->ngids = i + 1;
+	}
+}
+
 static void init_port(struct sv_device *d, int p, uint64_t hid)
 {
+	const char *gid_root = getenv("SOFTVERBS_GID_ROOT");
 	struct sv_port *port = &d->port[p];
 	uint64_t guid = be64toh(d->node_guid) + (uint64_t)p + 1;
 
@@ -101,6 +145,8 @@ static void init_port(struct sv_device *d, int p, uint64_t hid)
 	}
 	port->gid_type[0] = port->gid_type[2] = IBV_GID_TYPE_ROCE_V1;
 	port->gid_type[1] = port->gid_type[3] = IBV_GID_TYPE_ROCE_V2;
+	if (gid_root && *gid_root)
+		load_gid_table(port, d->ibdev.name, p + 1, gid_root);
 }
 
 static int parse_device(const char *spec, int index, uint64_t hid)

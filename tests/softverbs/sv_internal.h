@@ -37,8 +37,8 @@
 #define SV_MAX_CQE 4194303
 #define SV_MAX_RD_ATOM 16
 #define SV_MAX_MSG (1ull << 30) /* port max_msg_sz */
-#define SV_ROCE_GIDS 4
-#define SV_PKEY_TABLE_LEN 16 /* an IB port's; a RoCE port has 1 entry */
+#define SV_ROCE_GIDS 8          /* 4 generated; SOFTVERBS_GID_ROOT tables up to 8 */
+#define SV_PKEY_TABLE_LEN 16    /* an IB port's; a RoCE port has 1 entry */
 #define SV_ROCE_GID_TBL_LEN 256
 #define SV_IB_GID_TBL_LEN 128
 

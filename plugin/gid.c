@@ -31,6 +31,7 @@ void braid_gid_rule_from_params(struct braid_gid_rule *r)
 	r->want_index = (int)braid_param_int(BRAID_P_IB_GID_INDEX);
 	r->family = braid_param_int(BRAID_P_IB_ADDR_FAMILY) == 1 ? AF_INET6 : AF_INET;
 	r->range = braid_param_str(BRAID_P_IB_ADDR_RANGE);
+	r->roce_version = (int)braid_param_int(BRAID_P_IB_ROCE_VERSION_NUM);
 }
 
 static bool is_v4mapped(const uint8_t *raw)
@@ -87,9 +88,10 @@ static bool in_range(const struct addr_range *r, const uint8_t *raw)
 	return true;
 }
 
-/* Why an entry does not fit the rule (RoCEv1: only as the fallback), or NULL. */
+/* Why an entry does not fit the rule (the other RoCE version: only as the fallback), or
+ * NULL. other: BRAID_GID_ROCE_V1 or _V2, the version not preferred. */
 static const char *skip_reason(const struct braid_gid_entry *e, int family,
-			       const struct addr_range *range)
+			       const struct addr_range *range, int other)
 {
 	int fam = is_v4mapped(e->raw) ? AF_INET : AF_INET6;
 
@@ -99,8 +101,8 @@ static const char *skip_reason(const struct braid_gid_entry *e, int family,
 		return "family";
 	if (!in_range(range, e->raw))
 		return "range";
-	if (e->type == BRAID_GID_ROCE_V1)
-		return "RoCEv1";
+	if (e->type == other)
+		return braid_gid_type_name(other);
 	return NULL;
 }
 
@@ -121,9 +123,10 @@ void braid_gid_choose(const struct braid_gid_entry *g, int n, const struct braid
 {
 	const char *fam = r->family == AF_INET6 ? "IPv6" : "IPv4";
 	struct addr_range range;
+	int other = r->roce_version == 1 ? BRAID_GID_ROCE_V2 : BRAID_GID_ROCE_V1;
 	char skipped[96] = "";
 	size_t used = 0;
-	int v1 = -1;
+	int fb = -1;
 
 	memset(out, 0, sizeof(*out));
 	out->pos = -1;
@@ -136,7 +139,7 @@ void braid_gid_choose(const struct braid_gid_entry *g, int n, const struct braid
 		memset(&range, 0, sizeof(range));
 	}
 	for (int i = 0; i < n; i++) {
-		const char *skip = skip_reason(&g[i], r->family, &range);
+		const char *skip = skip_reason(&g[i], r->family, &range, other);
 
 		if (!skip) {
 			out->pos = i;
@@ -146,16 +149,19 @@ void braid_gid_choose(const struct braid_gid_entry *g, int n, const struct braid
 				 used ? ")" : "");
 			return;
 		}
-		if (!strcmp(skip, "RoCEv1") && v1 < 0)
-			v1 = i;
+		if (!strcmp(skip, braid_gid_type_name(other)) && fb < 0)
+			fb = i;
 		if (used < sizeof(skipped))
 			used += (size_t)snprintf(skipped + used, sizeof(skipped) - used, "%s%d %s",
 						 used ? ", " : "", g[i].index, skip);
 	}
-	if (v1 >= 0) {
-		out->pos = v1;
-		out->v1_fallback = true;
-		snprintf(out->why, sizeof(out->why), "no RoCEv2 GID fits; RoCEv1 fallback");
+	if (fb >= 0) {
+		out->pos = fb;
+		out->version_fallback = true;
+		snprintf(out->why, sizeof(out->why), "no %s GID fits; %s fallback",
+			 braid_gid_type_name(other == BRAID_GID_ROCE_V1 ? BRAID_GID_ROCE_V2
+									: BRAID_GID_ROCE_V1),
+			 braid_gid_type_name(other));
 		return;
 	}
 	snprintf(out->why, sizeof(out->why), "no %s RoCE GID%s%s (skipped: %s)", fam,

@@ -28,23 +28,27 @@ struct braid_gid_rule {
 	int want_index;    /* >= 0: that index and nothing else; -1: choose */
 	int family;        /* AF_INET or AF_INET6 */
 	const char *range; /* "address/prefix" of that family; NULL or "": any address */
+	int roce_version;  /* the RoCE version to prefer, 1 or 2 (0: 2), NCCL_IB_ROCE_VERSION_NUM */
 };
 
 struct braid_gid_pick {
-	int pos;          /* into the entries; -1: none fits */
-	bool v1_fallback; /* no RoCEv2 (or untyped) GID fits: the first RoCEv1 one that does */
-	bool range_bad;   /* the range is not address/prefix: ignored (the caller warns) */
-	char why[192];    /* how it was chosen, or (pos -1) what is missing, with the skips */
+	int pos;               /* into the entries; -1: none fits */
+	bool version_fallback; /* no GID of the preferred RoCE version (untyped ones count as
+				* RoCEv2) fits: the first of the other version that does */
+	bool range_bad;        /* the range is not address/prefix: ignored (the caller warns) */
+	char why[192];         /* how it was chosen, or (pos -1) what is missing, with the skips */
 };
 
-/* The rule from BRAID_IB_GID_INDEX, BRAID_IB_ADDR_FAMILY, BRAID_IB_ADDR_RANGE (or
- * their NCCL_* aliases, plugin/params.h). r->range points into the parameter table. */
+/* The rule from BRAID_IB_GID_INDEX, BRAID_IB_ADDR_FAMILY, BRAID_IB_ADDR_RANGE and
+ * BRAID_IB_ROCE_VERSION_NUM (or their NCCL_* aliases, plugin/params.h). r->range points
+ * into the parameter table. */
 void braid_gid_rule_from_params(struct braid_gid_rule *r);
 
 /*
  * Choose among n entries (in table order): with want_index, that index if it is there;
- * else the first GID of the family, not IPv6 link-local, within the range, that is not
- * RoCEv1; when only RoCEv1 GIDs fit, the first of them. out->pos -1 when none fits.
+ * else the first GID of the family, not IPv6 link-local, within the range, of the
+ * preferred RoCE version (2 unless the rule says 1, as NCCL_IB_ROCE_VERSION_NUM); when
+ * only GIDs of the other version fit, the first of them. out->pos -1 when none fits.
  */
 void braid_gid_choose(const struct braid_gid_entry *g, int n, const struct braid_gid_rule *r,
 		      struct braid_gid_pick *out);

@@ -98,6 +98,10 @@ enum braid_param_type {
 	  "NCCL_IB_ADDR_RANGE",                                                                    \
 	  "Only RoCE GIDs within this prefix (e.g. 10.0.0.0/8, fd00::/8) are chosen "              \
 	  "automatically. Unset: any.")                                                            \
+	X(IB_ROCE_VERSION_NUM, "BRAID_IB_ROCE_VERSION_NUM", BRAID_PARAM_INT, "2", 1, 2, NULL,      \
+	  "NCCL_IB_ROCE_VERSION_NUM",                                                              \
+	  "The RoCE version of the GID to pick; GIDs of the other version only when none of "      \
+	  "this one fits.")                                                                        \
 	X(IB_TC, "BRAID_IB_TC", BRAID_PARAM_INT, "0", 0, 255, NULL, "NCCL_IB_TC",                  \
 	  "Traffic class of the GRH (RoCE: DSCP << 2 | ECN). A communicator's trafficClass "       \
 	  "(NCCL v10+) overrides it.")                                                             \

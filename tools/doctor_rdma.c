@@ -181,7 +181,7 @@ static void check_gid_index(struct doctor *d, const char *id, const char *dev, c
 
 	braid_gid_choose(g, n, rule, &set);
 	k = set.pos;
-	if (own->pos >= 0 && !own->v1_fallback)
+	if (own->pos >= 0 && !own->version_fallback)
 		snprintf(v2idx, sizeof(v2idx), "%d", g[own->pos].index);
 	if (k < 0) {
 		snprintf(fix, sizeof(fix), "unset %s (braid then picks the RoCE v2 GID)", src);
@@ -245,14 +245,15 @@ static void check_gid(struct doctor *d, const char *dev, const char *port)
 		return;
 	}
 	e = &g[own.pos];
-	doc_add(d, own.v1_fallback ? DOC_WARN : DOC_PASS, id,
-		own.v1_fallback ? "give the port's netdev an address with a RoCE v2 GID (or check "
-				  "the range)"
-				: NULL,
+	doc_add(d, own.version_fallback ? DOC_WARN : DOC_PASS, id,
+		own.version_fallback
+			? "give the port's netdev an address with a RoCE v2 GID (or check "
+			  "the range)"
+			: NULL,
 		"braid would pick GID index %d: %s, %s on %s (%s)%s", e->index,
 		gid_str(e, s, sizeof(s)), shown_type(&sh[own.pos]),
 		sh[own.pos].ndev[0] ? sh[own.pos].ndev : "?", own.why,
-		own.v1_fallback ? ": RoCE v1 is not routable across subnets" : "");
+		own.version_fallback ? ": RoCE v1 is not routable across subnets" : "");
 }
 
 /* The RoCE MTU the kernel derives from a netdev MTU (iboe_get_mtu: minus the RoCE v2

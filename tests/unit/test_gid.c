@@ -54,7 +54,7 @@ static void first_ipv4_roce_v2(void **state)
 
 	(void)state;
 	assert_int_equal(pick_index(g, n, -1, AF_INET, NULL, &p), 3);
-	assert_false(p.v1_fallback);
+	assert_false(p.version_fallback);
 	assert_string_equal(p.why, "first RoCEv2 IPv4 GID (skipped 0 link-local, 1 link-local, "
 				   "2 RoCEv1)");
 	assert_int_equal(pick_index(g, n, -1, AF_INET, "", &p), 3);
@@ -94,7 +94,7 @@ static void bad_range_is_ignored(void **state)
 	}
 }
 
-static void roce_v1_fallback(void **state)
+static void roce_version_fallback(void **state)
 {
 	struct braid_gid_entry g[2] = {
 		entry(0, "fe80::a00:27ff:fe00:1", BRAID_GID_ROCE_V1),
@@ -104,11 +104,40 @@ static void roce_v1_fallback(void **state)
 
 	(void)state;
 	assert_int_equal(pick_index(g, 2, -1, AF_INET, NULL, &p), 2);
-	assert_true(p.v1_fallback);
+	assert_true(p.version_fallback);
 	assert_string_equal(p.why, "no RoCEv2 GID fits; RoCEv1 fallback");
 	/* the fallback keeps to the range too */
 	assert_int_equal(pick_index(g, 2, -1, AF_INET, "192.168.0.0/16", &p), -1);
-	assert_false(p.v1_fallback);
+	assert_false(p.version_fallback);
+}
+
+/* NCCL_IB_ROCE_VERSION_NUM=1: RoCEv1 first, RoCEv2 only as the fallback. */
+static void prefer_roce_v1(void **state)
+{
+	struct braid_gid_entry g[8];
+	struct braid_gid_rule r = { .want_index = -1, .family = AF_INET, .roce_version = 1 };
+	struct braid_gid_pick p;
+	int n = two_v4(g);
+
+	(void)state;
+	braid_gid_choose(g, n, &r, &p);
+	assert_int_equal(g[p.pos].index, 2);
+	assert_false(p.version_fallback);
+	assert_string_equal(p.why, "first RoCEv1 IPv4 GID (skipped 0 link-local, 1 link-local)");
+	g[0] = g[3]; /* a port with RoCEv2 GIDs only */
+	g[1] = g[5];
+	braid_gid_choose(g, 2, &r, &p);
+	assert_int_equal(g[p.pos].index, 3);
+	assert_true(p.version_fallback);
+	assert_string_equal(p.why, "no RoCEv1 GID fits; RoCEv2 fallback");
+	setenv("NCCL_IB_ROCE_VERSION_NUM", "1", 1);
+	braid_params_reset();
+	braid_gid_rule_from_params(&r);
+	assert_int_equal(r.roce_version, 1);
+	unsetenv("NCCL_IB_ROCE_VERSION_NUM");
+	braid_params_reset();
+	braid_gid_rule_from_params(&r);
+	assert_int_equal(r.roce_version, 2);
 }
 
 static void untyped_counts_as_v2(void **state)
@@ -122,7 +151,7 @@ static void untyped_counts_as_v2(void **state)
 
 	(void)state;
 	assert_int_equal(pick_index(g, 2, -1, AF_INET, NULL, &p), 1);
-	assert_false(p.v1_fallback);
+	assert_false(p.version_fallback);
 	assert_string_equal(p.why, "first (type unknown) IPv4 GID (skipped 0 link-local)");
 }
 
@@ -226,7 +255,8 @@ int main(void)
 		cmocka_unit_test(first_ipv4_roce_v2),
 		cmocka_unit_test(addr_range_narrows),
 		cmocka_unit_test(bad_range_is_ignored),
-		cmocka_unit_test(roce_v1_fallback),
+		cmocka_unit_test(roce_version_fallback),
+		cmocka_unit_test(prefer_roce_v1),
 		cmocka_unit_test(untyped_counts_as_v2),
 		cmocka_unit_test(ipv6_family),
 		cmocka_unit_test(index_as_set),

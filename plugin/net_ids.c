@@ -13,9 +13,10 @@ static int topo_rail(const struct braid_topo *topo, const char *name)
 	return r >= 0 ? r : NCCL_NET_ID_UNDEF;
 }
 
+/* An exclude list's entries name what is left out: none gives a kept NIC an id. */
 static int list_gives_rails(const struct braid_filter *f)
 {
-	for (int i = 0; i < f->n; i++)
+	for (int i = 0; i < f->n && !f->exclude; i++)
 		if (f->item[i].rail >= 0)
 			return 1;
 	return 0;

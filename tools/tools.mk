@@ -15,7 +15,7 @@ $(BUILD)/obj/tools/stat_prom.o: DEP_CFLAGS += $(MHD_CFLAGS)
 TOOLS_LINK_TOPO :=
 ifneq ($(wildcard tools/topo.c),)
 ifneq ($(strip $(TOPO_SRCS)),)
-TOOLS_SRCS += tools/topo.c
+TOOLS_SRCS += tools/topo.c tools/topo_netids.c
 TOOLS_LINK_TOPO := $(TOPO_SRCS:%.c=$(BUILD)/obj/%.o)
 $(BUILD)/obj/tools/braid.o: DEP_CFLAGS += -DBRAID_HAVE_TOPO
 endif

@@ -17,6 +17,7 @@
 
 #include "tools/cmds.h"
 #include "tools/netapi.h"
+#include "tools/topo_netids.h"
 #include "topo/topo.h"
 
 /*
@@ -44,7 +45,7 @@ static void usage(FILE *f)
 		"                 this machine; $HWLOC_XMLFILE does the same when --xml is absent.\n"
 		"                 The plugin is given the same file (HWLOC_XMLFILE=FILE)\n"
 		"  --json         print JSON (schema in docs/topology.md)\n"
-		"  --api N        load the plugin as ncclNet vN, 8 to 11 (default 11); what\n"
+		"  --api N        load the plugin as ncclNet vN, 8 to 12 (default 12); what\n"
 		"                 BRAID_MERGE=auto means depends on it: rail for 8, none from 9\n"
 		"  --plugin PATH  the plugin .so (or a NAME for libnccl-net-NAME.so); default:\n"
 		"                 libnccl-net-braid.so next to this binary or in ../lib, else by name\n"
@@ -93,7 +94,7 @@ static void gpu_name(const struct braid_topo_gpu_info *g, char *buf, size_t len)
 /* ---------------------------------------------------------------- the plugin's devices */
 
 #define PLUGIN_MAX_WARNS 8
-#define PLUGIN_DEFAULT_API 11
+#define PLUGIN_DEFAULT_API 12
 
 enum plugin_status {
 	PLUGIN_SKIPPED,     /* --no-plugin */
@@ -195,6 +196,9 @@ static ncclResult_t plugin_init(const struct net_api *api, void **ctx)
 	case 10: return ((const ncclNet_v10_t *)api->table)->init(topo_logger, NULL);
 	case 11:
 		return ((const ncclNet_v11_t *)api->table)
+			->init(ctx, (uint64_t)getpid(), &config, topo_logger, NULL);
+	case 12:
+		return ((const ncclNet_v12_t *)api->table)
 			->init(ctx, (uint64_t)getpid(), &config, topo_logger, NULL);
 	}
 	return ncclInvalidArgument;
@@ -515,6 +519,7 @@ static void print_human(const struct braid_topo *t, const struct plugin_devs *p)
 			printf("  note: %s\n", braid_topo_note(t, i));
 	}
 	print_devices(p);
+	topo_netids_print(p->status == PLUGIN_OK ? p->props : NULL, p->ndev, p->api);
 }
 
 /* ---------------------------------------------------------------- JSON output */
@@ -745,6 +750,7 @@ static void json_plugin(const struct plugin_devs *p)
 				printf("%s%d", k ? ", " : "", np->vdev_devs[k]);
 			printf("]");
 		}
+		topo_netids_json(np, p->api);
 		printf("}");
 	}
 	printf("%s]\n", p->ndev ? "\n  " : "");

@@ -16,7 +16,8 @@ $(TOPO_TEST): $(BUILD)/obj/tests/topo/test_topo.o $(TOPO_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BRAID_LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(HWLOC_LIBS)
 
-$(TOPO_CLI): $(BUILD)/obj/tests/topo/topo_cli_main.o $(BUILD)/obj/tools/topo.o $(TOPO_OBJS)
+$(TOPO_CLI): $(BUILD)/obj/tests/topo/topo_cli_main.o $(BUILD)/obj/tools/topo.o \
+		$(BUILD)/obj/tools/topo_netids.o $(TOPO_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BRAID_LDFLAGS) -o $@ $^ $(HWLOC_LIBS)
 

@@ -30,17 +30,19 @@ static int parse_field(const char *s, size_t len, int max, int *out)
 	return 0;
 }
 
-/* "name[:port[:rail[:plane]]]" of length len into item i. */
+/* "name[:port[:rail[:plane]]]" of length len into the next item. */
 static int parse_entry(const char *s, size_t len, struct braid_filter *f)
 {
 	static const int max[] = { 255, BRAID_FILTER_RAIL_MAX, BRAID_FILTER_PLANE_MAX };
-	int *field[] = { &f->item[f->n].port, &f->item[f->n].rail, &f->item[f->n].plane };
 	const char *colon = memchr(s, ':', len);
 	size_t nlen = colon ? (size_t)(colon - s) : len;
-	int nfields = 0;
+	int nfields = 0, *field[3];
 
-	if (f->n == BRAID_FILTER_MAX || nlen == 0 || nlen >= sizeof(f->item[0].name))
+	if (f->n >= BRAID_FILTER_MAX || nlen == 0 || nlen >= sizeof(f->item[0].name))
 		return -1;
+	field[0] = &f->item[f->n].port;
+	field[1] = &f->item[f->n].rail;
+	field[2] = &f->item[f->n].plane;
 	memcpy(f->item[f->n].name, s, nlen);
 	f->item[f->n].name[nlen] = '\0';
 	for (int k = 0; k < 3; k++)

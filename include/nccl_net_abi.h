@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * NCCL's network plugin ABI, versions 8 to 11, as braid implements it.
+ * NCCL's network plugin ABI, versions 8 to 12, as braid implements it.
  *
  * Written from ../shared/NET-API.md and NCCL's public plugin documentation. The type
  * names follow NCCL's so that the code reads the same as NCCL's; the layouts must match
@@ -41,14 +41,18 @@ typedef enum {
 
 typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags, const char *file,
 				  int line, const char *fmt, ...);
-/* braid never emits profiler events; the callback is kept opaque. */
+/* braid keeps the callback in its v11+ context but emits no profiler events yet. */
 typedef ncclResult_t (*ncclProfilerCallback_t)(void **eHandle, int type, void *pHandle,
 					       int64_t pluginId, void *extData);
 
 #define NCCL_NET_HANDLE_MAXSIZE 128
 #define NCCL_NET_MAX_REQUESTS 32
 #define NCCL_NET_OPTIONAL_RECV_COMPLETION 0x1
+/* vProps.devs of v9..v11 (NCCL 2.30 calls it NCCL_NET_MAX_DEVS_PER_NIC_V11), and of v12. */
 #define NCCL_NET_MAX_DEVS_PER_NIC 4
+#define NCCL_NET_MAX_DEVS_PER_NIC_V12 8
+/* v12 railId / planeId: not known (NCCL then falls back to its own NIC matching). */
+#define NCCL_NET_ID_UNDEF -1
 #define NCCL_NET_TRAFFIC_CLASS_UNDEF -1
 #define NCCL_NET_ATTR_UNDEF -1
 
@@ -144,7 +148,7 @@ typedef struct {
 	int maxMultiRequestSize;
 } ncclNetProperties_v11_t;
 
-/* Members identical in v8..v11 after connect/accept. */
+/* Members identical in v8..v12 after connect/accept. */
 #define NCCL_NET_REG_MEMBERS                                                                  \
 	ncclResult_t (*regMr)(void *comm, void *data, size_t size, int type, void **mhandle); \
 	ncclResult_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type,            \
@@ -239,5 +243,51 @@ typedef struct {
 	ncclResult_t (*finalize)(void *ctx);
 	ncclResult_t (*setNetAttr)(void *ctx, ncclNetAttr_v11_t *netAttr);
 } ncclNet_v11_t;
+
+/* ---- v12 (NCCL 2.30): 8 NICs per virtual device, railId and planeId ---- */
+
+typedef struct {
+	int ndevs;
+	int devs[NCCL_NET_MAX_DEVS_PER_NIC_V12];
+} ncclNetVDeviceProps_v12_t;
+
+typedef ncclNetCommConfig_t ncclNetCommConfig_v12_t;
+typedef ncclNetCommAttr_v11_t ncclNetCommAttr_v12_t;
+typedef ncclNetAttr_v11_t ncclNetAttr_v12_t;
+
+typedef struct {
+	NCCL_NET_PROPS_COMMON_HEAD;
+	int forceFlush;
+	NCCL_NET_PROPS_COMMON_TAIL;
+	ncclNetVDeviceProps_v12_t vProps;
+	size_t maxP2pBytes;
+	size_t maxCollBytes;
+	int maxMultiRequestSize;
+	int16_t railId;  /* NICs of one rail on every host share it; NCCL_NET_ID_UNDEF: unknown */
+	int16_t planeId; /* NICs of different planes never talk; NCCL_NET_ID_UNDEF: unknown */
+} ncclNetProperties_v12_t;
+
+typedef struct {
+	const char *name;
+	/* As v11: once per communicator, with its context. */
+	ncclResult_t (*init)(void **ctx, uint64_t commId, ncclNetCommConfig_v12_t *config,
+			     ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction);
+	ncclResult_t (*devices)(int *ndev);
+	ncclResult_t (*getProperties)(int dev, ncclNetProperties_v12_t *props);
+	ncclResult_t (*listen)(void *ctx, int dev, void *handle, void **listenComm);
+	ncclResult_t (*connect)(void *ctx, int dev, void *handle, void **sendComm,
+				ncclNetDeviceHandle_t **sendDevComm);
+	ncclResult_t (*accept)(void *listenComm, void **recvComm,
+			       ncclNetDeviceHandle_t **recvDevComm);
+	NCCL_NET_REG_MEMBERS;
+	ncclResult_t (*isend)(void *sendComm, void *data, size_t size, int tag, void *mhandle,
+			      void *phandle, void **request);
+	ncclResult_t (*irecv)(void *recvComm, int n, void **data, size_t *sizes, int *tags,
+			      void **mhandles, void **phandles, void **request);
+	NCCL_NET_TAIL_MEMBERS;
+	ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_v12_t *props);
+	ncclResult_t (*finalize)(void *ctx);
+	ncclResult_t (*setNetAttr)(void *ctx, ncclNetAttr_v12_t *netAttr);
+} ncclNet_v12_t;
 
 #endif /* BRAID_NCCL_NET_ABI_H */

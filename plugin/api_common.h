@@ -42,4 +42,25 @@ static inline ncclResult_t braid_api_test(void *request, int *done, int *sizes)
 		(out)->maxCollBytes = (p)->max_coll_bytes;          \
 	} while (0)
 
+/* makeVDevice of v9..v11, whose vProps hold 4 devices. */
+static inline ncclResult_t braid_api_make_vdevice(int *d, const ncclNetVDeviceProps_t *props,
+						  int api_version)
+{
+	return braid_make_vdevice(d, props ? props->ndevs : 0, props ? props->devs : NULL,
+				  api_version);
+}
+
+/*
+ * The per-communicator context of v11 and v12 (api_ctx.c): init and finalize come in
+ * pairs per communicator, the core counts them; listen, connect and setNetAttr check it.
+ */
+ncclResult_t braid_api_ctx_init(void **ctx, uint64_t comm_id, const ncclNetCommConfig_t *config,
+				ncclDebugLogger_t logger, ncclProfilerCallback_t prof,
+				int api_version);
+ncclResult_t braid_api_ctx_finalize(void *ctx);
+ncclResult_t braid_api_ctx_listen(void *ctx, int dev, void *handle, void **listen_comm);
+ncclResult_t braid_api_ctx_connect(void *ctx, int dev, void *handle, void **send_comm,
+				   ncclNetDeviceHandle_t **dev_handle);
+ncclResult_t braid_api_ctx_set_net_attr(void *ctx, ncclNetAttr_v11_t *attr);
+
 #endif

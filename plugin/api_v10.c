@@ -44,7 +44,7 @@ static ncclResult_t v10_irecv(void *recv_comm, int n, void **data, size_t *sizes
 
 static ncclResult_t v10_make_vdevice(int *d, ncclNetVDeviceProps_t *props)
 {
-	return braid_make_vdevice(d, props);
+	return braid_api_make_vdevice(d, props, 10);
 }
 
 BRAID_EXPORT ncclNet_v10_t ncclNetPlugin_v10 = {

@@ -25,7 +25,7 @@ static ncclResult_t v9_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 
 static ncclResult_t v9_make_vdevice(int *d, ncclNetVDeviceProps_t *props)
 {
-	return braid_make_vdevice(d, props);
+	return braid_api_make_vdevice(d, props, 9);
 }
 
 static ncclResult_t v9_init(ncclDebugLogger_t logger)

@@ -60,6 +60,10 @@ struct braid_dev_props {
 	size_t max_p2p_bytes;
 	size_t max_coll_bytes;
 	struct braid_vdev vdev; /* NCCL's vProps: the devices it was made of */
+	/* ncclNet v12's railId and planeId (NCCL_NET_ID_UNDEF: unknown). Set by the core
+	 * (plugin/net_ids.c), not by the backends: docs/topology.md. */
+	int rail_id;
+	int plane_id;
 };
 
 struct braid_conn_opts {

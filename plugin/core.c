@@ -16,6 +16,7 @@
 #include "plugin/gpudirect.h"
 #include "plugin/log.h"
 #include "plugin/ncclib_env.h"
+#include "plugin/net_ids.h"
 #include "plugin/params.h"
 #include "plugin/require.h"
 #include "plugin/vdev.h"
@@ -181,13 +182,17 @@ static ncclResult_t choose_backend(int api_version)
 			return rc;
 		}
 	}
+	braid_net_ids_assign(dev_props, be_ndevs, topology,
+			     chosen->kind == BRAID_BACKEND_IB ? braid_param_str(BRAID_P_IB_HCA)
+							      : NULL);
 	for (int d = 0; d < be_ndevs; d++) {
 		int ps = dev_props[d].ptr_support;
 
-		BRAID_INFO(NCCL_INIT | NCCL_NET, "%s dev %d: %s, %d Mbps, PCI %s, NUMA node %d%s%s",
+		BRAID_INFO(NCCL_INIT | NCCL_NET,
+			   "%s dev %d: %s, %d Mbps, PCI %s, NUMA node %d, rail %d, plane %d%s%s",
 			   chosen->name, d, dev_props[d].name, dev_props[d].speed_mbps,
 			   dev_props[d].pci_path[0] ? dev_props[d].pci_path : "unknown",
-			   dev_props[d].numa_node,
+			   dev_props[d].numa_node, dev_props[d].rail_id, dev_props[d].plane_id,
 			   ps & NCCL_PTR_CUDA ? ", CUDA by peer memory" : "",
 			   ps & NCCL_PTR_DMABUF ? ", dma-buf" : "");
 	}
@@ -474,14 +479,28 @@ ncclResult_t braid_irecv_consumed(void *recv_comm, int n, void *request)
 	return ncclSuccess;
 }
 
-ncclResult_t braid_make_vdevice(int *d, const ncclNetVDeviceProps_t *props)
+ncclResult_t braid_make_vdevice(int *d, int ndevs, const int *devs, int api_version)
 {
+	int nccl_max = api_version >= 12 ? NCCL_NET_MAX_DEVS_PER_NIC_V12
+					 : NCCL_NET_MAX_DEVS_PER_NIC;
+
 	CHECK_INIT();
-	if (!d || !props) {
+	if (!d || !devs) {
 		BRAID_WARN("makeVDevice: NULL %s", d ? "properties" : "device pointer");
 		return ncclInvalidArgument;
 	}
-	return braid_vdev_make(d, props->ndevs, props->devs);
+	if (ndevs < 1 || ndevs > nccl_max) {
+		BRAID_WARN("makeVDevice: %d devices; ncclNet v%d fuses 1 to %d", ndevs, api_version,
+			   nccl_max);
+		return ncclInvalidUsage;
+	}
+	if (ndevs > BRAID_VDEV_MAX_NICS) {
+		BRAID_WARN("makeVDevice: %d devices; ncclNet v%d allows %d, but braid fuses at most "
+			   "%d NICs into one device today (BRAID_VDEV_MAX_NICS)",
+			   ndevs, api_version, nccl_max, BRAID_VDEV_MAX_NICS);
+		return ncclInvalidUsage;
+	}
+	return braid_vdev_make(d, ndevs, devs);
 }
 
 ncclResult_t braid_ctx_check(void *ctx, const char *what)

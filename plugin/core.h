@@ -9,7 +9,7 @@
 
 #include "plugin/backend.h"
 
-/* api_version: the ncclNet version NCCL loaded (8..11); some defaults follow it. */
+/* api_version: the ncclNet version NCCL loaded (8..12); some defaults follow it. */
 ncclResult_t braid_init(ncclDebugLogger_t logger, int api_version);
 ncclResult_t braid_finalize(void);
 ncclResult_t braid_devices(int *ndev);
@@ -36,13 +36,18 @@ ncclResult_t braid_close_recv(void *recv_comm);
 ncclResult_t braid_close_listen(void *listen_comm);
 ncclResult_t braid_get_device_mr(void *comm, void *mhandle, void **dptr_mhandle);
 ncclResult_t braid_irecv_consumed(void *recv_comm, int n, void *request);
-ncclResult_t braid_make_vdevice(int *d, const ncclNetVDeviceProps_t *props);
+/* makeVDevice of ncclNet v<api_version>: NCCL allows up to 4 devices (v9..v11) or 8 (v12);
+ * braid fuses at most BRAID_VDEV_MAX_NICS. devs: ndevs entries. */
+ncclResult_t braid_make_vdevice(int *d, int ndevs, const int *devs, int api_version);
 
-/* v11 per-communicator context. */
+/* v11+ per-communicator context. */
 struct braid_ctx {
 	uint32_t magic; /* BRAID_MAGIC_CTX */
 	uint64_t comm_id;
 	struct braid_conn_opts opts;
+	/* NCCL's profiler callback (NULL: no profiler), kept for profiler events, which
+	 * braid does not emit yet. */
+	ncclProfilerCallback_t prof;
 };
 ncclResult_t braid_ctx_check(void *ctx, const char *what);
 

@@ -86,7 +86,9 @@ enum braid_param_type {
 	X(IB_HCA, "BRAID_IB_HCA", BRAID_PARAM_STR, "", 0, 0, NULL, "NCCL_IB_HCA",                  \
 	  "Verbs devices and ports the ib backend uses: comma list of device name prefixes, "      \
 	  "each with an optional :port; ^ excludes, = asks for exact names. Unset: every "         \
-	  "active port.")                                                                          \
+	  "active port. As in NCCL 2.30 an entry may go on with :rail:plane, the railId and "      \
+	  "planeId NCCL v12 sees (docs/topology.md); a rail given anywhere overrides the "         \
+	  "topology's rails.")                                                                     \
 	X(IB_GID_INDEX, "BRAID_IB_GID_INDEX", BRAID_PARAM_INT, "-1", -1, 255, NULL,                \
 	  "NCCL_IB_GID_INDEX",                                                                     \
 	  "RoCE GID index. -1: choose (the first RoCEv2 GID of BRAID_IB_ADDR_FAMILY within "       \

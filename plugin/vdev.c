@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "plugin/log.h"
+#include "plugin/net_ids.h"
 #include "plugin/params.h"
 #include "topo/topo.h"
 
@@ -44,6 +45,7 @@ void braid_vdev_merge_props(const struct braid_dev_props *const *p, int n,
 			used = sizeof(out->name) - 1;
 		out->speed_mbps += p[i]->speed_mbps;
 	}
+	braid_net_ids_merge(p, n, &out->rail_id, &out->plane_id);
 }
 
 /* Append a device of the given NICs, shown to NCCL as made of `parts` (its own index when

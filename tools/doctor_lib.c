@@ -184,8 +184,9 @@ static int plugin_candidates(const char *env, char names[][256], int max)
 
 static void check_plugin(struct doctor *d)
 {
-	static const char *const syms[] = { "ncclNetPlugin_v11", "ncclNetPlugin_v10",
-					    "ncclNetPlugin_v9", "ncclNetPlugin_v8" };
+	static const char *const syms[] = { "ncclNetPlugin_v12", "ncclNetPlugin_v11",
+					    "ncclNetPlugin_v10", "ncclNetPlugin_v9",
+					    "ncclNetPlugin_v8" };
 	const char *env = getenv("NCCL_NET_PLUGIN");
 	char names[16][256], tried[1024] = "", path[1024], exports[128] = "", fix[512];
 	char braid_so[1024], dir[1024];
@@ -241,7 +242,7 @@ static void check_plugin(struct doctor *d)
 	}
 	if (!exports[0])
 		doc_add(d, DOC_FAIL, "plugin", fix,
-			"NCCL would load %s (as %s), which exports no ncclNetPlugin_v8..v11: "
+			"NCCL would load %s (as %s), which exports no ncclNetPlugin_v8..v12: "
 			"NCCL ignores it and uses its own transports",
 			path, names[i - 1]);
 	else if (!pname || strcmp(pname, "braid"))

@@ -2,7 +2,7 @@
 /*
  * A thin shim per ABI version: each converts the neutral calls of struct net_api to one
  * ncclNet_vN_t, the way NCCL's own adapters do (int vs size_t sizes, per-communicator
- * ctx in v11, a comm config in v10), and nothing else.
+ * ctx in v11 and v12, a comm config in v10), and nothing else.
  */
 #include "tools/netapi.h"
 
@@ -160,6 +160,7 @@ static ncclResult_t v8_get_props(const struct net_api *api, int dev, struct net_
 	p->net_device_type = raw.netDeviceType;
 	p->vdev_ndevs = 1;
 	p->vdev_devs[0] = dev; /* v8: NCCL fills {dev} itself */
+	p->rail_id = p->plane_id = NCCL_NET_ID_UNDEF;
 	return ncclSuccess;
 }
 
@@ -226,6 +227,7 @@ static void props_from_v9(struct net_props *p, const ncclNetProperties_v9_t *raw
 		p->vdev_devs[i] = raw->vProps.devs[i];
 	p->max_p2p_bytes = raw->maxP2pBytes;
 	p->max_coll_bytes = raw->maxCollBytes;
+	p->rail_id = p->plane_id = NCCL_NET_ID_UNDEF;
 }
 
 static ncclResult_t v9_init(const struct net_api *api, void **ctx, uint64_t comm_id)
@@ -405,6 +407,103 @@ static ncclResult_t v11_irecv(const struct net_api *api, void *rc, int n, void *
 	return T11(api)->irecv(rc, n, data, s, t, mh, ph, req);
 }
 
+/* ---- v12: v11's calls; props with 8 vProps slots, railId and planeId ---- */
+
+#define T12(api) ((const ncclNet_v12_t *)(api)->table)
+
+static ncclResult_t v12_init(const struct net_api *api, void **ctx, uint64_t comm_id)
+{
+	ncclNetCommConfig_v12_t config = { .trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF };
+
+	*ctx = NULL;
+	return T12(api)->init(ctx, comm_id, &config, netapi_logger, NULL);
+}
+
+static ncclResult_t v12_finalize(const struct net_api *api, void *ctx)
+{
+	return T12(api)->finalize(ctx);
+}
+
+static ncclResult_t v12_get_props(const struct net_api *api, int dev, struct net_props *p)
+{
+	ncclNetProperties_v12_t raw;
+	ncclResult_t r;
+
+	memset(&raw, 0, sizeof(raw));
+	memset(p, 0, sizeof(*p));
+	r = T12(api)->getProperties(dev, &raw);
+	if (r != ncclSuccess)
+		return r;
+	snprintf(p->name, sizeof(p->name), "%s", raw.name ? raw.name : "");
+	snprintf(p->pci_path, sizeof(p->pci_path), "%s", raw.pciPath ? raw.pciPath : "");
+	p->guid = raw.guid;
+	p->ptr_support = raw.ptrSupport;
+	p->reg_is_global = raw.regIsGlobal;
+	p->force_flush = raw.forceFlush;
+	p->speed = raw.speed;
+	p->port = raw.port;
+	p->latency = raw.latency;
+	p->max_comms = raw.maxComms;
+	p->max_recvs = raw.maxRecvs;
+	p->net_device_type = raw.netDeviceType;
+	p->vdev_ndevs = raw.vProps.ndevs;
+	for (int i = 0; i < raw.vProps.ndevs && i < NCCL_NET_MAX_DEVS_PER_NIC_V12; i++)
+		p->vdev_devs[i] = raw.vProps.devs[i];
+	p->max_p2p_bytes = raw.maxP2pBytes;
+	p->max_coll_bytes = raw.maxCollBytes;
+	p->max_multi_request_size = raw.maxMultiRequestSize;
+	p->rail_id = raw.railId;
+	p->plane_id = raw.planeId;
+	return ncclSuccess;
+}
+
+static ncclResult_t v12_listen(const struct net_api *api, void *ctx, int dev, void *handle,
+			       void **lc)
+{
+	return T12(api)->listen(ctx, dev, handle, lc);
+}
+
+static ncclResult_t v12_connect(const struct net_api *api, void *ctx, int dev, void *handle,
+				void **sc)
+{
+	ncclNetDeviceHandle_t *dh = NULL;
+
+	return T12(api)->connect(ctx, dev, handle, sc, &dh);
+}
+
+static ncclResult_t v12_isend(const struct net_api *api, void *sc, void *data, size_t size, int tag,
+			      void *mh, void **req)
+{
+	return T12(api)->isend(sc, data, size, tag, mh, NULL, req);
+}
+
+static ncclResult_t v12_irecv(const struct net_api *api, void *rc, int n, void **data,
+			      const size_t *sizes, const int *tags, void **mh, void **req)
+{
+	size_t s[NCCL_NET_MAX_REQUESTS];
+	int t[NCCL_NET_MAX_REQUESTS];
+	void *ph[NCCL_NET_MAX_REQUESTS] = { 0 };
+
+	if (n < 0 || n > NCCL_NET_MAX_REQUESTS)
+		return ncclInvalidArgument;
+	memcpy(s, sizes, n * sizeof(*s));
+	memcpy(t, tags, n * sizeof(*t));
+	return T12(api)->irecv(rc, n, data, s, t, mh, ph, req);
+}
+
+/* v12's vProps hold 8 devices; ndevs is passed as given (tests ask for too many), the
+ * slots past 8 are never read. */
+static ncclResult_t v12_make_vdevice(const struct net_api *api, int *d, int ndevs, const int *devs)
+{
+	ncclNetVDeviceProps_v12_t props;
+
+	memset(&props, 0, sizeof(props));
+	props.ndevs = ndevs;
+	for (int i = 0; i < ndevs && i < NCCL_NET_MAX_DEVS_PER_NIC_V12; i++)
+		props.devs[i] = devs[i];
+	return T12(api)->makeVDevice(d, &props);
+}
+
 static ncclResult_t no_finalize(const struct net_api *api, void *ctx)
 {
 	return ncclSuccess;
@@ -471,6 +570,7 @@ COMMON_OPS(v8, T8)
 COMMON_OPS(v9, T9)
 COMMON_OPS(v10, T10)
 COMMON_OPS(v11, T11)
+COMMON_OPS(v12, T12)
 
 /* makeVDevice takes the same props type in v9..v11. */
 #define MAKE_VDEVICE(V, T)                                                                 \
@@ -539,6 +639,10 @@ int netapi_bind(void *dl, int version, struct net_api *api)
 	case 11:
 		FILL(v11, v11_finalize);
 		api->make_vdevice = v11_make_vdevice;
+		break;
+	case 12:
+		FILL(v12, v12_finalize);
+		api->make_vdevice = v12_make_vdevice;
 		break;
 	default: return -1;
 	}

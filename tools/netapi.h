@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Load an NCCL net plugin the way NCCL does and call any of its ABI versions (v8..v11)
+ * Load an NCCL net plugin the way NCCL does and call any of its ABI versions (v8..v12)
  * through one version-neutral table, so that a test or a benchmark is written once and
  * runs on every exported ncclNetPlugin_vN.
  */
@@ -13,7 +13,7 @@
 #include "nccl_net_abi.h"
 
 #define NETAPI_MIN_VERSION 8
-#define NETAPI_MAX_VERSION 11
+#define NETAPI_MAX_VERSION 12
 
 /* Properties of one device, the union of every version's fields. */
 struct net_props {
@@ -30,10 +30,12 @@ struct net_props {
 	int max_recvs;
 	int net_device_type;
 	int vdev_ndevs;
-	int vdev_devs[4];           /* vProps.devs; v8: {the device} */
-	size_t max_p2p_bytes;       /* v9+; 0 for v8 */
-	size_t max_coll_bytes;      /* v9+; 0 for v8 */
-	int max_multi_request_size; /* v11; 0 before */
+	int vdev_devs[NCCL_NET_MAX_DEVS_PER_NIC_V12]; /* vProps.devs; v8: {the device} */
+	size_t max_p2p_bytes;                         /* v9+; 0 for v8 */
+	size_t max_coll_bytes;                        /* v9+; 0 for v8 */
+	int max_multi_request_size;                   /* v11; 0 before */
+	int rail_id;  /* v12; before it NCCL_NET_ID_UNDEF, as NCCL's shims */
+	int plane_id; /* v12; before it NCCL_NET_ID_UNDEF */
 };
 
 struct net_api {
@@ -41,7 +43,7 @@ struct net_api {
 	const char *name;  /* the plugin's own name field */
 	const void *table; /* the ncclNet_vN_t */
 
-	/* v11: one ctx per call (a communicator); v8..v10: init once, *ctx = NULL. */
+	/* v11+: one ctx per call (a communicator); v8..v10: init once, *ctx = NULL. */
 	ncclResult_t (*init)(const struct net_api *api, void **ctx, uint64_t comm_id);
 	ncclResult_t (*finalize)(const struct net_api *api, void *ctx); /* no-op before v11 */
 	ncclResult_t (*devices)(const struct net_api *api, int *ndev);

@@ -27,7 +27,7 @@ static void usage(FILE *f)
 		"                 this machine; $HWLOC_XMLFILE does the same when --xml is absent.\n"
 		"                 The plugin is given the same file (HWLOC_XMLFILE=FILE)\n"
 		"  --json         print JSON (schema in docs/topology.md)\n"
-		"  --api N        load the plugin as ncclNet vN, 8 to 11 (default 11); what\n"
+		"  --api N        load the plugin as ncclNet vN, 8 to 12 (default 12); what\n"
 		"                 BRAID_MERGE=auto means depends on it: rail for 8, none from 9\n"
 		"  --plugin PATH  the plugin .so (or a NAME for libnccl-net-NAME.so); default:\n"
 		"                 libnccl-net-braid.so next to this binary or in ../lib, else by name\n"

@@ -13,7 +13,7 @@
 #include "topo/topo.h"
 
 #define PLUGIN_MAX_WARNS 8
-#define PLUGIN_DEFAULT_API 11
+#define PLUGIN_DEFAULT_API 12
 
 enum plugin_status {
 	PLUGIN_SKIPPED,     /* --no-plugin */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "tools/topo_cli.h"
+#include "tools/topo_netids.h"
 
 static const char *warn_code_name(enum braid_topo_warn_code c)
 {
@@ -245,6 +246,7 @@ static void json_plugin(const struct plugin_devs *p)
 				printf("%s%d", k ? ", " : "", np->vdev_devs[k]);
 			printf("]");
 		}
+		topo_netids_json(np, p->api);
 		printf("}");
 	}
 	printf("%s]\n", p->ndev ? "\n  " : "");

@@ -105,6 +105,9 @@ static ncclResult_t plugin_init(const struct net_api *api, void **ctx)
 	case 11:
 		return ((const ncclNet_v11_t *)api->table)
 			->init(ctx, (uint64_t)getpid(), &config, topo_logger, NULL);
+	case 12:
+		return ((const ncclNet_v12_t *)api->table)
+			->init(ctx, (uint64_t)getpid(), &config, topo_logger, NULL);
 	}
 	return ncclInvalidArgument;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "tools/topo_cli.h"
+#include "tools/topo_netids.h"
 
 static void fmt_int(char *buf, size_t len, int v)
 {
@@ -250,4 +251,5 @@ void topo_print_human(const struct braid_topo *t, const struct plugin_devs *p)
 			printf("  note: %s\n", braid_topo_note(t, i));
 	}
 	print_devices(p);
+	topo_netids_print(p->status == PLUGIN_OK ? p->props : NULL, p->ndev, p->api);
 }

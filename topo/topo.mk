@@ -16,7 +16,8 @@ $(TOPO_TEST): $(BUILD)/obj/tests/topo/test_topo.o $(TOPO_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BRAID_LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(HWLOC_LIBS)
 
-TOPO_CLI_SRCS := tools/topo.c tools/topo_plugin.c tools/topo_text.c tools/topo_json.c
+TOPO_CLI_SRCS := tools/topo.c tools/topo_plugin.c tools/topo_text.c tools/topo_json.c \
+	tools/topo_netids.c
 
 $(TOPO_CLI): $(BUILD)/obj/tests/topo/topo_cli_main.o $(TOPO_CLI_SRCS:%.c=$(BUILD)/obj/%.o) \
 		$(TOPO_OBJS)

@@ -190,6 +190,7 @@ int sc_flush(struct side *s);
 int sc_ring(struct side *s);
 int sc_many_comms(struct side *s);
 int sc_vdevice(struct side *s);
+int sc_props_v12(struct side *s);
 int sc_stall(struct side *s);
 int sc_comm_limit(struct side *s);
 int sc_mem(struct side *s);

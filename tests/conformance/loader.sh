@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # NCCL's loading rules and the exported symbols: the plugin is found by NCCL_NET_PLUGIN
 # as a path, as NAME (libnccl-net-NAME.so) and unset (libnccl-net.so), and exports the
-# four ncclNetPlugin_v8..v11 tables and no other symbol.
+# five ncclNetPlugin_v8..v12 tables and no other symbol; NCCL 2.30's lookup order
+# (v12 first, then v11 ...: tests/unit/load_plugin) finds v12 and initialises it.
 set -u
 . "$(dirname "$0")/lib.sh"
 export BRAID_BACKEND=ofi BRAID_OFI_PROVIDER='tcp;ofi_rxm' BRAID_SOCKET_IFNAME=lo FI_TCP_IFACE=lo
 
 exports=$(nm -D --defined-only "$PLUGIN_SO" | awk '$2 ~ /^[TDBRVW]$/ { print $3 }' |
 	grep -v -E '^(_init|_fini|_edata|_end|__bss_start)$' | sort | tr '\n' ' ')
-want="ncclNetPlugin_v10 ncclNetPlugin_v11 ncclNetPlugin_v8 ncclNetPlugin_v9 "
+want="ncclNetPlugin_v10 ncclNetPlugin_v11 ncclNetPlugin_v12 ncclNetPlugin_v8 ncclNetPlugin_v9 "
 echo "exported: $exports"
 [ "$exports" = "$want" ] || die "the plugin must export exactly: $want"
 
@@ -23,4 +24,12 @@ LD_LIBRARY_PATH="$BUILD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
 echo "== NCCL_NET_PLUGIN unset (libnccl-net.so)"
 LD_LIBRARY_PATH="$BUILD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
 	"$CONF_BIN" --plugin "" --scenario props || die "unset"
+echo "== NCCL 2.30's lookup order: v12 first"
+loader=$BUILD/tests/unit/load_plugin
+[ -x "$loader" ] || die "$loader is missing: run make first"
+out=$("$loader" "$PLUGIN_SO" 2>&1)
+rc=$?
+echo "$out" | head -3
+echo "$out" | grep -qx 'found ncclNetPlugin_v12' || die "NCCL 2.30 would not find v12 first"
+[ "$rc" -eq 0 ] && echo "$out" | grep -qx 'init: 0' || die "init through v12 failed (rc $rc)"
 echo "loader: all passed"

@@ -84,6 +84,11 @@ const struct scenario scenarios[] = {
 	     "makeVDevice: bad arguments refused with ncclInvalidUsage, nothing changed; two "
 	     "devices fused into a third (name a+b, sum of speeds, vProps)"),
 	  .one_sided = true, .quick = true },
+	{ SC("props-v12", sc_props_v12, 12,
+	     "v12: every member of the properties written (struct pre-filled with two "
+	     "patterns), railId/planeId in range; makeVDevice of 5..8 and 9 devices refused "
+	     "with a WARN naming the limit"),
+	  .one_sided = true, .quick = true },
 	{ SC("stall", sc_stall, 8,
 	     "a receive that waits 900 ms for its send is one stall (BRAID_STALL_MS=300), "
 	     "counted once; the send is none"),
@@ -353,7 +358,7 @@ static int run_local(struct options *o)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: conformance [--plugin VALUE] [--api 8,9,10,11] [--scenario LIST|quick]\n"
+		"usage: conformance [--plugin VALUE] [--api 8,9,10,11,12] [--scenario LIST|quick]\n"
 		"                   [--dev N] [--seed N] [--role a|b --dir DIR] [--list]\n"
 		"  --plugin VALUE  as NCCL_NET_PLUGIN: a path, or NAME for libnccl-net-NAME.so\n"
 		"                  (default: $NCCL_NET_PLUGIN, else $BUILD/libnccl-net-braid.so)\n"
@@ -417,7 +422,7 @@ int main(int argc, char **argv)
 		case 'p': o.plugin = optarg; break;
 		case 'v':
 			if (parse_list(optarg, &o, true)) {
-				fprintf(stderr, "conformance: --api takes versions 8..11\n");
+				fprintf(stderr, "conformance: --api takes versions 8..12\n");
 				return 2;
 			}
 			any_version = true;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The braid command end to end: `braid version` lists the four exported versions, and
+# The braid command end to end: `braid version` lists the five exported versions, and
 # `braid perf` (two local processes over tcp;ofi_rxm) runs on every API version with
 # its data checks passing. A smoke test of the tool `make demo` runs, not a benchmark.
 set -u
@@ -11,14 +11,14 @@ export FI_TCP_IFACE=lo BRAID_SOCKET_IFNAME=lo
 
 out=$("$braid" version) || die "braid version failed: $out"
 echo "$out"
-for v in 8 9 10 11; do
+for v in 8 9 10 11 12; do
 	echo "$out" | grep -q "ncclNetPlugin_v$v  *name \"braid\"" ||
 		die "braid version does not list ncclNetPlugin_v$v named braid"
 done
 "$braid" --help | grep -q '^  perf' || die "braid --help does not list perf"
 "$braid" help perf | grep -q -- '--window' || die "braid help perf does not describe --window"
 
-for api in 8 9 10 11; do
+for api in 8 9 10 11 12; do
 	echo "== braid perf --api $api"
 	out=$(timeout 120 "$braid" perf --backend ofi --provider 'tcp;ofi_rxm' --api "$api" \
 		--min 1 --max 4M --iters 20 --warmup 2 --lat-iters 100 2>&1)

@@ -292,12 +292,12 @@ int sc_vdevice(struct side *s)
 {
 	static const struct {
 		int n;
-		int devs[4];
+		int devs[NCCL_NET_MAX_DEVS_PER_NIC_V12 + 1];
 		const char *what;
 	} bad[] = {
-		{ 0, { 0 }, "no device" },         { 5, { 0, 0, 0, 0 }, "5 devices" },
-		{ 2, { 0, 1000 }, "device 1000" }, { 2, { -1, 0 }, "device -1" },
-		{ 2, { 0, 0 }, "device 0 twice" },
+		{ 0, { 0 }, "no device" },     { 5, { 0, 0, 0, 0, 0 }, "5 devices" },
+		{ 9, { 0 }, "9 devices" },     { 2, { 0, 1000 }, "device 1000" },
+		{ 2, { -1, 0 }, "device -1" }, { 2, { 0, 0 }, "device 0 twice" },
 	};
 	struct net_props a, b, f;
 	int ndev = 0, after = 0, d = -1;

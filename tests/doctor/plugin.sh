@@ -18,7 +18,7 @@ rc 2 "plugin not found"
 
 NCCL_NET_PLUGIN=braid LD_LIBRARY_PATH=$B doc --only plugin
 status plugin PASS "NCCL_NET_PLUGIN=braid, build/ on LD_LIBRARY_PATH"
-has "would load $B/libnccl-net-braid.so \\(as libnccl-net-braid.so\\), braid, exports v11 v10 v9 v8" \
+has "would load $B/libnccl-net-braid.so \\(as libnccl-net-braid.so\\), braid, exports v12 v11 v10 v9 v8" \
 	"the file and the versions"
 rc 0 "plugin found"
 
@@ -31,7 +31,7 @@ status plugin FAIL "NCCL_NET_PLUGIN=none"
 # a library that loads but is no net plugin (libjansson: present, since braid links it)
 NCCL_NET_PLUGIN=libjansson.so.4 doc --only plugin
 status plugin FAIL "NCCL_NET_PLUGIN naming a library that is no plugin"
-has 'exports no ncclNetPlugin_v8..v11' "not a plugin: said so"
+has 'exports no ncclNetPlugin_v8..v12' "not a plugin: said so"
 
 # libraries: as this machine has them
 doc --only lib

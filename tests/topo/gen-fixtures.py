@@ -192,15 +192,19 @@ class Machine:
         out.append("%s</object>" % pad)
 
 
-def eight_gpu_nic_per_pair():
+def eight_gpu_nic_per_pair(names=(0, 1, 2, 3, 4), reverse=False):
     """HGX-like 8-GPU server: 2 sockets, one root complex (host bridge) per PCIe switch,
     each switch holds two GPUs and one ConnectX-6 (mlx5_N / ibN). Socket 1's second
     complex is two-level: a leaf switch with GPUs 6, 7 and mlx5_3, and beside it a storage
     ConnectX-6 Dx (mlx5_4) one switch up, PXB to GPUs 6 and 7. An onboard gigabit port
-    (eno1) hangs off socket 0's chipset."""
+    (eno1) hangs off socket 0's chipset.
+
+    names: the N of mlx5_N / ibN of the four GPU NICs and the storage NIC, in bus order
+    (the kernel numbers them in the order it found them, which differs between hosts);
+    reverse: write each socket's PCI trees in reverse order."""
     m = Machine(sockets=2)
     cuda = iter(range(8))
-    nic = iter(range(5))
+    nic = iter(names[:4])
 
     def g(bus):
         return m.gpu(bus, cuda=next(cuda))
@@ -224,12 +228,23 @@ def eight_gpu_nic_per_pair():
     d0 = m.bridge("0000:b2:00.0", 0xb3, 0xb7, 3)
     d0.add(*m.switch(0xb2, [g, g, n], "0000:b2:00.0").children)  # leaf switch under d0
     d1 = m.bridge("0000:b2:01.0", 0xb8, 0xb8, 3)
-    d1.add(m.mlx5("0000:b8:00.0", "mlx5_4", "ens8f0", model="MT2892 Family [ConnectX-6 Dx]",
-                  device="101d", cls="0200"))
+    d1.add(m.mlx5("0000:b8:00.0", "mlx5_%d" % names[4], "ens8f0",
+                  model="MT2892 Family [ConnectX-6 Dx]", device="101d", cls="0200"))
     up.add(d0, d1)
     rp.add(up)
     hb.add(rp)
+    if reverse:
+        for pkg in m.sockets:
+            pkg.children = [c for c in pkg.children if c.otype != "Bridge"] + \
+                [c for c in reversed(pkg.children) if c.otype == "Bridge"]
     return m
+
+
+def eight_gpu_nic_per_pair_renamed():
+    """The same machine as another host of the cluster sees it: its kernel found the NICs
+    in another order (mlx5_3 at 13:00.0 ... mlx5_0 at b5:00.0, the storage NIC mlx5_4),
+    and hwloc lists its PCI trees in reverse order. The rails must come out the same."""
+    return eight_gpu_nic_per_pair(names=(3, 2, 1, 0, 4), reverse=True)
 
 
 def eight_gpu_four_efa():
@@ -311,6 +326,7 @@ def no_pci():
 
 FIXTURES = {
     "8gpu-nic-per-pair.xml": eight_gpu_nic_per_pair,
+    "8gpu-nic-per-pair-renamed.xml": eight_gpu_nic_per_pair_renamed,
     "8gpu-4efa-per-gpu.xml": eight_gpu_four_efa,
     "2socket-remote-nics.xml": two_socket_remote_nics,
     "no-nic.xml": no_nic,

@@ -106,7 +106,7 @@ done
 
 # ---- the devices the plugin shows NCCL
 # The section quoted from the human output: from its header to the end.
-section() { sed -n '/^NCCL devices/,$p' "$1"; }
+section() { sed -n '/^NCCL devices/,/^$/p' "$1"; }
 # run ENV... -- ARGS: the command with ENV, human output in $tmp/out, JSON in $tmp/out.json,
 # stderr of both in $tmp/err; $rc_h and $rc_j their exit statuses.
 run() {
@@ -149,15 +149,16 @@ else
 	check "ofi tcp: exit 0" test "$rc_h" -eq 0 -a "$rc_j" -eq 0
 	check "ofi tcp: nothing on stderr" test ! -s "$tmp/err"
 	check "ofi tcp: header with a count and the default BRAID_MERGE" grep -qE \
-		'^NCCL devices \([1-9][0-9]*\) from the plugin as ncclNet v11, BRAID_MERGE=auto \(none under ncclNet v9\+\)$' \
+		'^NCCL devices \([1-9][0-9]*\) from the plugin as ncclNet v12, BRAID_MERGE=auto \(none under ncclNet v9\+\)$' \
 		"$tmp/out"
 	check "ofi tcp: device 0 listed with a speed and vProps" \
 		grep -qE '^  0 +[^ ]+ +[0-9.]+ Gb/s +\{0\}$' "$tmp/out"
 	check "ofi tcp: the plugin's WARN quoted" grep -q '^  plugin WARN: SLOW PATH' "$tmp/out"
 	jcheck "ofi tcp --json: ok, at least one device" \
-		'd["plugin"]["status"] == "ok" and len(devs) >= 1 and d["plugin"]["api"] == 11
+		'd["plugin"]["status"] == "ok" and len(devs) >= 1 and d["plugin"]["api"] == 12
 and d["plugin"]["merge"] == "auto" and all(x["speed_mbps"] > 0 for x in devs)
-and set(devs[0]) == {"index", "name", "speed_mbps", "port", "pci_path", "vprops"}
+and set(devs[0]) == {"index", "name", "speed_mbps", "port", "pci_path", "vprops", "rail_id",
+                     "plane_id"}
 and devs[0]["vprops"] == [0]'
 
 	# (4) --no-plugin: the same environment, no section, and "skipped" in JSON.
@@ -178,11 +179,11 @@ and devs[0]["vprops"] == [0]'
 	jcheck "--api 8 --json: vprops null" \
 		'd["plugin"]["api"] == 8 and devs and all(x["vprops"] is None for x in devs)'
 
-	# init/finalize balanced: v11 finalizes once (the plugin's summary, logged when its
+	# init/finalize balanced: v12 (the default) finalizes once (the plugin's summary, logged when its
 	# last reference goes, with NCCL_DEBUG=INFO); v8 has no finalize.
 	NCCL_DEBUG=INFO env "${ofi[@]}" "${cmd[@]}" >"$tmp/out" 2>"$tmp/err"
-	check "v11: finalize once" test "$(grep -c 'summary: backend' "$tmp/err")" -eq 1
-	check "v11: no unmatched finalize" bash -c "! grep -q 'without a matching init' '$tmp/err'"
+	check "v12: finalize once" test "$(grep -c 'summary: backend' "$tmp/err")" -eq 1
+	check "v12: no unmatched finalize" bash -c "! grep -q 'without a matching init' '$tmp/err'"
 	NCCL_DEBUG=INFO env "${ofi[@]}" "${cmd[@]}" --api 8 >"$tmp/out" 2>"$tmp/err"
 	check "v8: no finalize" test "$(grep -c 'summary: backend' "$tmp/err")" -eq 0
 
@@ -194,7 +195,7 @@ and devs[0]["vprops"] == [0]'
 	jcheck "missing plugin --json: not_loaded" 'd["plugin"]["status"] == "not_loaded"'
 
 	# Bad --api: a usage error.
-	for a in 7 12 x ""; do
+	for a in 7 13 x ""; do
 		"${cmd[@]}" --api "$a" >"$tmp/out" 2>"$tmp/err"
 		check "--api '$a': exit 1" test $? -eq 1
 		check "--api '$a': message" grep -q '^braid topo: --api' "$tmp/err"
@@ -215,7 +216,7 @@ and devs[0]["vprops"] == [0]'
 		run "${ib[@]}" BRAID_MERGE=none --
 		check "MERGE=none: exit 0" test "$rc_h" -eq 0 -a "$rc_j" -eq 0
 		check "MERGE=none: header" grep -q \
-			'^NCCL devices (2) from the plugin as ncclNet v11, BRAID_MERGE=none$' "$tmp/out"
+			'^NCCL devices (2) from the plugin as ncclNet v12, BRAID_MERGE=none$' "$tmp/out"
 		check "MERGE=none: svroce0" grep -qE '^  0 +svroce0 +[0-9.]+ Gb/s +\{0\}$' "$tmp/out"
 		check "MERGE=none: svroce1" grep -qE '^  1 +svroce1 +[0-9.]+ Gb/s +\{1\}$' "$tmp/out"
 		jcheck "MERGE=none --json: two devices" \
@@ -229,7 +230,7 @@ print(" ".join(str(x["speed_mbps"]) for x in json.load(open(sys.argv[1]))["devic
 		check "MERGE=a+b: exit 0" test "$rc_h" -eq 0 -a "$rc_j" -eq 0
 		check "MERGE=a+b: nothing on stderr" test ! -s "$tmp/err"
 		check "MERGE=a+b: header" grep -q \
-			'^NCCL devices (1) from the plugin as ncclNet v11, BRAID_MERGE=svroce0+svroce1$' \
+			'^NCCL devices (1) from the plugin as ncclNet v12, BRAID_MERGE=svroce0+svroce1$' \
 			"$tmp/out"
 		check "MERGE=a+b: one device" test "$(section "$tmp/out" | grep -cE '^  [0-9]+ ')" -eq 1
 		check "MERGE=a+b: fused, vProps one NIC to NCCL" \
@@ -257,6 +258,38 @@ and d["devices"] is None and d["gpus"] is not None'
 		run "${ib[@]}" -- --xml "$dir/8gpu-nic-per-pair.xml"
 		check "--xml: the plugin read the fixture" \
 			grep -q '^  plugin WARN: GPUDirect.*the topology has 8 GPU(s)' "$tmp/out"
+		# railId and planeId (ncclNet v12): five softverbs NICs named as the fixture's,
+		# on two hosts whose kernels named them in other orders (the -renamed fixture):
+		# the NIC of each GPU pair gets that pair's rail on both; the storage NIC none.
+		nics="SOFTVERBS_DEVICES=mlx5_0:roce:1,mlx5_1:roce:1,mlx5_2:roce:1,mlx5_3:roce:1,mlx5_4:roce:1"
+		mlx=(LD_LIBRARY_PATH="$sv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+			SOFTVERBS_FABRIC="$tmp/fabric" "$nics" BRAID_BACKEND=ib BRAID_MERGE=none)
+		run "${mlx[@]}" -- --xml "$dir/8gpu-nic-per-pair.xml"
+		check "ids: exit 0" test "$rc_h" -eq 0 -a "$rc_j" -eq 0
+		check "ids: header" grep -q '^NCCL rail and plane ids (ncclNet v12; - undefined)$' "$tmp/out"
+		for want in "0 mlx5_0 0 -" "1 mlx5_1 1 -" "2 mlx5_2 2 -" "3 mlx5_3 3 -" "4 mlx5_4 - -"; do
+			check "ids: '$want'" bash -c "sed -n '/^NCCL rail and plane ids/,\$p' '$tmp/out' |
+				awk '{ \$1 = \$1; print }' | grep -qx '$want'"
+		done
+		jcheck "ids --json: rail_id by GPU pair, mlx5_4 none, no planes" \
+			'[x["rail_id"] for x in devs] == [0, 1, 2, 3, None]
+and all(x["plane_id"] is None for x in devs)'
+		run "${mlx[@]}" -- --xml "$dir/8gpu-nic-per-pair-renamed.xml"
+		jcheck "ids, other host (NICs named in reverse): the same rail per PCI slot" \
+			'[x["rail_id"] for x in devs] == [3, 2, 1, 0, None]'
+		# NCCL_IB_HCA's hca:port:rail:plane: the list's rails win and are the only ones
+		run "${mlx[@]}" "NCCL_IB_HCA==mlx5_0:1:7:2,mlx5_1:1::3,mlx5_2,mlx5_3" -- \
+			--xml "$dir/8gpu-nic-per-pair.xml"
+		jcheck "ids from NCCL_IB_HCA: rail 7 plane 2, plane 3, then none" \
+			'[(x["name"], x["rail_id"], x["plane_id"]) for x in devs] == [("mlx5_0", 7, 2),
+("mlx5_1", None, 3), ("mlx5_2", None, None), ("mlx5_3", None, None)]'
+		check "ids from NCCL_IB_HCA: human" bash -c "sed -n '/^NCCL rail and plane ids/,\$p' \
+			'$tmp/out' | awk '{ \$1 = \$1; print }' | grep -qx '0 mlx5_0 7 2'"
+		run "${mlx[@]}" -- --xml "$dir/8gpu-nic-per-pair.xml" --api 11
+		check "ids under v11: none, said why" grep -q \
+			'^  none: ncclNet v11 has no railId or planeId' "$tmp/out"
+		jcheck "ids under v11 --json: null" 'all(x["rail_id"] is None for x in devs)'
+
 		run "${ib[@]}" --
 		check "no --xml: the plugin read this machine" \
 			bash -c "! grep -q 'the topology has 8 GPU(s)' '$tmp/out'"

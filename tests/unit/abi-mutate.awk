@@ -2,7 +2,7 @@
 #   awk -v outdir=DIR -f abi-mutate.awk FACTS EXPANDED_HEADER > MANIFEST
 # FACTS is tests/unit/nccl-net-abi-v8-v12.txt; EXPANDED_HEADER is our header with its macros
 # expanded, so that each struct has its own members (the shared member lists are macros).
-# For each typedef'd struct that a v8..v11 struct of FACTS names (directly or through
+# For each typedef'd struct that a v8..v12 struct of FACTS names (directly or through
 # typedef aliases: ncclNetProperties_v10_t is v9's, ncclNetVDeviceProps_v9..11_t are one),
 # and for each of its members, three mutants, each written to DIR/ID.h:
 #   pad     char braid_mut_pad[8]; inserted before the member (moves it: the largest
@@ -46,7 +46,7 @@ function resolve(t, n) {
 	return (t in body) ? t : ""
 }
 
-# FACTS (first file): struct and member lines of v8..v11.
+# FACTS (first file): struct and member lines of v8..v12.
 FNR == NR {
 	if (/^#/ || /^[ \t]*$/)
 		next
@@ -55,7 +55,7 @@ FNR == NR {
 		version = type
 		sub(/^.*_v/, "", version)
 		sub(/_t$/, "", version)
-		keep = version + 0 <= 11
+		keep = version + 0 <= 12
 		if (keep)
 			fact_types[++nfact_types] = type
 		next

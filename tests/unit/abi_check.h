@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * NCCL's struct layouts next to ours: one entry per v8..v11 line of
+ * NCCL's struct layouts next to ours: one entry per v8..v12 line of
  * tests/unit/nccl-net-abi-v8-v12.txt, generated from it by gen-abi-facts.awk into
  * abi_facts.c, which evaluates each against include/nccl_net_abi.h. test_abi compares them;
  * test-abi-mutation.sh rebuilds abi_facts.c against mutated copies of the header.

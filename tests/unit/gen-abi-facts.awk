@@ -5,7 +5,7 @@
 # failed check or a compile error names the line of the fact file:
 #   TYPE sizeof N                    ->  ABI_SIZEOF(TYPE, N)
 #     member offset O size S         ->  ABI_MEMBER(TYPE, member, O, S)
-# braid defines v8..v11: lines of structs of a later version are counted and left out.
+# braid defines v8..v12: lines of structs of a later version are counted and left out.
 # A member of the file missing from include/nccl_net_abi.h is a compile error at its line.
 # Any line of another shape stops the generator, so that no line goes unchecked by accident.
 
@@ -16,7 +16,7 @@ function fail(msg) {
 }
 
 BEGIN {
-	max_version = 11
+	max_version = 12
 	out = ""
 	if (out_name == "")
 		out_name = "abi_facts.c" # -v out_name=PATH: where the output goes, for #line
@@ -71,7 +71,7 @@ END {
 	if (failed)
 		exit 1
 	if (structs == 0)
-		fail("no v8..v11 struct in the file")
+		fail("no v8..v12 struct in the file")
 	# 12 lines up to "#line 1", FNR lines of facts, a "#line" back: "};" is line 12 + FNR + 2
 	printf "/* Generated from %s by tests/unit/gen-abi-facts.awk: do not edit. */\n", FILENAME
 	printf "#include <stddef.h>\n\n"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_abi must catch every wrong layout: for every member of every struct that a v8..v11
+# test_abi must catch every wrong layout: for every member of every struct that a v8..v12
 # line of tests/unit/nccl-net-abi-v8-v12.txt names, copies of include/nccl_net_abi.h
 # (macros expanded, so that each struct is mutated alone) with the member
 #   pad:    moved (char braid_mut_pad[8] inserted before it): test_abi must fail naming it,
@@ -117,7 +117,7 @@ for k in pad width rename; do
 	printf '%-7s %d mutants, %d caught\n' "$k" "${kinds[$k]:-0}" "${kinds_caught[$k]:-0}"
 done
 echo "abi mutation: $total mutants of $members members of $structs structs" \
-	"(every v8..v11 struct of $facts): $caught caught, $missed missed, ${secs}s, $jobs jobs"
+	"(every v8..v12 struct of $facts): $caught caught, $missed missed, ${secs}s, $jobs jobs"
 if [ "$missed" -ne 0 ]; then
 	[ -n "$keep" ] && echo "mutants, build logs and outputs: $keep/ID/" ||
 		echo "to see the mutants, their build logs and outputs: $0 --keep DIR"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * Our ABI header against the layouts NCCL expects: every sizeof, member offset and member
- * size of the v8..v11 lines of tests/unit/nccl-net-abi-v8-v12.txt (measured from NCCL's
+ * size of the v8..v12 lines of tests/unit/nccl-net-abi-v8-v12.txt (measured from NCCL's
  * own headers; abi_facts.c is generated from it). A moved or resized member here is a
  * plugin that NCCL reads garbage from: test-abi-mutation.sh shows that each one is caught.
  */
@@ -39,7 +39,7 @@ static void layouts_match_nccl(void **state)
 		}
 	}
 	printf("abi: checked %d lines of %s (%d struct sizes, %d members: offset and size), "
-	       "skipped %d %s lines (braid defines v8..v11 only): %d wrong\n",
+	       "skipped %d %s lines (braid defines v8..v12 only): %d wrong\n",
 	       structs + members, abi_facts_file, structs, members, abi_facts_skipped,
 	       abi_facts_skipped_versions, wrong);
 	fflush(stdout);
@@ -52,6 +52,10 @@ static void constants(void **state)
 	(void)state;
 	assert_int_equal(NCCL_NET_HANDLE_MAXSIZE, 128);
 	assert_int_equal(NCCL_NET_MAX_REQUESTS, 32);
+	/* NCCL 2.30: NCCL_NET_MAX_DEVS_PER_NIC_V11 4, _V12 8; NCCL_NET_ID_UNDEF -1 */
+	assert_int_equal(NCCL_NET_MAX_DEVS_PER_NIC, 4);
+	assert_int_equal(NCCL_NET_MAX_DEVS_PER_NIC_V12, 8);
+	assert_int_equal(NCCL_NET_ID_UNDEF, -1);
 }
 
 int main(void)

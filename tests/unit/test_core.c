@@ -95,6 +95,41 @@ static void loopback_pair(void **lc, void **sc, void **rc)
 	assert_non_null(*rc);
 }
 
+/* makeVDevice: NCCL's limit per version (4 for v9..v11, 8 for v12), and braid's own (4),
+ * each refused with a WARN that names it; nothing is made. Needs an init. */
+static void make_vdevice_limits(void)
+{
+	static const int eight[NCCL_NET_MAX_DEVS_PER_NIC_V12] = { 0, 1, 2, 3, 4, 5, 6, 7 };
+	int d = -7, n0 = 0, n1 = 0;
+
+	assert_int_equal(braid_devices(&n0), ncclSuccess);
+	unit_log_reset();
+	assert_int_equal(braid_make_vdevice(&d, 8, eight, 12), ncclInvalidUsage);
+	assert_non_null(strstr(unit_log, "ncclNet v12 allows 8"));
+	assert_non_null(strstr(unit_log, "at most 4 NICs"));
+	assert_non_null(strstr(unit_log, "BRAID_VDEV_MAX_NICS"));
+	unit_log_reset();
+	assert_int_equal(braid_make_vdevice(&d, 5, eight, 12), ncclInvalidUsage);
+	assert_non_null(strstr(unit_log, "at most 4 NICs"));
+	unit_log_reset();
+	assert_int_equal(braid_make_vdevice(&d, 9, eight, 12), ncclInvalidUsage);
+	assert_non_null(strstr(unit_log, "9 devices; ncclNet v12 fuses 1 to 8"));
+	unit_log_reset();
+	assert_int_equal(braid_make_vdevice(&d, 5, eight, 11), ncclInvalidUsage);
+	assert_non_null(strstr(unit_log, "5 devices; ncclNet v11 fuses 1 to 4"));
+	unit_log_reset();
+	assert_int_equal(braid_make_vdevice(&d, 0, eight, 12), ncclInvalidUsage);
+	assert_non_null(strstr(unit_log, "0 devices; ncclNet v12 fuses 1 to 8"));
+	assert_int_equal(braid_make_vdevice(&d, -1, eight, 12), ncclInvalidUsage);
+	unit_log_reset();
+	assert_int_equal(braid_make_vdevice(&d, 2, NULL, 12), ncclInvalidArgument);
+	assert_non_null(strstr(unit_log, "NULL properties"));
+	assert_int_equal(braid_make_vdevice(NULL, 2, eight, 12), ncclInvalidArgument);
+	assert_int_equal(d, -7);
+	assert_int_equal(braid_devices(&n1), ncclSuccess);
+	assert_int_equal(n1, n0);
+}
+
 static void misuse_gets_errors(void **state)
 {
 	const struct braid_dev_props *p;
@@ -149,10 +184,11 @@ static void misuse_gets_errors(void **state)
 	sizes[0] = 1;
 	assert_int_equal(braid_irecv(rc, 1, data, sizes, tags, mhs, &req), ncclInvalidArgument);
 	/* Virtual devices: one NIC is itself; merging is refused clearly. */
-	assert_int_equal(braid_make_vdevice(&d, &vp), ncclInvalidUsage);
+	assert_int_equal(braid_make_vdevice(&d, vp.ndevs, vp.devs, 11), ncclInvalidUsage);
 	vp.ndevs = 1;
-	assert_int_equal(braid_make_vdevice(&d, &vp), ncclSuccess);
+	assert_int_equal(braid_make_vdevice(&d, vp.ndevs, vp.devs, 11), ncclSuccess);
 	assert_int_equal(d, 0);
+	make_vdevice_limits();
 
 	assert_int_equal(braid_dereg_mr(rc, mh), ncclSuccess);
 	assert_int_equal(braid_close_send(sc), ncclSuccess);

@@ -32,6 +32,9 @@ static int setup(void **state)
 		nic[i].max_recvs = 8;
 		nic[i].guid = 0x100 + (uint64_t)i;
 		nic[i].vdev = (struct braid_vdev){ .n = 1, .nic = { i } };
+		/* as the core would set them: rails 1, 0, 1, 2, -; planes 1, 1, 0, 1, - */
+		nic[i].rail_id = (int[]){ 1, 0, 1, 2, NCCL_NET_ID_UNDEF }[i];
+		nic[i].plane_id = (int[]){ 1, 1, 0, 1, NCCL_NET_ID_UNDEF }[i];
 	}
 	braid_log_set_logger(unit_logger);
 	unit_log_reset();
@@ -100,10 +103,16 @@ static void make_fuses_and_reports(void **state)
 	assert_int_equal(p->vdev.nic[1], 0);
 	assert_int_equal(braid_vdev_get(d)->n, 2); /* and the NICs a comm stripes over */
 	assert_int_equal(braid_vdev_get(d)->nic[0], 2);
+	/* v12 ids: NICs 2 and 0 share rail 1, planes 0 and 1 (plugin/net_ids.c) */
+	assert_int_equal(p->rail_id, 1);
+	assert_int_equal(p->plane_id, (1 << 14) | 0x3);
+	assert_int_equal(braid_vdev_make(&d, 2, (const int[]){ 1, 3 }), ncclSuccess);
+	assert_int_equal(braid_vdev_props(d)->rail_id, NCCL_NET_ID_UNDEF);
+	assert_int_equal(braid_vdev_props(d)->plane_id, 1);
 	/* one device: itself, nothing made (NCCL never asks, but v9 may) */
 	assert_int_equal(braid_vdev_make(&d, 1, (const int[]){ 3 }), ncclSuccess);
 	assert_int_equal(d, 3);
-	assert_int_equal(braid_vdev_count(), 6);
+	assert_int_equal(braid_vdev_count(), 7);
 }
 
 /* Guards the bad arguments: each a WARN and ncclInvalidUsage (as ncclIbMakeVDevice), and

@@ -269,7 +269,10 @@ struct ib_comm {
 	struct ib_req *slot[IB_RING];
 
 	ncclResult_t error; /* sticky */
-	int async_error;    /* atomic: set by the async event handler (an ncclResult_t) */
+	/* The first async event to hit the comm, through any of its HCAs (ib_dev.c
+	 * mark_comm): its claimer alone writes why and qp, then publishes async_error. */
+	int async_claim; /* atomic: 1 once an event claimed the report */
+	int async_error; /* atomic: set last (an ncclResult_t); read it before the rest */
 	char async_why[160];
 	int async_qp; /* the QP the event named (0 when it named none) */
 	int warned;

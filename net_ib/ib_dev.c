@@ -579,10 +579,21 @@ void ib_rail_unregister(struct ib_rail *rl)
 	pthread_mutex_unlock(&h->lock);
 }
 
-static void mark_comm(struct ib_comm *c, ncclResult_t rc, const struct ib_hca *h, const char *what)
+/*
+ * The first event to hit c writes its report (QP qi, why) and then publishes async_error.
+ * A fused comm hears events through each of its HCAs, under that HCA's lock, so the locks
+ * order nothing between two of them: the claim does. The comm's thread reads the report
+ * only after it has seen async_error.
+ */
+static void mark_comm(struct ib_comm *c, int qi, ncclResult_t rc, const struct ib_hca *h,
+		      const char *what)
 {
-	if (__atomic_load_n(&c->async_error, __ATOMIC_ACQUIRE))
+	int unclaimed = 0;
+
+	if (!__atomic_compare_exchange_n(&c->async_claim, &unclaimed, 1, 0, __ATOMIC_ACQUIRE,
+					 __ATOMIC_RELAXED))
 		return;
+	c->async_qp = qi;
 	snprintf(c->async_why, sizeof(c->async_why), "async event on %s: %s", h->name, what);
 	__atomic_store_n(&c->async_error, (int)rc, __ATOMIC_RELEASE);
 }
@@ -601,21 +612,18 @@ static void handle_event(struct ib_hca *h, const struct ibv_async_event *e)
 			struct ib_comm *c = rl->comm;
 
 			for (int i = 0; i < c->nqps; i++)
-				if (c->qps[i].qp == e->element.qp &&
-				    !__atomic_load_n(&c->async_error, __ATOMIC_ACQUIRE)) {
-					c->async_qp = i;
-					mark_comm(c, ncclRemoteError, h, what);
-				}
+				if (c->qps[i].qp == e->element.qp)
+					mark_comm(c, i, ncclRemoteError, h, what);
 		}
 		break;
 	case IBV_EVENT_CQ_ERR:
 		for (struct ib_rail *rl = h->comms; rl; rl = rl->next)
 			if (rl->cq == e->element.cq)
-				mark_comm(rl->comm, ncclSystemError, h, what);
+				mark_comm(rl->comm, 0, ncclSystemError, h, what);
 		break;
 	case IBV_EVENT_DEVICE_FATAL:
 		for (struct ib_rail *rl = h->comms; rl; rl = rl->next)
-			mark_comm(rl->comm, ncclSystemError, h, what);
+			mark_comm(rl->comm, 0, ncclSystemError, h, what);
 		break;
 	case IBV_EVENT_PORT_ERR:
 	case IBV_EVENT_PORT_ACTIVE:

@@ -428,52 +428,85 @@ static int rail_nqps(const struct ib_comm *c, int k)
 	return (c->nqps - k + c->nrails - 1) / c->nrails;
 }
 
+/* How a message goes out: bytes, chunk size and chunk count per rail. */
+struct ib_plan {
+	size_t len[BRAID_VDEV_MAX_NICS];
+	size_t chunk[BRAID_VDEV_MAX_NICS];
+	int nch[BRAID_VDEV_MAX_NICS]; /* 0: the rail carries nothing */
+	int total;
+};
+
 /*
- * A message on several rails: plugin/stripe.c says how many bytes each rail carries; a
- * rail's part above BRAID_IB_SPLIT_BYTES is cut again over that rail's QPs. Every chunk's
- * immediate carries the total count, so the receiver knows when the buffer is complete.
- * imm0 is the immediate for one chunk. 0, or the first post's error (*posted went out).
+ * The one chunker, for a comm of one NIC or several. plugin/stripe.c says how many bytes
+ * each rail carries (all of them on one NIC); a rail's part above BRAID_IB_SPLIT_BYTES is
+ * cut over the rail's QPs, and no chunk is above the rail's port max_msg_sz (the part then
+ * takes more chunks than the rail has QPs). Every chunk's immediate carries the total, so
+ * the receiver knows when the buffer is complete: at most IB_MAX_QPS chunks. 0, or -EMSGSIZE
+ * when the message needs more.
  */
-static int post_striped(struct ib_comm *c, struct ib_req *r, const char *data, size_t size,
-			const struct ib_mr *m, const struct ib_fifo_elem *e, uint32_t imm0,
-			int *posted)
+static int plan_message(struct ib_comm *c, size_t size, struct ib_plan *p)
 {
-	size_t len[BRAID_STRIPE_MAX_LANES], off = 0;
-	int nq[BRAID_STRIPE_MAX_LANES] = { 0 }, first, nch = 0, rc = 0;
-	uint64_t now = braid_now_ns();
+	int first = 0;
 
-	braid_stripe_split(&c->stripe, size, len, &first);
+	p->len[0] = size;
+	if (c->nrails > 1)
+		braid_stripe_split(&c->stripe, size, p->len, &first);
+	p->total = 0;
 	for (int k = 0; k < c->nrails; k++) {
-		if (!len[k] && k != first)
+		size_t len = p->len[k], max = c->rails[k].dev->max_msg_sz, ch = len;
+		int nq = rail_nqps(c, k);
+
+		p->nch[k] = 0;
+		if (!len && k != first)
 			continue;
-		nq[k] = len[k] > c->split_bytes ? rail_nqps(c, k) : 1;
-		nch += nq[k];
+		if (len > c->split_bytes && nq > 1)
+			ch = ((len + (size_t)nq - 1) / (size_t)nq + 127) & ~(size_t)127;
+		if (ch > max)
+			ch = max >= 256 ? max & ~(size_t)127 : max;
+		if (len > ch && (len + ch - 1) / ch > IB_MAX_QPS)
+			return -EMSGSIZE;
+		p->chunk[k] = ch;
+		p->nch[k] = len > ch ? (int)((len + ch - 1) / ch) : 1;
+		p->total += p->nch[k];
 	}
-	imm0 += (uint32_t)(nch - 1) << 11;
+	return p->total > IB_MAX_QPS ? -EMSGSIZE : 0;
+}
+
+/*
+ * The chunks of plan p: rail k's over its QPs in turn from next_qp, each into e at its
+ * offset. 0, or the first post's error (*posted went out).
+ */
+static int post_plan(struct ib_comm *c, struct ib_req *r, const char *data, const struct ib_plan *p,
+		     const struct ib_mr *m, const struct ib_fifo_elem *e, uint32_t imm, int *posted)
+{
+	int fused = c->nrails > 1, rc = 0;
+	uint64_t now = fused ? braid_now_ns() : 0;
+	size_t off = 0;
+
 	for (int k = 0; k < c->nrails && !rc; k++) {
-		size_t chunk, left = len[k];
+		uint32_t nq = (uint32_t)rail_nqps(c, k);
+		size_t left = p->len[k];
 
-		if (!nq[k])
+		if (!p->nch[k])
 			continue;
-		chunk = (left + (size_t)nq[k] - 1) / (size_t)nq[k];
-		chunk = (chunk + 127) & ~(size_t)127;
-		braid_stripe_posted(&c->stripe, k, len[k], now);
-		r->rail_bytes[k] = (uint32_t)len[k];
-		for (int j = 0; j < nq[k] && !rc; j++) {
-			/* one QP for a small part, in turn; a large part over all of the rail's */
-			int qslot = nq[k] == 1 ? (int)(c->next_qp % (uint32_t)rail_nqps(c, k)) : j;
-			uint32_t n = (uint32_t)(left < chunk ? left : chunk);
+		if (fused) {
+			braid_stripe_posted(&c->stripe, k, left, now);
+			r->rail_bytes[k] = (uint32_t)left;
+		}
+		for (int j = 0; j < p->nch[k]; j++) {
+			int q = k + (int)((c->next_qp + (uint32_t)j) % nq) * c->nrails;
+			uint32_t n = (uint32_t)(left < p->chunk[k] ? left : p->chunk[k]);
 
-			rc = post_write(c, k + qslot * c->nrails, r, data, off, n, m, e, imm0);
+			rc = post_write(c, q, r, data, off, n, m, e, imm);
 			if (rc)
 				break;
-			r->rail_pending[k]++;
+			r->rail_pending[k] += (uint8_t)fused;
 			(*posted)++;
 			off += n;
 			left -= n;
 		}
-		if (c->rails[k].ctr) {
-			braid_ctr_add(&c->rails[k].ctr->bytes, len[k]);
+		if (fused && c->rails[k].ctr) {
+			braid_ctr_add(&c->rails[k].ctr->bytes, p->len[k]);
 			braid_ctr_add(&c->rails[k].ctr->chunks, 1);
 		}
 	}
@@ -488,8 +521,8 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 	const struct ib_fifo_elem *g;
 	struct ib_fifo_elem e;
 	struct ib_req *r;
-	int idx = -1, nch = 1, posted = 0, rc = 0;
-	size_t chunk;
+	int idx = -1, posted = 0, rc = 0;
+	struct ib_plan plan;
 	uint32_t gn;
 
 	if (comm_error(c) || refuse_after_bye(c))
@@ -530,28 +563,16 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 	r->size[0] = size;
 	r->seq = c->seq;
 	r->first = c->sent_upto + (uint64_t)idx;
-	if (size > c->split_bytes && c->nqps > 1)
-		nch = c->nqps;
-	while ((size + (size_t)nch - 1) / (size_t)nch > c->dev->max_msg_sz && nch < IB_MAX_QPS)
-		nch++;
-	chunk = size;
-	if (nch > 1) {
-		chunk = ((size + (size_t)nch - 1) / (size_t)nch + 127) & ~(size_t)127;
-		nch = (int)((size + chunk - 1) / chunk);
+	if (plan_message(c, size, &plan)) {
+		braid_pool_put(&c->reqs, r);
+		BRAID_WARN("ib: send comm %s:%d (peer %s): a message of %zu bytes needs more than %d "
+			   "writes of at most its NICs' max_msg_sz (%u bytes on %s): above the "
+			   "device's maxP2pBytes?",
+			   c->dev->name, c->dev->port, c->peer, size, IB_MAX_QPS,
+			   c->dev->max_msg_sz, c->dev->name);
+		return ncclInvalidArgument;
 	}
-	if (c->nrails > 1) {
-		rc = post_striped(c, r, data, size, m, &e, ib_imm(c->seq, idx, 1), &posted);
-	} else {
-		for (int k = 0; k < nch && !rc; k++) {
-			size_t off = (size_t)k * chunk;
-			size_t len = size - off < chunk ? size - off : chunk;
-
-			rc = post_write(c, (int)((c->next_qp + (uint32_t)k) % (uint32_t)c->nqps), r,
-					data, off, (uint32_t)len, m, &e, ib_imm(c->seq, idx, nch));
-			if (!rc)
-				posted++;
-		}
-	}
+	rc = post_plan(c, r, data, &plan, m, &e, ib_imm(c->seq, idx, plan.total), &posted);
 	c->next_qp++;
 	if (rc) {
 		comm_fail(c, ncclSystemError);

@@ -285,7 +285,7 @@ static void hca_close(struct ib_hca *h)
 	pthread_mutex_destroy(&h->lock);
 }
 
-static void ib_fini(void)
+void ib_fini(void)
 {
 	for (int i = 0; i < ib.nhcas; i++)
 		hca_close(&ib.hcas[i]);
@@ -404,7 +404,7 @@ static void record_fallback(const char *list)
 	r->max_qps = BRAID_CTR_MAX_QPS;
 }
 
-static int ib_init(const struct braid_backend_env *env, char *why, size_t whylen)
+int ib_init(const struct braid_backend_env *env, char *why, size_t whylen)
 {
 	const char *spec = braid_param_str(BRAID_P_IB_HCA);
 	struct braid_filter f;
@@ -509,7 +509,7 @@ static int ib_init(const struct braid_backend_env *env, char *why, size_t whylen
 	return 0;
 }
 
-static int ib_ndevs(void)
+int ib_ndevs(void)
 {
 	return ib.ndevs;
 }
@@ -523,7 +523,7 @@ int ib_dev_comm_limit(const struct ib_dev *d)
 	return n < 1 ? 1 : n;
 }
 
-static ncclResult_t ib_get_props(int devidx, struct braid_dev_props *p)
+ncclResult_t ib_get_props(int devidx, struct braid_dev_props *p)
 {
 	struct ib_dev *d = &ib.devs[devidx];
 	struct ib_hca *h = d->hca;
@@ -649,26 +649,3 @@ void ib_async_poll(struct ib_hca *h)
 	}
 	pthread_mutex_unlock(&h->lock);
 }
-
-const struct braid_backend_ops braid_ib_ops = {
-	.name = "ib",
-	.kind = BRAID_BACKEND_IB,
-	.max_nics = BRAID_VDEV_MAX_NICS,
-	.init = ib_init,
-	.fini = ib_fini,
-	.ndevs = ib_ndevs,
-	.get_props = ib_get_props,
-	.listen = ib_listen,
-	.connect = ib_connect,
-	.accept = ib_accept,
-	.reg_mr = ib_reg_mr,
-	.reg_mr_dmabuf = ib_reg_mr_dmabuf,
-	.dereg_mr = ib_dereg_mr,
-	.isend = ib_isend,
-	.irecv = ib_irecv,
-	.iflush = ib_iflush,
-	.test = ib_test,
-	.close_send = ib_close_send,
-	.close_recv = ib_close_recv,
-	.close_listen = ib_close_listen,
-};

@@ -354,6 +354,8 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 ncclResult_t ib_test(void *request, int *done, size_t *sizes, int *nsizes);
 /* The comm's first failure is sticky: every later call reports it. */
 void ib_comm_fail(struct ib_comm *c, ncclResult_t why);
+/* How WARNs name the comm: "ib: send comm mlx5_0:1" (a braid_judge_who_fn). */
+void ib_comm_who(const void *comm, char *buf, size_t len);
 /* Read the comm's CQs and handle what completed. */
 void ib_progress(struct ib_comm *c);
 /* While something waits: the peer, async events, ports (at most every BRAID_LIVENESS_MS). */

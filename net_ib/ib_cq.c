@@ -12,6 +12,7 @@
 
 #include "net_ib/ib.h"
 #include "plugin/clock.h"
+#include "plugin/judge.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
 
@@ -20,16 +21,19 @@
 
 void ib_comm_fail(struct ib_comm *c, ncclResult_t why)
 {
-	if (c->error == ncclSuccess) {
-		c->error = why;
-		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(errors), 1);
-	}
+	braid_judge_comm_fail(&c->error, why, c->ctr, c->dev->ctr);
 }
 
 static void req_fail(struct ib_req *r, ncclResult_t why)
 {
-	if (r->status == ncclSuccess)
-		r->status = why;
+	braid_judge_req_fail(&r->status, why);
+}
+
+void ib_comm_who(const void *comm, char *buf, size_t len)
+{
+	const struct ib_comm *c = comm;
+
+	snprintf(buf, len, "ib: %s comm %s:%d", ib_side(c), c->dev->name, c->dev->port);
 }
 
 static int qp_index(const struct ib_comm *c, uint32_t qpn)
@@ -353,7 +357,6 @@ static int buffer_done(const struct ib_req *r, int i)
 static ncclResult_t check_request(struct ib_comm *c, struct ib_req *r)
 {
 	uint64_t bufs[BRAID_MAX_RECVS];
-	char who[128];
 	int n = 0;
 
 	braid_ctr_note_stall(c->dev->ctr, r->posted_ns, &r->stalled);
@@ -361,47 +364,42 @@ static ncclResult_t check_request(struct ib_comm *c, struct ib_req *r)
 	ib_comm_error(c);
 	if (c->error != ncclSuccess)
 		return c->error;
-	if (r->status != ncclSuccess || c->link->state != BRAID_LINK_BYE || r->kind == IB_REQ_FLUSH)
+	if (r->kind == IB_REQ_FLUSH || !braid_judge_due(c->link, r->status))
 		return r->status;
 	if (r->kind == IB_REQ_SEND)
 		bufs[n++] = r->first;
 	for (int i = 0; r->kind == IB_REQ_RECV && i < r->n; i++)
 		if (!buffer_done(r, i))
 			bufs[n++] = r->first + (uint64_t)i;
-	snprintf(who, sizeof(who), "ib: %s comm %s:%d", ib_side(c), c->dev->name, c->dev->port);
-	if (braid_link_judge(c->link, bufs, n, r->kind == IB_REQ_SEND, who))
-		req_fail(r, ncclRemoteError);
+	braid_judge_verdict(c->link, &r->status, bufs, n, r->kind == IB_REQ_SEND, ib_comm_who, c);
 	return r->status;
 }
 
 void ib_comm_bye(struct ib_comm *c, struct braid_link_bye *bye)
 {
+	struct braid_judge_wait w[IB_RING];
+	int nw = 0;
+
 	if (!c->error)
 		ib_progress(c);
 	if (c->is_send) {
 		/* a group with buffers used is the current one: its slot stays ours */
-		uint32_t gn = c->used ? c->fifo[c->seq % IB_RING][0].n : 0;
-
-		braid_bye_init(bye, c->sent_upto, c->sent_upto + gn);
-		for (uint32_t i = 0; i < gn; i++)
-			if (c->used & (1u << i))
-				braid_bye_add(bye, c->sent_upto + i);
+		braid_judge_bye_send(bye, c->sent_upto,
+				     c->used ? c->fifo[c->seq % IB_RING][0].n : 0, c->used);
 		return;
 	}
-	/* receiver: every buffer is filled but those of requests still waiting */
-	uint64_t base = c->nbufs;
+	for (int s = 0; s < IB_RING; s++) {
+		const struct ib_req *r = c->slot[s];
 
-	for (int s = 0; s < IB_RING; s++)
-		for (int i = 0; c->slot[s] && i < c->slot[s]->n; i++)
-			if (!buffer_done(c->slot[s], i) && c->slot[s]->first + (uint64_t)i < base)
-				base = c->slot[s]->first + (uint64_t)i;
-	braid_bye_init(bye, base, c->nbufs);
-	for (uint64_t b = base; b < c->nbufs; b++)
-		braid_bye_add(bye, b);
-	for (int s = 0; s < IB_RING; s++)
-		for (int i = 0; c->slot[s] && i < c->slot[s]->n; i++)
-			if (!buffer_done(c->slot[s], i))
-				braid_bye_del(bye, c->slot[s]->first + (uint64_t)i);
+		if (!r)
+			continue;
+		w[nw] = (struct braid_judge_wait){ .first = r->first, .n = r->n };
+		for (int i = 0; i < r->n; i++)
+			if (buffer_done(r, i))
+				w[nw].done |= 1u << i;
+		nw++;
+	}
+	braid_judge_bye_recv(bye, c->nbufs, w, nw);
 }
 
 ncclResult_t ib_test(void *request, int *done, size_t *sizes, int *nsizes)

@@ -12,6 +12,7 @@
 
 #include "net_ib/ib.h"
 #include "plugin/clock.h"
+#include "plugin/judge.h"
 #include "plugin/log.h"
 
 static int in_mr(const struct ib_mr *m, const void *data, size_t size)
@@ -77,11 +78,8 @@ static int post_write(struct ib_comm *c, int qi, struct ib_req *r, const char *d
 static ncclResult_t refuse_after_bye(struct ib_comm *c)
 {
 	braid_link_check(c->link, 0);
-	if (c->link->state != BRAID_LINK_BYE)
+	if (!braid_judge_refuse_after_bye(c->link, c->is_send, ib_comm_who, c))
 		return ncclSuccess;
-	BRAID_WARN("ib: %s comm %s:%d: peer %s closed its comm; no %s can complete any more",
-		   ib_side(c), c->dev->name, c->dev->port, c->peer,
-		   c->is_send ? "send" : "receive");
 	c->warned = 1;
 	ib_comm_fail(c, ncclRemoteError);
 	return c->error;

@@ -272,7 +272,10 @@ struct ib_comm {
 	struct ib_req *slot[IB_RING];
 
 	ncclResult_t error; /* sticky */
-	int async_error;    /* atomic: set by the async event handler (an ncclResult_t) */
+	/* The first async event to hit the comm, through any of its HCAs (ib_dev.c
+	 * mark_comm): its claimer alone writes why and qp, then publishes async_error. */
+	int async_claim; /* atomic: 1 once an event claimed the report */
+	int async_error; /* atomic: set last (an ncclResult_t); read it before the rest */
 	char async_why[160];
 	int async_qp; /* the QP the event named (0 when it named none) */
 	int warned;
@@ -291,6 +294,10 @@ static inline struct ib_req *to_ib_req(void *request)
 }
 
 /* ib_dev.c */
+int ib_init(const struct braid_backend_env *env, char *why, size_t whylen);
+void ib_fini(void);
+int ib_ndevs(void);
+ncclResult_t ib_get_props(int devidx, struct braid_dev_props *p);
 struct ib_state {
 	int ndevs;
 	struct ib_dev *devs;
@@ -337,12 +344,29 @@ ncclResult_t ib_close_send(void *send_comm);
 ncclResult_t ib_close_recv(void *recv_comm);
 ncclResult_t ib_close_listen(void *listen_comm);
 
-/* ib_data.c */
+static inline const char *ib_side(const struct ib_comm *c)
+{
+	return c->is_send ? "send" : "receive";
+}
+
+/* ib_post.c */
 ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 		      void **request);
 ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
 		      void **mhandles, void **request);
+
+/* ib_cq.c */
 ncclResult_t ib_test(void *request, int *done, size_t *sizes, int *nsizes);
+/* The comm's first failure is sticky: every later call reports it. */
+void ib_comm_fail(struct ib_comm *c, ncclResult_t why);
+/* How WARNs name the comm: "ib: send comm mlx5_0:1" (a braid_judge_who_fn). */
+void ib_comm_who(const void *comm, char *buf, size_t len);
+/* Read the comm's CQs and handle what completed. */
+void ib_progress(struct ib_comm *c);
+/* While something waits: the peer, async events, ports (at most every BRAID_LIVENESS_MS). */
+void ib_check_health(struct ib_comm *c);
+/* The comm's sticky error, with a pending async event turned into one. */
+ncclResult_t ib_comm_error(struct ib_comm *c);
 /* Closing: read the CQ once, then what c tells its peer in its goodbye. */
 void ib_comm_bye(struct ib_comm *c, struct braid_link_bye *bye);
 

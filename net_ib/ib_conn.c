@@ -108,7 +108,6 @@ static struct ib_comm *comm_new(const struct braid_vdev *vd, struct braid_link *
 		rl->dev = &ib.devs[vd->nic[k]];
 		rl->hca = rl->dev->hca;
 		rl->comm = c;
-		ib_rail_register(rl);
 	}
 	*err = comm_count(c, lk->peer);
 	if (*err) {
@@ -146,7 +145,7 @@ static int connector_nqps(const struct ib_comm *c)
 }
 
 /* CQs, QPs (to INIT), request pool; the sender's FIFO. */
-static int comm_open(struct ib_comm *c, int nqps)
+static int comm_build(struct ib_comm *c, int nqps)
 {
 	struct ib_hca *h = c->hca;
 	int per_qp = c->is_send ? IB_SQ_DEPTH + 1 : IB_RQ_DEPTH + IB_RING + 8;
@@ -157,8 +156,6 @@ static int comm_open(struct ib_comm *c, int nqps)
 		/* the peer's QPs cannot reach every NIC of ours: use as many as they do */
 		BRAID_INFO(NCCL_NET, "ib: comm with %s uses %d of %d NICs of %s (peer has %d QPs)",
 			   c->peer, nqps, c->nrails, c->dev->name, nqps);
-		for (int k = nqps; k < c->nrails; k++)
-			ib_rail_unregister(&c->rails[k]);
 		c->nrails = nqps;
 	}
 	c->nqps = nqps;
@@ -228,6 +225,20 @@ reg_fail:
 	rc = errno ? errno : EIO;
 	BRAID_WARN("ib: registering comm buffers on %s failed: %s", h->name, strerror(rc));
 	return -rc;
+}
+
+/*
+ * The comm's rails join their HCAs' comm lists only once its CQs and QPs exist: the async
+ * handler walks those lists (under the HCA lock, from any thread) and reads nqps and the
+ * QP and CQ pointers, which nothing orders after a registration made before them.
+ */
+static int comm_open(struct ib_comm *c, int nqps)
+{
+	int rc = comm_build(c, nqps);
+
+	for (int k = 0; !rc && k < c->nrails; k++)
+		ib_rail_register(&c->rails[k]);
+	return rc;
 }
 
 static void fill_wire(struct ib_comm *c, struct ib_wire *w, const uint32_t *psn)

@@ -196,7 +196,7 @@ static void hca_close(struct ib_hca *h)
 	pthread_mutex_destroy(&h->lock);
 }
 
-static void ib_fini(void)
+void ib_fini(void)
 {
 	for (int i = 0; i < ib.nhcas; i++)
 		hca_close(&ib.hcas[i]);
@@ -350,7 +350,7 @@ static void record_fallback(const char *list)
 	r->max_qps = BRAID_CTR_MAX_QPS;
 }
 
-static int ib_init(const struct braid_backend_env *env, char *why, size_t whylen)
+int ib_init(const struct braid_backend_env *env, char *why, size_t whylen)
 {
 	const char *spec = braid_param_str(BRAID_P_IB_HCA);
 	struct braid_filter f;
@@ -456,7 +456,7 @@ static int ib_init(const struct braid_backend_env *env, char *why, size_t whylen
 	return 0;
 }
 
-static int ib_ndevs(void)
+int ib_ndevs(void)
 {
 	return ib.ndevs;
 }
@@ -470,7 +470,7 @@ int ib_dev_comm_limit(const struct ib_dev *d)
 	return n < 1 ? 1 : n;
 }
 
-static ncclResult_t ib_get_props(int devidx, struct braid_dev_props *p)
+ncclResult_t ib_get_props(int devidx, struct braid_dev_props *p)
 {
 	struct ib_dev *d = &ib.devs[devidx];
 	struct ib_hca *h = d->hca;
@@ -526,10 +526,21 @@ void ib_rail_unregister(struct ib_rail *rl)
 	pthread_mutex_unlock(&h->lock);
 }
 
-static void mark_comm(struct ib_comm *c, ncclResult_t rc, const struct ib_hca *h, const char *what)
+/*
+ * The first event to hit c writes its report (QP qi, why) and then publishes async_error.
+ * A fused comm hears events through each of its HCAs, under that HCA's lock, so the locks
+ * order nothing between two of them: the claim does. The comm's thread reads the report
+ * only after it has seen async_error.
+ */
+static void mark_comm(struct ib_comm *c, int qi, ncclResult_t rc, const struct ib_hca *h,
+		      const char *what)
 {
-	if (__atomic_load_n(&c->async_error, __ATOMIC_ACQUIRE))
+	int unclaimed = 0;
+
+	if (!__atomic_compare_exchange_n(&c->async_claim, &unclaimed, 1, 0, __ATOMIC_ACQUIRE,
+					 __ATOMIC_RELAXED))
 		return;
+	c->async_qp = qi;
 	snprintf(c->async_why, sizeof(c->async_why), "async event on %s: %s", h->name, what);
 	__atomic_store_n(&c->async_error, (int)rc, __ATOMIC_RELEASE);
 }
@@ -548,21 +559,18 @@ static void handle_event(struct ib_hca *h, const struct ibv_async_event *e)
 			struct ib_comm *c = rl->comm;
 
 			for (int i = 0; i < c->nqps; i++)
-				if (c->qps[i].qp == e->element.qp &&
-				    !__atomic_load_n(&c->async_error, __ATOMIC_ACQUIRE)) {
-					c->async_qp = i;
-					mark_comm(c, ncclRemoteError, h, what);
-				}
+				if (c->qps[i].qp == e->element.qp)
+					mark_comm(c, i, ncclRemoteError, h, what);
 		}
 		break;
 	case IBV_EVENT_CQ_ERR:
 		for (struct ib_rail *rl = h->comms; rl; rl = rl->next)
 			if (rl->cq == e->element.cq)
-				mark_comm(rl->comm, ncclSystemError, h, what);
+				mark_comm(rl->comm, 0, ncclSystemError, h, what);
 		break;
 	case IBV_EVENT_DEVICE_FATAL:
 		for (struct ib_rail *rl = h->comms; rl; rl = rl->next)
-			mark_comm(rl->comm, ncclSystemError, h, what);
+			mark_comm(rl->comm, 0, ncclSystemError, h, what);
 		break;
 	case IBV_EVENT_PORT_ERR:
 	case IBV_EVENT_PORT_ACTIVE:
@@ -588,26 +596,3 @@ void ib_async_poll(struct ib_hca *h)
 	}
 	pthread_mutex_unlock(&h->lock);
 }
-
-const struct braid_backend_ops braid_ib_ops = {
-	.name = "ib",
-	.kind = BRAID_BACKEND_IB,
-	.max_nics = BRAID_VDEV_MAX_NICS,
-	.init = ib_init,
-	.fini = ib_fini,
-	.ndevs = ib_ndevs,
-	.get_props = ib_get_props,
-	.listen = ib_listen,
-	.connect = ib_connect,
-	.accept = ib_accept,
-	.reg_mr = ib_reg_mr,
-	.reg_mr_dmabuf = ib_reg_mr_dmabuf,
-	.dereg_mr = ib_dereg_mr,
-	.isend = ib_isend,
-	.irecv = ib_irecv,
-	.iflush = ib_iflush,
-	.test = ib_test,
-	.close_send = ib_close_send,
-	.close_recv = ib_close_recv,
-	.close_listen = ib_close_listen,
-};

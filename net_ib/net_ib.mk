@@ -6,7 +6,7 @@ IB_TESTS := tests/ib/conformance-roce.sh tests/ib/conformance-ib.sh \
 	tests/ib/conformance-netns.sh tests/ib/faults.sh tests/ib/flowlabel.sh \
 	tests/ib/slow-poster.sh tests/ib/gpudirect.sh tests/ib/conformance-fused.sh \
 	tests/ib/ncclib-env.sh tests/ib/pkey.sh \
-	tests/ib/relaxed-ordering.sh tests/ib/roce-version.sh
+	tests/ib/relaxed-ordering.sh tests/ib/roce-version.sh tests/ib/async-race.sh
 TESTS += $(IB_TESTS)
 
 .PHONY: test-ib
@@ -21,3 +21,14 @@ $(GDR_PROBE): $(BUILD)/obj/tests/ib/gdr_probe.o $(BUILD)/obj/tools/netapi.o
 	$(CC) $(BRAID_LDFLAGS) $^ -o $@ -ldl -lpthread
 
 ALL_TARGETS += $(GDR_PROBE)
+
+# async-race: net_ib's async event dispatch against fused comms on two softverbs HCAs,
+# linked with the plugin's objects (tests/ib/async_race.c); tests/tsan/ib-async.sh runs it
+# under ThreadSanitizer.
+IB_ASYNC_RACE := $(BUILD)/tests/ib/async-race
+$(IB_ASYNC_RACE): $(BUILD)/obj/tests/ib/async_race.o \
+		$(filter-out $(BUILD)/obj/plugin/api_%,$(PLUGIN_OBJS))
+	@mkdir -p $(dir $@)
+	$(CC) $(BRAID_LDFLAGS) -o $@ $^ $(HWLOC_LIBS) -ldl -lpthread
+
+ALL_TARGETS += $(IB_ASYNC_RACE)

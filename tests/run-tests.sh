@@ -6,7 +6,7 @@
 # the log's lines that name a failure and its last lines are shown, and a passing test's
 # whole log too with BRAID_TEST_SHOW_LOG=1.
 set -u
-limit=${BRAID_TEST_TIMEOUT:-300}
+limit=${BRAID_TEST_TIMEOUT:-450}
 logdir=${BRAID_TEST_LOGDIR:-build/test-logs}
 show_log=${BRAID_TEST_SHOW_LOG:-0}
 mkdir -p "$logdir"

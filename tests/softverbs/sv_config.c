@@ -48,15 +48,15 @@ static void parse_uplink_table(const char *name, uint64_t *table, uint64_t mult)
 #define SV_MAX_RATE_MBPS 10000000ull /* 10 TB/s: B * 1e9 / rate cannot overflow */
 
 /*
- * SOFTVERBS_DEVICE_RATE_MBPS: "NAME:MBPS,..." and/or "*:MBPS", applied left
- * to right (so "*:100,svroce1:400" gives svroce1 400), NAME a device of
- * SOFTVERBS_DEVICES and MBPS a whole number of 10^6 bytes/s (0: no limit).
- * An entry that is not that is reported and the whole variable ignored: a
- * half-applied limit would skew a measurement without anyone noticing.
+ * A per-device table from var: "NAME:VALUE,..." and/or "*:VALUE", applied left to right
+ * (so "*:100,svroce1:400" gives svroce1 400), NAME a device of SOFTVERBS_DEVICES and
+ * VALUE (unit) a whole number from 0 to max, stored times mult. An entry that is not that
+ * is reported and the whole variable ignored: a half-applied setting would skew a
+ * measurement without anyone noticing. 0: the table is set.
  */
-static void parse_device_rates(uint64_t *rate)
+static int parse_device_table(const char *var, const char *unit, unsigned long long max,
+			      uint64_t mult, uint64_t *out)
 {
-	static const char var[] = "SOFTVERBS_DEVICE_RATE_MBPS";
 	const char *v = getenv(var);
 	uint64_t tab[SV_MAX_DEVICES] = { 0 };
 	char buf[512], *save = NULL, *tok;
@@ -64,35 +64,35 @@ static void parse_device_rates(uint64_t *rate)
 	int ndevs;
 
 	if (!v || !*v)
-		return;
+		return -1;
 	if (strlen(v) >= sizeof(buf)) {
 		sv_log("%s: value longer than %zu characters: ignored", var, sizeof(buf) - 1);
-		return;
+		return -1;
 	}
 	devs = sv_devices(&ndevs);
 	snprintf(buf, sizeof(buf), "%s", v);
 	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		char *colon = strchr(tok, ':'), *end;
-		unsigned long long mbps;
+		unsigned long long val;
 		int d;
 
 		if (!colon || colon == tok) {
-			sv_log("%s: bad entry '%s' (want DEVICE:MBPS or *:MBPS): variable ignored",
-			       var, tok);
-			return;
+			sv_log("%s: bad entry '%s' (want DEVICE:%s or *:%s): variable ignored", var,
+			       tok, unit, unit);
+			return -1;
 		}
 		*colon = 0;
 		errno = 0;
-		mbps = strtoull(colon + 1, &end, 10);
-		if (!isdigit((unsigned char)colon[1]) || *end || errno || mbps > SV_MAX_RATE_MBPS) {
-			sv_log("%s: bad entry '%s:%s' (MBPS: a whole number from 0 to %llu): "
+		val = strtoull(colon + 1, &end, 10);
+		if (!isdigit((unsigned char)colon[1]) || *end || errno || val > max) {
+			sv_log("%s: bad entry '%s:%s' (%s: a whole number from 0 to %llu): "
 			       "variable ignored",
-			       var, tok, colon + 1, SV_MAX_RATE_MBPS);
-			return;
+			       var, tok, colon + 1, unit, max);
+			return -1;
 		}
 		if (!strcmp(tok, "*")) {
 			for (d = 0; d < SV_MAX_DEVICES; d++)
-				tab[d] = mbps * 1000000ull;
+				tab[d] = val * mult;
 			continue;
 		}
 		for (d = 0; d < ndevs && strcmp(devs[d].ibdev.name, tok); d++)
@@ -101,15 +101,47 @@ static void parse_device_rates(uint64_t *rate)
 			sv_log("%s: bad entry '%s:%s' (no device %s in SOFTVERBS_DEVICES): "
 			       "variable ignored",
 			       var, tok, colon + 1, tok);
-			return;
+			return -1;
 		}
-		tab[d] = mbps * 1000000ull;
+		tab[d] = val * mult;
 	}
-	memcpy(rate, tab, sizeof(tab));
+	memcpy(out, tab, sizeof(tab));
+	return 0;
+}
+
+/* SOFTVERBS_DEVICE_RATE_MBPS: line rates in 10^6 bytes/s (0: no limit). */
+static void parse_device_rates(uint64_t *rate)
+{
+	struct sv_device *devs;
+	int ndevs;
+
+	if (parse_device_table("SOFTVERBS_DEVICE_RATE_MBPS", "MBPS", SV_MAX_RATE_MBPS, 1000000ull,
+			       rate))
+		return;
+	devs = sv_devices(&ndevs);
 	for (int d = 0; d < ndevs; d++)
 		if (rate[d])
 			sv_debug("device %s: %llu MB/s", devs[d].ibdev.name,
 				 (unsigned long long)(rate[d] / 1000000ull));
+}
+
+/* SOFTVERBS_DEVICE_MAX_MSG_SZ: each port's max_msg_sz (0: SV_MAX_MSG, the most). */
+static void parse_device_max_msg(uint64_t *max_msg)
+{
+	for (int d = 0; d < SV_MAX_DEVICES; d++)
+		max_msg[d] = SV_MAX_MSG;
+	if (parse_device_table("SOFTVERBS_DEVICE_MAX_MSG_SZ", "BYTES", SV_MAX_MSG, 1, max_msg))
+		return;
+	for (int d = 0; d < SV_MAX_DEVICES; d++)
+		if (!max_msg[d])
+			max_msg[d] = SV_MAX_MSG;
+}
+
+uint64_t sv_max_msg(int d)
+{
+	uint64_t m = d >= 0 && d < SV_MAX_DEVICES ? sv_eng.cfg.max_msg[d] : 0;
+
+	return m ? m : SV_MAX_MSG;
 }
 
 void sv_config_load(struct sv_config *cfg)
@@ -132,6 +164,7 @@ void sv_config_load(struct sv_config *cfg)
 	parse_uplink_table("SOFTVERBS_UPLINK_DELAY_US", cfg->uplink_delay_us, 1);
 	cfg->debug = env_long("SOFTVERBS_DEBUG", 0) != 0;
 	parse_device_rates(cfg->device_rate);
+	parse_device_max_msg(cfg->max_msg);
 	cfg->fault_cut_bytes = (uint64_t)env_long("SOFTVERBS_FAULT_CUT_AFTER_BYTES", 0);
 	cfg->fault_cut_qp = (int)env_long("SOFTVERBS_FAULT_CUT_QP", 0);
 	cfg->fault_fail_reg = env_long("SOFTVERBS_FAULT_FAIL_REG", 0);

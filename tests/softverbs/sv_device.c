@@ -390,7 +390,7 @@ static void fill_port_attr(struct sv_device *d, int p, struct ibv_port_attr *a)
 	a->gid_tbl_len = d->roce ? SV_ROCE_GID_TBL_LEN : SV_IB_GID_TBL_LEN;
 	a->port_cap_flags = d->roce ? IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS
 				    : IBV_PORT_CM_SUP | IBV_PORT_SM;
-	a->max_msg_sz = 1u << 30;
+	a->max_msg_sz = (uint32_t)sv_max_msg(d->index);
 	a->pkey_tbl_len = (uint16_t)sv_pkey_table_len(d);
 	a->lid = port->lid;
 	a->sm_lid = d->roce ? 0 : 1;

@@ -283,6 +283,8 @@ struct sv_config {
 	uint64_t uplink_delay_us[SV_STATS_MAX_UPLINKS];
 	/* SOFTVERBS_DEVICE_RATE_MBPS, by device index: bytes/s, 0 = none */
 	uint64_t device_rate[SV_MAX_DEVICES];
+	/* SOFTVERBS_DEVICE_MAX_MSG_SZ, by device index: every port's max_msg_sz */
+	uint64_t max_msg[SV_MAX_DEVICES];
 	uint64_t fault_cut_bytes; /* 0 = off */
 	int fault_cut_qp;         /* ordinal, 0 = every QP */
 	long fault_fail_reg;      /* n-th registration fails */
@@ -346,6 +348,8 @@ uint64_t sv_rnr_delay_ns(uint8_t min_rnr_timer);
 
 /* sv_device.c */
 struct sv_device *sv_devices(int *n);
+/* A port's max_msg_sz on device index d (SOFTVERBS_DEVICE_MAX_MSG_SZ, else SV_MAX_MSG). */
+uint64_t sv_max_msg(int d);
 int sv_port_check(struct sv_device *dev, uint8_t port);
 
 /* sv_pkey.c */

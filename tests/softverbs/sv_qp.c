@@ -610,7 +610,7 @@ static int post_one_send(struct sv_qp *qp, struct ibv_send_wr *wr)
 		return ENOMEM;
 	for (int i = 0; i < wr->num_sge; i++)
 		len += wr->sg_list[i].length;
-	if (len > SV_MAX_MSG)
+	if (len > sv_max_msg(qp->ctx->dev->index))
 		return EINVAL;
 	if ((wr->send_flags & IBV_SEND_INLINE) &&
 	    (wr->opcode == IBV_WR_RDMA_READ || len > qp->cap.max_inline_data))

@@ -35,10 +35,22 @@ export TSAN_OPTIONS="suppressions=$here/tsan.supp:halt_on_error=0:exitcode=66:se
 # tsan_run NAME SCRIPT: the scenarios through one transport's conformance script; exits
 # 0 with no report, 77 when the transport is not usable here, else 1.
 tsan_run() {
+	echo "== $1: scenarios $scen, API $apis, under ThreadSanitizer"
+	tsan_script "$1" "$2" --api "$apis" --scenario "$scen"
+}
+
+# tsan_prog NAME SCRIPT: a test script that runs a program of $BUILD as it is; exits as
+# tsan_run.
+tsan_prog() {
+	echo "== $1: $2 under ThreadSanitizer"
+	tsan_script "$1" "$2"
+}
+
+tsan_script() {
 	local name=$1 script=$2 rc reports
 
-	echo "== $name: scenarios $scen, API $apis, under ThreadSanitizer"
-	"$root/$script" --api "$apis" --scenario "$scen" >"$logs/$name.out" 2>&1
+	shift 2
+	"$root/$script" "$@" >"$logs/$name.out" 2>&1
 	rc=$?
 	reports=$(cat "$logs"/tsan.* 2>/dev/null | grep -c '^WARNING: ThreadSanitizer')
 	if [ "$rc" -eq 77 ]; then
@@ -46,7 +58,7 @@ tsan_run() {
 		exit 77
 	fi
 	if [ "$rc" -ne 0 ] || [ "$reports" -ne 0 ]; then
-		echo "FAIL: $name: conformance rc $rc, $reports ThreadSanitizer reports"
+		echo "FAIL: $name: rc $rc, $reports ThreadSanitizer reports"
 		tail -n 15 "$logs/$name.out"
 		cat "$logs"/tsan.* 2>/dev/null | head -n 300
 		exit 1

@@ -6,8 +6,9 @@
 # report fails the run, except those tests/tsan/tsan.supp lists, each with its reason.
 
 ifeq ($(TSAN),1)
-ALL_TARGETS := $(PLUGIN_SO) $(BUILD)/libnccl-net.so $(CONF_BIN) $(SV_LIB)
-TESTS := tests/tsan/tcp.sh tests/tsan/shm.sh tests/tsan/ib.sh tests/tsan/ib-fused.sh
+ALL_TARGETS := $(PLUGIN_SO) $(BUILD)/libnccl-net.so $(CONF_BIN) $(SV_LIB) $(IB_ASYNC_RACE)
+TESTS := tests/tsan/tcp.sh tests/tsan/shm.sh tests/tsan/ib.sh tests/tsan/ib-fused.sh \
+	tests/tsan/ib-async.sh
 endif
 
 .PHONY: tsan-test

@@ -1,0 +1,434 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The receiving half of the data path: completions, progress, the comm's health (peer,
+ * async events, ports), test() and what a closing comm tells its peer. No allocation, no
+ * lock and no system call beyond the verbs ones; the liveness checks run at most every
+ * BRAID_LIVENESS_MS while a request waits.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "net_ib/ib.h"
+#include "plugin/clock.h"
+#include "plugin/judge.h"
+#include "plugin/log.h"
+#include "plugin/params.h"
+
+#define CQ_BATCH 32
+#define RQ_REPOST_BATCH 16
+
+void ib_comm_fail(struct ib_comm *c, ncclResult_t why)
+{
+	braid_judge_comm_fail(&c->error, why, c->ctr, c->dev->ctr);
+}
+
+static void req_fail(struct ib_req *r, ncclResult_t why)
+{
+	braid_judge_req_fail(&r->status, why);
+}
+
+void ib_comm_who(const void *comm, char *buf, size_t len)
+{
+	const struct ib_comm *c = comm;
+
+	snprintf(buf, len, "ib: %s comm %s:%d", ib_side(c), c->dev->name, c->dev->port);
+}
+
+static int qp_index(const struct ib_comm *c, uint32_t qpn)
+{
+	for (int i = 0; i < c->nqps; i++)
+		if (c->qps[i].qp->qp_num == qpn)
+			return i;
+	return -1;
+}
+
+/* The rail of QP qi (rail 0 when it is none of the data QPs: a flush QP, say). */
+static const struct ib_rail *rail_of(const struct ib_comm *c, int qi)
+{
+	return &c->rails[qi >= 0 ? c->qps[qi].rail : 0];
+}
+
+static ncclResult_t wc_result(enum ibv_wc_status st)
+{
+	switch (st) {
+	case IBV_WC_REM_ACCESS_ERR:
+	case IBV_WC_REM_INV_REQ_ERR:
+	case IBV_WC_REM_OP_ERR:
+	case IBV_WC_RETRY_EXC_ERR:
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+	case IBV_WC_REM_ABORT_ERR:
+	case IBV_WC_RESP_TIMEOUT_ERR: return ncclRemoteError;
+	default: return ncclSystemError;
+	}
+}
+
+static void handle_wc_error(struct ib_comm *c, const struct ibv_wc *wc)
+{
+	int qi = qp_index(c, wc->qp_num);
+	unsigned kind = (unsigned)(wc->wr_id & 3);
+
+	if (kind == IB_WR_SEND || kind == IB_WR_FIFO || kind == IB_WR_FLUSH) {
+		struct ib_req *r = (struct ib_req *)(uintptr_t)(wc->wr_id & ~3ULL);
+
+		/* a flushed request fails with what failed the comm */
+		req_fail(r, wc->status == IBV_WC_WR_FLUSH_ERR && c->error ? c->error
+									  : wc_result(wc->status));
+		r->pending--;
+	} else if (kind == IB_WR_RECV && qi >= 0) {
+		c->qps[qi].rq_reposts++; /* gone with the QP; counted so nothing reposts */
+	}
+	if (qi >= 0 && c->qps[qi].ctr)
+		braid_ctr_add(&c->qps[qi].ctr->errors, 1);
+	if (c->error != ncclSuccess || c->warned) {
+		BRAID_TRACE("ib: further completion error on %s:%d QP %#x: %s", c->dev->name,
+			    c->dev->port, wc->qp_num, ibv.wc_status_str(wc->status));
+		ib_comm_fail(c, wc_result(wc->status));
+		return;
+	}
+	if (wc->status == IBV_WC_WR_FLUSH_ERR) {
+		/* A flush is an echo: the cause may be an async event (e.g. an access error
+		 * this side served). Name that instead, when there is one. */
+		ib_async_poll(c->hca);
+		if (__atomic_load_n(&c->async_error, __ATOMIC_ACQUIRE)) {
+			c->next_liveness_ns = 0;
+			ib_check_health(c);
+			return;
+		}
+	}
+	c->warned = 1;
+	BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): %s completion "
+		   "error: %s (status %d, vendor error %#x)",
+		   ib_side(c), rail_of(c, qi)->dev->name, rail_of(c, qi)->dev->port, wc->qp_num,
+		   qi >= 0 ? c->qps[qi].remote_qpn : 0, c->peer, c->peer_gid,
+		   kind == IB_WR_SEND    ? "data write"
+		   : kind == IB_WR_FIFO  ? "FIFO write"
+		   : kind == IB_WR_FLUSH ? "flush READ"
+					 : "receive",
+		   ibv.wc_status_str(wc->status), (int)wc->status, wc->vendor_err);
+	ib_comm_fail(c, wc_result(wc->status));
+}
+
+/* A data chunk landed in one of our buffers. */
+static void data_arrived(struct ib_comm *c, const struct ibv_wc *wc)
+{
+	uint32_t imm = ntohl(wc->imm_data);
+	uint32_t seq8 = (imm >> 3) & 0xff;
+	int idx = (int)(imm & 7), nch = ib_imm_chunks(imm);
+	struct ib_req *r = c->slot[seq8 % IB_RING];
+	int qi = qp_index(c, wc->qp_num);
+
+	if ((imm >> 24) != IB_IMM_MAGIC || !r || (r->seq & 0xff) != seq8 || idx >= r->n ||
+	    (r->chunks_want[idx] && r->chunks_want[idx] != nch) || r->chunks_got[idx] >= nch) {
+		if (!c->warned) {
+			c->warned = 1;
+			BRAID_WARN("ib: receive comm %s:%d QP %#x (peer %s, GID %s): protocol error: "
+				   "data for group %u buffer %d (imm %#x) while at group %u",
+				   rail_of(c, qi)->dev->name, rail_of(c, qi)->dev->port, wc->qp_num,
+				   c->peer, c->peer_gid, seq8, idx, imm, c->seq);
+		}
+		ib_comm_fail(c, ncclRemoteError);
+		return;
+	}
+	r->chunks_want[idx] = (uint8_t)nch;
+	r->chunks_got[idx]++;
+	r->size[idx] += wc->byte_len;
+	if (qi >= 0 && c->qps[qi].ctr) {
+		braid_ctr_add(&c->qps[qi].ctr->rx_bytes, wc->byte_len);
+		braid_ctr_add(&c->qps[qi].ctr->rx_msgs, 1);
+	}
+	if (qi >= 0 && c->nrails > 1 && c->rails[c->qps[qi].rail].ctr) {
+		braid_ctr_add(&c->rails[c->qps[qi].rail].ctr->bytes, wc->byte_len);
+		braid_ctr_add(&c->rails[c->qps[qi].rail].ctr->chunks, 1);
+	}
+	if (r->chunks_got[idx] == nch) {
+		r->pending--;
+		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_bytes), r->size[idx]);
+		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_msgs), 1);
+	}
+}
+
+/* A sender's chunk on a rail completed: the rail's part of r is done once all are. */
+static void rail_chunk_done(struct ib_comm *c, struct ib_req *r, uint32_t qpn)
+{
+	int qi = qp_index(c, qpn), k;
+
+	if (qi < 0)
+		return;
+	k = c->qps[qi].rail;
+	if (r->rail_pending[k] && !--r->rail_pending[k])
+		braid_stripe_completed(&c->stripe, k, r->rail_bytes[k], braid_now_ns());
+}
+
+/* After a CQ read on a sender over several rails: the stripe's goodput samples, the
+ * rails' counters, and a NIC that runs slow is named once. */
+static void stripe_reaped(struct ib_comm *c)
+{
+	double rate, others;
+	struct ib_rail *rl;
+	int slow;
+
+	braid_stripe_reaped(&c->stripe);
+	for (int k = 0; k < c->nrails; k++) {
+		rl = &c->rails[k];
+		if (!rl->ctr)
+			continue;
+		rl->ctr->weight_ppm = (uint32_t)(braid_stripe_weight(&c->stripe, k) * 1e6);
+		rl->ctr->rate_bps = (uint64_t)braid_stripe_rate(&c->stripe, k);
+	}
+	slow = braid_stripe_slow_lane(&c->stripe, &rate, &others);
+	if (slow < 0)
+		return;
+	rl = &c->rails[slow];
+	BRAID_WARN("ib: send comm to %s: NIC %s:%d carries %.0f MB/s, under half the %.0f MB/s of "
+		   "the comm's other NICs; striping gives it less (BRAID_STRIPE=%s). Check its "
+		   "link speed and the path to the peer.",
+		   c->peer, rl->dev->name, rl->dev->port, rate / 1e6, others / 1e6,
+		   braid_param_int(BRAID_P_STRIPE) ? "equal" : "adaptive");
+	if (rl->ctr)
+		rl->ctr->slow = 1;
+	braid_ctr_add(&rl->dev->ctr->slow_lanes, 1);
+}
+
+static void handle_wc(struct ib_comm *c, const struct ibv_wc *wc)
+{
+	struct ib_req *r = (struct ib_req *)(uintptr_t)(wc->wr_id & ~3ULL);
+
+	if (wc->status != IBV_WC_SUCCESS) {
+		handle_wc_error(c, wc);
+		return;
+	}
+	switch (wc->wr_id & 3) {
+	case IB_WR_SEND:
+		if (c->nrails > 1)
+			rail_chunk_done(c, r, wc->qp_num);
+		if (--r->pending == 0 && r->status == ncclSuccess) {
+			braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_bytes), r->size[0]);
+			braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_msgs), 1);
+		}
+		break;
+	case IB_WR_FIFO:
+	case IB_WR_FLUSH: r->pending--; break;
+	case IB_WR_RECV:
+		c->qps[wc->wr_id >> 2].rq_reposts++;
+		data_arrived(c, wc);
+		break;
+	default: break;
+	}
+}
+
+void ib_progress(struct ib_comm *c)
+{
+	struct ibv_wc wc[CQ_BATCH];
+	int n;
+
+	for (int k = 0; k < c->nrails; k++) {
+		struct ib_rail *rl = &c->rails[k];
+
+		do {
+			n = ibv_poll_cq(rl->cq, CQ_BATCH, wc);
+			for (int i = 0; i < n; i++)
+				handle_wc(c, &wc[i]);
+		} while (n == CQ_BATCH);
+		if (n < 0) {
+			BRAID_WARN("ib: ibv_poll_cq on %s:%d (peer %s) failed", rl->dev->name,
+				   rl->dev->port, c->peer);
+			ib_comm_fail(c, ncclSystemError);
+		}
+	}
+	if (c->is_send && c->nrails > 1)
+		stripe_reaped(c);
+	if (c->is_send || c->error)
+		return;
+	for (int i = 0; i < c->nqps; i++) {
+		struct ib_qp *q = &c->qps[i];
+		int rc;
+
+		if (q->rq_reposts < RQ_REPOST_BATCH)
+			continue;
+		rc = ib_qp_post_recvs(c, q, q->rq_reposts);
+		q->rq_reposts = 0;
+		if (rc) {
+			BRAID_WARN("ib: receive comm %s:%d QP %#x: reposting receives failed: %s",
+				   c->rails[q->rail].dev->name, c->rails[q->rail].dev->port,
+				   q->qp->qp_num, strerror(-rc));
+			ib_comm_fail(c, ncclSystemError);
+		}
+	}
+}
+
+/* The first rail whose port went down, or -1. */
+static int rail_down(const struct ib_comm *c)
+{
+	for (int k = 0; k < c->nrails; k++)
+		if (__atomic_load_n(&c->rails[k].dev->port_down, __ATOMIC_ACQUIRE))
+			return k;
+	return -1;
+}
+
+/* While something waits: is the peer process there, did an async event or a port going
+ * down hit this comm? */
+void ib_check_health(struct ib_comm *c)
+{
+	uint64_t now = braid_now_ns();
+	int async;
+
+	if (now < c->next_liveness_ns || c->error)
+		return;
+	c->next_liveness_ns = now + (uint64_t)braid_param_int(BRAID_P_LIVENESS_MS) * 1000000ULL;
+	for (int k = 0; k < c->nrails; k++)
+		ib_async_poll(c->rails[k].hca);
+	async = __atomic_load_n(&c->async_error, __ATOMIC_ACQUIRE);
+	if (async) {
+		const struct ib_qp *q = &c->qps[c->async_qp];
+
+		BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): %s",
+			   ib_side(c), c->rails[q->rail].dev->name, c->rails[q->rail].dev->port,
+			   q->qp->qp_num, q->remote_qpn, c->peer, c->peer_gid, c->async_why);
+		ib_comm_fail(c, (ncclResult_t)async);
+	} else if (rail_down(c) >= 0) {
+		const struct ib_rail *rl = &c->rails[rail_down(c)];
+		const struct ib_qp *q = &c->qps[rl - c->rails];
+
+		BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): port %d is "
+			   "down (IBV_EVENT_PORT_ERR) with %d request(s) in flight%s",
+			   ib_side(c), rl->dev->name, rl->dev->port, q->qp->qp_num, q->remote_qpn,
+			   c->peer, c->peer_gid, rl->dev->port, c->inflight,
+			   c->nrails > 1 ? "; the comm's other NICs are not used in its place"
+					 : "");
+		ib_comm_fail(c, ncclSystemError);
+	} else {
+		enum braid_link_state was = c->link->state;
+
+		switch (braid_link_check(c->link, 1)) {
+		case BRAID_LINK_FAILED:
+			BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): the "
+				   "peer reports: %s",
+				   ib_side(c), c->dev->name, c->dev->port, c->qps[0].qp->qp_num,
+				   c->qps[0].remote_qpn, c->peer, c->peer_gid, c->link->peer_why);
+			ib_comm_fail(c, c->link->peer_code == ncclInvalidUsage ? ncclInvalidUsage
+									       : ncclRemoteError);
+			break;
+		case BRAID_LINK_DEAD:
+			BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): the "
+				   "peer hung up without closing its comm (process exited or "
+				   "killed?) with %d request(s) in flight",
+				   ib_side(c), c->dev->name, c->dev->port, c->qps[0].qp->qp_num,
+				   c->qps[0].remote_qpn, c->peer, c->peer_gid, c->inflight);
+			ib_comm_fail(c, ncclRemoteError);
+			break;
+		case BRAID_LINK_BYE:
+			if (was != BRAID_LINK_BYE)
+				BRAID_INFO(NCCL_NET,
+					   "ib: %s comm %s:%d: peer %s closed its comm, %d "
+					   "request(s) in flight here",
+					   ib_side(c), c->dev->name, c->dev->port, c->peer,
+					   c->inflight);
+			break;
+		default: break;
+		}
+	}
+	if (c->error)
+		c->warned = 1;
+}
+
+ncclResult_t ib_comm_error(struct ib_comm *c)
+{
+	int async;
+
+	if (c->error)
+		return c->error;
+	async = __atomic_load_n(&c->async_error, __ATOMIC_RELAXED);
+	if (async) {
+		c->next_liveness_ns = 0;
+		ib_check_health(c);
+	}
+	return c->error;
+}
+
+/* A buffer of a receive request is complete once all its chunks landed. */
+static int buffer_done(const struct ib_req *r, int i)
+{
+	return r->chunks_want[i] && r->chunks_got[i] == r->chunks_want[i];
+}
+
+/* A request still waiting: can it still complete? The comm's error, or the request's. */
+static ncclResult_t check_request(struct ib_comm *c, struct ib_req *r)
+{
+	uint64_t bufs[BRAID_MAX_RECVS];
+	int n = 0;
+
+	braid_ctr_note_stall(c->dev->ctr, r->posted_ns, &r->stalled);
+	ib_check_health(c);
+	ib_comm_error(c);
+	if (c->error != ncclSuccess)
+		return c->error;
+	if (r->kind == IB_REQ_FLUSH || !braid_judge_due(c->link, r->status))
+		return r->status;
+	if (r->kind == IB_REQ_SEND)
+		bufs[n++] = r->first;
+	for (int i = 0; r->kind == IB_REQ_RECV && i < r->n; i++)
+		if (!buffer_done(r, i))
+			bufs[n++] = r->first + (uint64_t)i;
+	braid_judge_verdict(c->link, &r->status, bufs, n, r->kind == IB_REQ_SEND, ib_comm_who, c);
+	return r->status;
+}
+
+void ib_comm_bye(struct ib_comm *c, struct braid_link_bye *bye)
+{
+	struct braid_judge_wait w[IB_RING];
+	int nw = 0;
+
+	if (!c->error)
+		ib_progress(c);
+	if (c->is_send) {
+		/* a group with buffers used is the current one: its slot stays ours */
+		braid_judge_bye_send(bye, c->sent_upto,
+				     c->used ? c->fifo[c->seq % IB_RING][0].n : 0, c->used);
+		return;
+	}
+	for (int s = 0; s < IB_RING; s++) {
+		const struct ib_req *r = c->slot[s];
+
+		if (!r)
+			continue;
+		w[nw] = (struct braid_judge_wait){ .first = r->first, .n = r->n };
+		for (int i = 0; i < r->n; i++)
+			if (buffer_done(r, i))
+				w[nw].done |= 1u << i;
+		nw++;
+	}
+	braid_judge_bye_recv(bye, c->nbufs, w, nw);
+}
+
+ncclResult_t ib_test(void *request, int *done, size_t *sizes, int *nsizes)
+{
+	struct ib_req *r = to_ib_req(request);
+	struct ib_comm *c = r->comm;
+	ncclResult_t status;
+
+	*done = 0;
+	if (r->pending > 0) {
+		ib_progress(c);
+		/* cppcheck-suppress knownConditionTrueFalse ; progress() completes r */
+		if (r->pending > 0)
+			return check_request(c, r); /* it waits, or it never completes */
+	}
+	status = r->status;
+	*done = 1;
+	for (int i = 0; r->kind != IB_REQ_FLUSH && i < r->n; i++)
+		sizes[i] = r->size[i];
+	*nsizes = r->kind == IB_REQ_FLUSH ? 0 : r->n;
+	if (r->kind != IB_REQ_FLUSH) {
+		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(completions), 1);
+		c->inflight--;
+	}
+	if (r->kind == IB_REQ_RECV)
+		c->slot[r->seq % IB_RING] = NULL;
+	r->magic = BRAID_MAGIC_DEAD;
+	braid_pool_put(&c->reqs, r);
+	if (status != ncclSuccess)
+		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(errors), 1);
+	return status;
+}

@@ -1,0 +1,327 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * isend / irecv: the posting half of the FIFO rendezvous of ib.h. The receiver writes its
+ * buffers into the sender's FIFO; the sender cuts each message with the one chunker
+ * (plan_message) and writes the chunks straight into the buffer. No allocation, no lock
+ * and no system call beyond the verbs ones: requests come from the comm's pool.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "net_ib/ib.h"
+#include "plugin/clock.h"
+#include "plugin/judge.h"
+#include "plugin/log.h"
+
+static int in_mr(const struct ib_mr *m, const void *data, size_t size)
+{
+	return braid_mr_range_covers(&m->range, data, size);
+}
+
+/* The FIFO entries of the current group, once all n are completely written. */
+static const struct ib_fifo_elem *group_ready(struct ib_comm *c)
+{
+	struct ib_fifo_elem *e = c->fifo[c->seq % IB_RING];
+	uint32_t want = c->seq + 1;
+	uint32_t n = __atomic_load_n(&e[0].seq, __ATOMIC_ACQUIRE) == want ? e[0].n : 0;
+
+	if (n < 1 || n > BRAID_MAX_RECVS)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++)
+		if (__atomic_load_n(&e[i].seq, __ATOMIC_ACQUIRE) != want ||
+		    __atomic_load_n(&e[i].seq_end, __ATOMIC_ACQUIRE) != want)
+			return NULL;
+	return e;
+}
+
+/* Bytes [off, off + len) of the message, over QP qi, into the receiver's buffer e: with
+ * the keys of the QP's rail here and of the peer's rail it reaches there. */
+static int post_write(struct ib_comm *c, int qi, struct ib_req *r, const char *data, size_t off,
+		      uint32_t len, const struct ib_mr *m, const struct ib_fifo_elem *e,
+		      uint32_t imm)
+{
+	struct ib_qp *q = &c->qps[qi];
+	const struct ib_rail *rl = &c->rails[q->rail];
+	struct ibv_sge sge = { .addr = (uintptr_t)(data + off),
+			       .length = len,
+			       .lkey = ib_mr_on(m, q->rail)->lkey };
+	struct ibv_send_wr wr, *bad;
+	int rc;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = ib_wr_id(r, IB_WR_SEND);
+	wr.sg_list = &sge; /* not NULL even with num_sge 0: some providers read it regardless */
+	wr.num_sge = len ? 1 : 0;
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.imm_data = htonl(imm);
+	wr.wr.rdma.remote_addr = e->addr + off;
+	wr.wr.rdma.rkey = e->rkey[q->peer_rail];
+	rc = ibv_post_send(q->qp, &wr, &bad);
+	if (rc) {
+		BRAID_WARN("ib: send comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): "
+			   "ibv_post_send of %u bytes failed: %s",
+			   rl->dev->name, rl->dev->port, q->qp->qp_num, q->remote_qpn, c->peer,
+			   c->peer_gid, len, strerror(rc));
+		return -rc;
+	}
+	if (q->ctr) {
+		braid_ctr_add(&q->ctr->tx_bytes, len);
+		braid_ctr_add(&q->ctr->tx_msgs, 1);
+	}
+	return 0;
+}
+
+/* After the peer's goodbye no new request of this comm can ever complete. */
+static ncclResult_t refuse_after_bye(struct ib_comm *c)
+{
+	braid_link_check(c->link, 0);
+	if (!braid_judge_refuse_after_bye(c->link, c->is_send, ib_comm_who, c))
+		return ncclSuccess;
+	c->warned = 1;
+	ib_comm_fail(c, ncclRemoteError);
+	return c->error;
+}
+
+/* The QPs of rail k: k, k + nrails, ... */
+static int rail_nqps(const struct ib_comm *c, int k)
+{
+	return (c->nqps - k + c->nrails - 1) / c->nrails;
+}
+
+/* How a message goes out: bytes, chunk size and chunk count per rail. */
+struct ib_plan {
+	size_t len[BRAID_VDEV_MAX_NICS];
+	size_t chunk[BRAID_VDEV_MAX_NICS];
+	int nch[BRAID_VDEV_MAX_NICS]; /* 0: the rail carries nothing */
+	int total;
+};
+
+/*
+ * The one chunker, for a comm of one NIC or several. plugin/stripe.c says how many bytes
+ * each rail carries (all of them on one NIC); a rail's part above BRAID_IB_SPLIT_BYTES is
+ * cut over the rail's QPs, and no chunk is above the rail's port max_msg_sz (the part then
+ * takes more chunks than the rail has QPs). Every chunk's immediate carries the total, so
+ * the receiver knows when the buffer is complete: at most IB_MAX_QPS chunks. 0, or -EMSGSIZE
+ * when the message needs more.
+ */
+static int plan_message(struct ib_comm *c, size_t size, struct ib_plan *p)
+{
+	int first = 0;
+
+	p->len[0] = size;
+	if (c->nrails > 1)
+		braid_stripe_split(&c->stripe, size, p->len, &first);
+	p->total = 0;
+	for (int k = 0; k < c->nrails; k++) {
+		size_t len = p->len[k], max = c->rails[k].dev->max_msg_sz, ch = len;
+		int nq = rail_nqps(c, k);
+
+		p->nch[k] = 0;
+		if (!len && k != first)
+			continue;
+		if (len > c->split_bytes && nq > 1)
+			ch = ((len + (size_t)nq - 1) / (size_t)nq + 127) & ~(size_t)127;
+		if (ch > max)
+			ch = max >= 256 ? max & ~(size_t)127 : max;
+		if (len > ch && (len + ch - 1) / ch > IB_MAX_QPS)
+			return -EMSGSIZE;
+		p->chunk[k] = ch;
+		p->nch[k] = len > ch ? (int)((len + ch - 1) / ch) : 1;
+		p->total += p->nch[k];
+	}
+	return p->total > IB_MAX_QPS ? -EMSGSIZE : 0;
+}
+
+/*
+ * The chunks of plan p: rail k's over its QPs in turn from next_qp, each into e at its
+ * offset. 0, or the first post's error (*posted went out).
+ */
+static int post_plan(struct ib_comm *c, struct ib_req *r, const char *data, const struct ib_plan *p,
+		     const struct ib_mr *m, const struct ib_fifo_elem *e, uint32_t imm, int *posted)
+{
+	int fused = c->nrails > 1, rc = 0;
+	uint64_t now = fused ? braid_now_ns() : 0;
+	size_t off = 0;
+
+	for (int k = 0; k < c->nrails && !rc; k++) {
+		uint32_t nq = (uint32_t)rail_nqps(c, k);
+		size_t left = p->len[k];
+
+		if (!p->nch[k])
+			continue;
+		if (fused) {
+			braid_stripe_posted(&c->stripe, k, left, now);
+			r->rail_bytes[k] = (uint32_t)left;
+		}
+		for (int j = 0; j < p->nch[k]; j++) {
+			int q = k + (int)((c->next_qp + (uint32_t)j) % nq) * c->nrails;
+			uint32_t n = (uint32_t)(left < p->chunk[k] ? left : p->chunk[k]);
+
+			rc = post_write(c, q, r, data, off, n, m, e, imm);
+			if (rc)
+				break;
+			r->rail_pending[k] += (uint8_t)fused;
+			(*posted)++;
+			off += n;
+			left -= n;
+		}
+		if (fused && c->rails[k].ctr) {
+			braid_ctr_add(&c->rails[k].ctr->bytes, p->len[k]);
+			braid_ctr_add(&c->rails[k].ctr->chunks, 1);
+		}
+	}
+	return rc;
+}
+
+ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+		      void **request)
+{
+	struct ib_comm *c = to_ib_comm(send_comm);
+	struct ib_mr *m = mhandle;
+	const struct ib_fifo_elem *g;
+	struct ib_fifo_elem e;
+	struct ib_req *r;
+	int idx = -1, posted = 0, rc = 0;
+	struct ib_plan plan;
+	uint32_t gn;
+
+	if (ib_comm_error(c) || refuse_after_bye(c))
+		return c->error;
+	if (!in_mr(m, data, size)) {
+		BRAID_WARN("ib: isend of %zu bytes at %p is outside its registration [%#lx, +%zu)",
+			   size, data, (unsigned long)m->range.base, m->range.len);
+		return ncclInvalidArgument;
+	}
+	g = group_ready(c);
+	if (!g) {
+		ib_progress(c);
+		ib_check_health(c);
+		return c->error; /* NULL request: the receiver has not posted yet */
+	}
+	/* Take what this send needs from the FIFO slot now: g must not be read once the
+	 * group's last write is posted. From then on the receiver may complete the group and
+	 * reuse the slot for group seq + IB_RING, and its FIFO write can land before
+	 * ibv_post_send even returns to us (a sender descheduled there read the next group's
+	 * buffer count, never counted this group as done and waited for ever). */
+	gn = g[0].n;
+	for (uint32_t i = 0; i < gn && idx < 0; i++)
+		if (g[i].tag == tag && !(c->used & (1u << i)))
+			idx = (int)i;
+	if (idx < 0)
+		return ncclSuccess; /* no free buffer with this tag yet: NCCL calls again */
+	e = g[idx];
+	g = NULL;
+	r = braid_pool_get(&c->reqs);
+	if (!r)
+		return ncclSuccess; /* more than maxRecvs x 32 in flight: NCCL retries */
+	/* As NCCL's IB transport: a message larger than its buffer arrives truncated. */
+	if (size > e.size)
+		size = e.size;
+	r->comm = c;
+	r->kind = IB_REQ_SEND;
+	r->n = 1;
+	r->size[0] = size;
+	r->seq = c->seq;
+	r->first = c->sent_upto + (uint64_t)idx;
+	if (plan_message(c, size, &plan)) {
+		braid_pool_put(&c->reqs, r);
+		BRAID_WARN("ib: send comm %s:%d (peer %s): a message of %zu bytes needs more than %d "
+			   "writes of at most its NICs' max_msg_sz (%u bytes on %s): above the "
+			   "device's maxP2pBytes?",
+			   c->dev->name, c->dev->port, c->peer, size, IB_MAX_QPS,
+			   c->dev->max_msg_sz, c->dev->name);
+		return ncclInvalidArgument;
+	}
+	rc = post_plan(c, r, data, &plan, m, &e, ib_imm(c->seq, idx, plan.total), &posted);
+	c->next_qp++;
+	if (rc) {
+		ib_comm_fail(c, ncclSystemError);
+		c->warned = 1;
+		if (!posted) {
+			braid_pool_put(&c->reqs, r);
+			return c->error;
+		}
+		/* some chunks are with the NIC: they complete or flush before the comm closes */
+	}
+	r->pending = posted;
+	r->posted_ns = braid_now_ns();
+	r->magic = BRAID_MAGIC_REQ;
+	c->inflight++;
+	c->used |= 1u << idx;
+	if (c->used == (1u << gn) - 1) {
+		c->used = 0;
+		c->seq++;
+		c->sent_upto += gn;
+	}
+	*request = r;
+	return c->error;
+}
+
+ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+		      void **mhandles, void **request)
+{
+	struct ib_comm *c = to_ib_comm(recv_comm);
+	struct ib_req *r;
+	uint32_t slot = c->seq % IB_RING;
+	int rc;
+
+	if (ib_comm_error(c) || refuse_after_bye(c))
+		return c->error;
+	for (int i = 0; i < n; i++)
+		if (!in_mr(mhandles[i], data[i], sizes[i])) {
+			BRAID_WARN("ib: irecv buffer %d (%zu bytes at %p) is outside its registration",
+				   i, sizes[i], data[i]);
+			return ncclInvalidArgument;
+		}
+	if (c->inflight >= IB_RING || c->slot[slot])
+		return ncclSuccess;
+	r = braid_pool_get(&c->reqs);
+	if (!r)
+		return ncclSuccess;
+	r->comm = c;
+	r->kind = IB_REQ_RECV;
+	r->n = n;
+	r->seq = c->seq;
+	r->first = c->nbufs;
+	for (int i = 0; i < n; i++) {
+		const struct ib_mr *m = mhandles[i];
+
+		r->cap[i] = sizes[i];
+		r->fifo[i] = (struct ib_fifo_elem){
+			.seq = c->seq + 1,
+			.n = (uint16_t)n,
+			.idx = (uint16_t)i,
+			.addr = (uint64_t)(uintptr_t)data[i],
+			.size = sizes[i],
+			.tag = tags[i],
+			.seq_end = c->seq + 1,
+		};
+		for (int k = 0; k < c->nrails; k++)
+			r->fifo[i].rkey[k] = ib_mr_on(m, k)->rkey;
+	}
+	rc = ib_qp_post_rdma(c->qps[0].qp, ib_wr_id(r, IB_WR_FIFO), IBV_WR_RDMA_WRITE, r->fifo,
+			     (uint32_t)(n * (int)sizeof(r->fifo[0])), c->pool_mr->lkey,
+			     c->rem_fifo_addr + (uint64_t)slot * sizeof(r->fifo), c->rem_fifo_rkey);
+	if (rc) {
+		BRAID_WARN("ib: receive comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): posting "
+			   "the FIFO write failed: %s",
+			   c->dev->name, c->dev->port, c->qps[0].qp->qp_num, c->qps[0].remote_qpn,
+			   c->peer, c->peer_gid, strerror(rc));
+		braid_pool_put(&c->reqs, r);
+		c->warned = 1;
+		ib_comm_fail(c, ncclSystemError);
+		return c->error;
+	}
+	r->pending = n + 1;
+	r->posted_ns = braid_now_ns();
+	r->magic = BRAID_MAGIC_REQ;
+	c->slot[slot] = r;
+	c->inflight++;
+	c->seq++;
+	c->nbufs += (uint64_t)n;
+	*request = r;
+	return ncclSuccess;
+}

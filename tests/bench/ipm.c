@@ -118,13 +118,12 @@ struct idle_wait {
 /*
  * A round that made no progress gives the core away: the provider's or the emulator's
  * threads may be the ones with work (under valgrind only one thread runs at a time).
- * The sleep doubles from 20 us to 2 ms while nothing moves, so that a stretch when the
- * machine is busy elsewhere costs a few idle calls, not hundreds.
+ * The sleep doubles from 0.2 ms to 3.2 ms while nothing moves, so that a stretch when
+ * the machine is busy elsewhere costs a few idle calls, not hundreds.
  */
 static int idle_round(struct ipm *b, struct idle_wait *w)
 {
-	long ns = 20000L << (w->streak < 7 ? w->streak : 7);
-	struct timespec ts = { 0, ns < 2000000 ? ns : 2000000 };
+	struct timespec ts = { 0, 200000L << (w->streak < 4 ? w->streak : 4) };
 
 	w->streak++;
 	nanosleep(&ts, NULL);

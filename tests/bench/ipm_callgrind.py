@@ -3,7 +3,7 @@
 """Sum a callgrind run of tests/bench/ipm by phase, in the buckets ipm.sh reports.
 
 usage: ipm_callgrind.py --plugin SO --driver BIN [--exclude SO]... OUT_PREFIX
-       ipm_callgrind.py --result RUN_N RUN_M
+       ipm_callgrind.py --result RUN_N RUN_M [RUN_N RUN_M]...
 Reads OUT_PREFIX and OUT_PREFIX.<n> (one file per dump; run with --compress-strings=no
 --compress-pos=no, threads not separated) and prints one line per phase:
 
@@ -24,7 +24,9 @@ that occur more than once are summed.
 
 --result: RUN_N and RUN_M are two runs of one case (RUN.out: ipm's stdout, RUN.phases:
 the lines above). Prints, per message of the N - M messages only the larger run sent:
-plugin, whole, whole without the idle correction, and idle calls (see ipm.sh).
+plugin, whole, whole without the idle correction, and idle calls (see ipm.sh); with
+several pairs, the median of each; then the number of pairs, and 1 when a run had idle
+calls for more than 1 % of its messages (its counts depend on timing), else 0.
 """
 import argparse
 import glob
@@ -116,23 +118,35 @@ def idle_calls(counts):
     return sum(int(counts[x]) for x in ("idle_rtest", "idle_stest", "null_irecv", "null_isend"))
 
 
-def result(run_n, run_m):
+def pair_result(run_n, run_m):
+    """Per message of the N - M messages: plugin, whole, whole raw, idle calls; and
+    whether either run had idle calls for more than 1 % of its messages (its counts
+    then depend on timing; below that, the correction is too small to matter)."""
     cn, pn = read_run(run_n)
     cm, pm = read_run(run_m)
     d = int(cn["msgs"]) - int(cm["msgs"])
     if d <= 0 or cn["warmup"] != cm["warmup"] or cn["size"] != cm["size"]:
         sys.exit("ipm_callgrind: the two runs must differ in message count only, N > M")
     per = lambda a, b: (a - b) / d
-    print("%.0f %.0f %.0f %.2f" % (
-        per(corrected(cn, pn, "plugin"), corrected(cm, pm, "plugin")),
-        per(corrected(cn, pn, "whole"), corrected(cm, pm, "whole")),
-        per(pn["stream"]["whole"], pm["stream"]["whole"]),
-        per(idle_calls(cn), idle_calls(cm))))
+    return ([per(corrected(cn, pn, "plugin"), corrected(cm, pm, "plugin")),
+             per(corrected(cn, pn, "whole"), corrected(cm, pm, "whole")),
+             per(pn["stream"]["whole"], pm["stream"]["whole"]),
+             per(idle_calls(cn), idle_calls(cm))],
+            any(idle_calls(c) * 100 > int(c["msgs"]) + int(c["warmup"]) for c in (cn, cm)))
+
+
+def result(runs):
+    """The median of each column over the pairs (RUN_N RUN_M ...), the number of pairs,
+    and 1 when a run had idle calls for more than 1 % of its messages."""
+    pairs = [pair_result(runs[i], runs[i + 1]) for i in range(0, len(runs), 2)]
+    cols = list(zip(*(p[0] for p in pairs)))
+    med = [sorted(c)[(len(c) - 1) // 2] for c in cols]
+    print("%.0f %.0f %.0f %.2f %d %d" % (*med, len(pairs), any(p[1] for p in pairs)))
 
 
 def main():
-    if len(sys.argv) == 4 and sys.argv[1] == "--result":
-        return result(sys.argv[2], sys.argv[3])
+    if len(sys.argv) >= 4 and sys.argv[1] == "--result" and len(sys.argv) % 2 == 0:
+        return result(sys.argv[2:])
     ap = argparse.ArgumentParser()
     ap.add_argument("--plugin", required=True)
     ap.add_argument("--driver", required=True)

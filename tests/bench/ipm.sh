@@ -179,7 +179,9 @@ for c in $CASES; do
 			rc=1
 			fmt_row "$c" "$s" "$n-$m" "FAIL" "" "" "" "" | tee -a "$OUT"
 			echo "#   logs: $logs/$c.$s.*" | tee -a "$OUT"
-			tail -3 "$logs/$c.$s."*.err 2>/dev/null | grep -v '^==' | sed 's/^/#   /'
+			for e in "$logs/$c.$s."*.err; do
+				[ -f "$e" ] && grep -v '^==' "$e" | tail -2 | sed 's/^/#   /'
+			done | tee -a "$OUT"
 			continue
 		fi
 		# shellcheck disable=SC2086

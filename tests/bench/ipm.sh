@@ -24,7 +24,8 @@
 #
 # Usage: tests/bench/ipm.sh [CASE...]   from the repository root, after make.
 #   Cases: ofi-tcp ofi-shm ib-1qp ib-4qp ofi-tcp-fused ib-fused (default: all);
-#   ofi-tcp-fused needs root (a network namespace with a veth pair).
+#   ofi-tcp-fused needs root (a network namespace with a veth pair). aws-tcp: another
+#   plugin (aws-ofi-nccl) on libfabric tcp, with PLUGIN and EXTRA_ENV set.
 #   BUILD (build), PLUGIN (the plugin .so), SIZES ("8 1048576"), N8/M8 (2000/1000 for
 #   8 B), NBIG/MBIG (400/200 for larger sizes), API (8), OUT ($BUILD/bench/ipm.txt),
 #   RUN_TIMEOUT (seconds per run, 240), REPEAT (3), EXTRA_ENV (NAME=VALUE words added
@@ -117,6 +118,9 @@ case_env() {
 	ib-fused) echo "${ib[@]}" SOFTVERBS_DEVICES=svroce0:roce:1,svroce1:roce:1 \
 		BRAID_IB_HCA==svroce0,svroce1 BRAID_MERGE=svroce0+svroce1 BRAID_IB_QPS_PER_CONN=4 \
 		BRAID_STRIPE=equal ;;
+	# Not in the default list: aws-ofi-nccl on tcp (PLUGIN=its .so, EXTRA_ENV=
+	# LD_LIBRARY_PATH=<folder of the libcudart stand-in>; docs/benchmarks.md)
+	aws-tcp) echo FI_PROVIDER=tcp NCCL_SOCKET_IFNAME=lo ;;
 	*) return 1 ;;
 	esac
 }
@@ -163,7 +167,7 @@ rc=0
 fused_ok=
 { header; } | tee "$OUT"
 for c in $CASES; do
-	case_env "$c" >/dev/null || { echo "ipm: unknown case '$c' (cases: $ALL_CASES)"; exit 1; }
+	case_env "$c" >/dev/null || { echo "ipm: unknown case '$c' (cases: $ALL_CASES aws-tcp)"; exit 1; }
 	if [ "$c" = ofi-tcp-fused ] && [ -z "$fused_ok" ]; then
 		if why=$(netns_up 2>&1); then fused_ok=1; else fused_ok=no; fi
 	fi

@@ -12,3 +12,18 @@ ALL_TARGETS += $(FI_BENCH)
 BENCHES += tests/bench/compare.sh
 BENCHES += tests/bench/multirail.sh
 BENCHES += tests/bench/multirail-ofi.sh
+
+# Instructions per message under callgrind (issue 18): tests/bench/ipm.sh drives the
+# client tests/bench/ipm.c; the table goes to $(BUILD)/bench/ipm.txt. Part of make bench.
+IPM_BIN := $(BUILD)/tests/bench/ipm
+$(IPM_BIN): $(BUILD)/obj/tests/bench/ipm.o $(BUILD)/obj/tools/netapi.o
+	@mkdir -p $(dir $@)
+	$(CC) $(BRAID_LDFLAGS) -o $@ $^ -ldl -lpthread
+
+ALL_TARGETS += $(IPM_BIN)
+BENCHES += tests/bench/ipm.sh
+
+.PHONY: bench-ipm
+bench-ipm: deps
+	@$(MAKE) --no-print-directory $(IPM_BIN) $(BUILD)/libnccl-net-braid.so $(SV_LIB)
+	@BUILD=$(BUILD) tests/bench/ipm.sh

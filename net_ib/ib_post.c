@@ -188,7 +188,9 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 	struct ib_plan plan;
 	uint32_t gn;
 
-	if (ib_comm_error(c) || refuse_after_bye(c))
+	/* Not refused after the peer's goodbye as such: a receive it posted before is still a
+	 * match (braid_judge_refuse_unannounced). */
+	if (ib_comm_error(c))
 		return c->error;
 	if (!in_mr(m, data, size)) {
 		BRAID_WARN("ib: isend of %zu bytes at %p is outside its registration [%#lx, +%zu)",
@@ -199,6 +201,12 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 	if (!g) {
 		ib_progress(c);
 		ib_check_health(c);
+		braid_link_check(c->link, 0);
+		if (!c->error &&
+		    braid_judge_refuse_unannounced(c->link, c->sent_upto, ib_comm_who, c)) {
+			c->warned = 1;
+			ib_comm_fail(c, ncclRemoteError);
+		}
 		return c->error; /* NULL request: the receiver has not posted yet */
 	}
 	/* Take what this send needs from the FIFO slot now: g must not be read once the

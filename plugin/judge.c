@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "plugin/judge.h"
 
+#include "plugin/clock.h"
+
 #include "plugin/log.h"
 
 void braid_judge_comm_fail(ncclResult_t *error, ncclResult_t why, struct braid_ctr_comm *ctr,
@@ -23,6 +25,23 @@ int braid_judge_refuse_after_bye(const struct braid_link *lk, int is_send, braid
 	who(comm, name, sizeof(name));
 	BRAID_WARN("%s: peer %s closed its comm; no %s can complete any more", name, lk->peer,
 		   is_send ? "send" : "receive");
+	return 1;
+}
+
+int braid_judge_refuse_unannounced(const struct braid_link *lk, uint64_t next_buf,
+				   braid_judge_who_fn who, const void *comm)
+{
+	char name[128];
+	int posted = next_buf < lk->peer_bye.upto;
+
+	if (lk->state != BRAID_LINK_BYE ||
+	    (posted && braid_now_ns() - lk->bye_ns <= braid_link_grace_ns()))
+		return 0;
+	who(comm, name, sizeof(name));
+	BRAID_WARN("%s: peer %s closed its comm %s buffer %llu; no send can complete any more",
+		   name, lk->peer,
+		   posted ? "and its announcement of" : "without posting a receive into",
+		   (unsigned long long)next_buf);
 	return 1;
 }
 

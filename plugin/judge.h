@@ -39,6 +39,18 @@ static inline void braid_judge_req_fail(ncclResult_t *status, ncclResult_t why)
 int braid_judge_refuse_after_bye(const struct braid_link *lk, int is_send, braid_judge_who_fn who,
 				 const void *comm);
 
+/*
+ * A sender found no announcement for its next buffer, next_buf: after the peer's goodbye,
+ * 1 (after a WARN; the caller fails the comm with ncclRemoteError) when the peer never
+ * posted that buffer, or posted it but its announcement has not come within
+ * braid_link_grace_ns() of the goodbye; else 0 (NULL request: call again). A receive the
+ * peer posted before closing is still a match for isend, as in NCCL's IB transport, whose
+ * isend sees only its FIFO: the announcement travels on the fabric, the goodbye on the
+ * link, and either may come first.
+ */
+int braid_judge_refuse_unannounced(const struct braid_link *lk, uint64_t next_buf,
+				   braid_judge_who_fn who, const void *comm);
+
 /* A request still waiting with this status, on a comm that has not failed: does the
  * peer's goodbye have to judge it (collect its buffers, then braid_judge_verdict)? */
 static inline int braid_judge_due(const struct braid_link *lk, ncclResult_t status)

@@ -274,6 +274,14 @@ struct ofi_recv_lane {
 	struct ofi_announce ann;
 };
 
+/* A receive's buffers, after its struct ofi_req. */
+struct ofi_recv_part {
+	size_t size[BRAID_MAX_RECVS]; /* capacity */
+	char *buf[BRAID_MAX_RECVS];
+	struct ofi_mr *mr[BRAID_MAX_RECVS];
+	struct ofi_recv_lane rl[]; /* one per lane */
+};
+
 struct ofi_req {
 	uint32_t magic; /* BRAID_MAGIC_REQ */
 	uint8_t is_send;
@@ -284,20 +292,29 @@ struct ofi_req {
 	uint64_t first;     /* number of the (first) buffer it fills */
 	uint64_t posted_ns; /* for the stall counter */
 	struct ofi_req_lane l[BRAID_VDEV_MAX_NICS];
-	/* sends: the message, each lane's piece of it and operation */
+	/* sends: the message and each lane's piece of it */
 	char *sbuf;
 	size_t ssize;
 	struct ofi_mr *smr;
 	size_t soff[BRAID_VDEV_MAX_NICS], slen[BRAID_VDEV_MAX_NICS];
-	struct ofi_op sop[BRAID_VDEV_MAX_NICS];
-	/* receives only from here: send pools hold OFI_SEND_REQ_SIZE bytes per request */
-	size_t size[BRAID_MAX_RECVS]; /* capacity */
-	char *buf[BRAID_MAX_RECVS];
-	struct ofi_mr *mr[BRAID_MAX_RECVS];
-	struct ofi_recv_lane rl[]; /* one per lane */
+	/* then a send's operation on each lane, or a receive's struct ofi_recv_part: pools
+	 * hold only what their comm's kind and lanes need (memory per comm, issue 13) */
+	_Alignas(16) unsigned char tail[];
 };
-#define OFI_SEND_REQ_SIZE (offsetof(struct ofi_req, size))
-#define OFI_RECV_REQ_SIZE(nlanes) (sizeof(struct ofi_req) + (nlanes) * sizeof(struct ofi_recv_lane))
+#define OFI_SEND_REQ_SIZE(nlanes) (sizeof(struct ofi_req) + (nlanes) * sizeof(struct ofi_op))
+#define OFI_RECV_REQ_SIZE(nlanes)                                \
+	(sizeof(struct ofi_req) + sizeof(struct ofi_recv_part) + \
+	 (nlanes) * sizeof(struct ofi_recv_lane))
+
+static inline struct ofi_op *ofi_req_sop(struct ofi_req *r, int k)
+{
+	return (struct ofi_op *)(void *)r->tail + k;
+}
+
+static inline struct ofi_recv_part *ofi_req_recv(struct ofi_req *r)
+{
+	return (struct ofi_recv_part *)(void *)r->tail;
+}
 
 /* Sender: a lane's announcement of one receive group, while its sends go out. */
 struct ofi_group {

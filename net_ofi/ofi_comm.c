@@ -31,7 +31,7 @@ struct ofi_comm *ofi_comm_alloc(const struct braid_vdev *vd, int is_send, struct
 		l->token = (uint32_t)braid_random_u64();
 	}
 	/* A sender may have maxRecvs x 32 sends in flight. */
-	elem = is_send ? OFI_SEND_REQ_SIZE : OFI_RECV_REQ_SIZE((size_t)vd->n);
+	elem = is_send ? OFI_SEND_REQ_SIZE((size_t)vd->n) : OFI_RECV_REQ_SIZE((size_t)vd->n);
 	if (braid_pool_init(&c->reqs, elem,
 			    is_send ? BRAID_MAX_RECVS * OFI_MAX_INFLIGHT : OFI_MAX_INFLIGHT,
 			    c->lane[0].dev->numa_node)) {

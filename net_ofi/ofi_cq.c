@@ -131,7 +131,7 @@ static void handle_completion(struct ofi_dev *d, const struct fi_cq_tagged_entry
 	r->l[op->lane].pending--;
 	if (op->type == OFI_OP_RECV) {
 		d->rx_posted--;
-		r->rl[op->lane].len[op->idx] = e->len;
+		ofi_req_recv(r)->rl[op->lane].len[op->idx] = e->len;
 		r->l[op->lane].done_mask |= (uint8_t)(1u << op->idx);
 		braid_ctr_count(l->ctr, d->ctr, BRAID_CTR(rx_bytes), e->len);
 		if (op->lane == 0)
@@ -213,8 +213,8 @@ void ofi_lane_cancel(struct ofi_lane *l)
 			continue;
 		posted = r->l[l->k].posted;
 		if (r->is_send && posted)
-			fi_cancel(&ep->fid, &r->sop[l->k].fictx);
+			fi_cancel(&ep->fid, &ofi_req_sop(r, l->k)->fictx);
 		for (int p = 0; !r->is_send && p < posted; p++)
-			fi_cancel(&ep->fid, &r->rl[l->k].op[p].fictx);
+			fi_cancel(&ep->fid, &ofi_req_recv(r)->rl[l->k].op[p].fictx);
 	}
 }

@@ -186,10 +186,10 @@ static void cut_send(struct ofi_comm *c, struct ofi_req *r, int idx, size_t size
 
 		r->soff[k] = off;
 		r->slen[k] = size > off ? (size - off < part ? size - off : part) : 0;
-		r->sop[k] = (struct ofi_op){ .type = OFI_OP_SEND,
-					     .lane = (uint8_t)k,
-					     .req = r,
-					     .l = &c->lane[k] };
+		*ofi_req_sop(r, k) = (struct ofi_op){ .type = OFI_OP_SEND,
+						      .lane = (uint8_t)k,
+						      .req = r,
+						      .l = &c->lane[k] };
 		off += part;
 	}
 	r->ssize = size < off ? size : off;
@@ -219,6 +219,7 @@ static int post_send_lanes(struct ofi_comm *c, struct ofi_req *r, int idx)
 		lane_check(c, l);
 		rc = ofi_lane_backlogged(l) ? -FI_EAGAIN : ofi_post_send(l, r);
 		if (rc == -FI_EAGAIN && k == 0) {
+			lane_progress(c, l); /* what the provider waits for */
 			pthread_mutex_unlock(&l->dev->ep_lock);
 			progress_lanes(c, 1);
 			return 1;
@@ -307,9 +308,11 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
  * lane's announcement. */
 static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
 {
+	struct ofi_recv_part *recv = ofi_req_recv(r);
+
 	for (int k = 0; k < c->nlanes; k++) {
 		struct ofi_lane *l = &c->lane[k];
-		struct ofi_recv_lane *part = &r->rl[k];
+		struct ofi_recv_lane *part = &ofi_req_recv(r)->rl[k];
 
 		part->ann = (struct ofi_announce){ .dst = l->peer_id,
 						   .n = (uint16_t)r->n,
@@ -328,12 +331,12 @@ static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
 		size_t len[BRAID_STRIPE_MAX_LANES], off = 0;
 		int first;
 
-		braid_stripe_split(&c->stripe, r->size[i], len, &first);
+		braid_stripe_split(&c->stripe, recv->size[i], len, &first);
 		for (int k = 0; k < c->nlanes; k++) {
-			r->rl[k].len[i] = len[k];
-			r->rl[k].off[i] = off;
-			r->rl[k].ann.e[i].size = len[k];
-			r->rl[k].ann.e[i].tag = tags[i];
+			recv->rl[k].len[i] = len[k];
+			recv->rl[k].off[i] = off;
+			recv->rl[k].ann.e[i].size = len[k];
+			recv->rl[k].ann.e[i].tag = tags[i];
 			off += len[k];
 		}
 	}
@@ -352,6 +355,7 @@ static int post_recv_lanes(struct ofi_comm *c, struct ofi_req *r)
 		backlogged = ofi_lane_backlogged(l);
 		rc = backlogged ? -FI_EAGAIN : ofi_post_recv(l, r);
 		if (rc == -FI_EAGAIN && k == 0 && !backlogged && !r->l[0].posted) {
+			lane_progress(c, l); /* what the provider waits for */
 			pthread_mutex_unlock(&l->dev->ep_lock);
 			progress_lanes(c, 1);
 			return 1;
@@ -378,6 +382,7 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 		       void **mhandles, void **request)
 {
 	struct ofi_comm *c = to_ofi_comm(recv_comm);
+	struct ofi_recv_part *recv;
 	struct ofi_req *r;
 	uint64_t now;
 	int rc;
@@ -398,13 +403,14 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 		progress_lanes(c, 0);
 		return c->error;
 	}
+	recv = ofi_req_recv(r);
 	r->comm = c;
 	r->n = n;
 	r->first = c->nbufs;
 	for (int i = 0; i < n; i++) {
-		r->size[i] = sizes[i];
-		r->buf[i] = data[i];
-		r->mr[i] = to_ofi_mr(mhandles[i]);
+		recv->size[i] = sizes[i];
+		recv->buf[i] = data[i];
+		recv->mr[i] = to_ofi_mr(mhandles[i]);
 	}
 	cut_recv(c, r, tags);
 	rc = post_recv_lanes(c, r);
@@ -418,7 +424,7 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 		size_t bytes = 0;
 
 		for (int i = 0; i < n; i++)
-			bytes += r->rl[k].len[i];
+			bytes += recv->rl[k].len[i];
 		braid_stripe_posted(&c->stripe, k, bytes, now);
 	}
 	r->posted_ns = now;
@@ -468,8 +474,9 @@ static void sender_completed(struct ofi_comm *c, const struct ofi_req *r)
 }
 
 /* Receiver: what arrived in each buffer, and each lane's bytes for the stripe. */
-static void receiver_completed(struct ofi_comm *c, const struct ofi_req *r, size_t *sizes)
+static void receiver_completed(struct ofi_comm *c, struct ofi_req *r, size_t *sizes)
 {
+	const struct ofi_recv_part *recv = ofi_req_recv(r);
 	uint64_t now = braid_now_ns();
 
 	for (int i = 0; i < r->n; i++)
@@ -478,8 +485,8 @@ static void receiver_completed(struct ofi_comm *c, const struct ofi_req *r, size
 		size_t bytes = 0;
 
 		for (int i = 0; i < r->n; i++) {
-			sizes[i] += r->rl[k].len[i];
-			bytes += r->rl[k].ann.e[i].size;
+			sizes[i] += recv->rl[k].len[i];
+			bytes += recv->rl[k].ann.e[i].size;
 		}
 		braid_stripe_completed(&c->stripe, k, bytes, now);
 		if (c->ctr && k < BRAID_CTR_MAX_LANES) {

@@ -19,7 +19,7 @@ int ofi_post_send(struct ofi_lane *l, struct ofi_req *r)
 		return 0;
 	rc = fi_tsend(l->dev->ep, len ? r->sbuf + r->soff[l->k] : &zero_byte, len,
 		      r->smr->lane[l->k]->desc, l->peer_addr, ofi_msg_tag(l->peer_id, r->first),
-		      &r->sop[l->k].fictx);
+		      &ofi_req_sop(r, l->k)->fictx);
 	if (rc)
 		return (int)rc;
 	rl->pending++;
@@ -32,7 +32,8 @@ int ofi_post_send(struct ofi_lane *l, struct ofi_req *r)
  * buffer that is not posted yet. */
 int ofi_post_recv(struct ofi_lane *l, struct ofi_req *r)
 {
-	struct ofi_recv_lane *part = &r->rl[l->k];
+	struct ofi_recv_part *recv = ofi_req_recv(r);
+	struct ofi_recv_lane *part = &recv->rl[l->k];
 	struct ofi_req_lane *rl = &r->l[l->k];
 	struct ofi_dev *d = l->dev;
 
@@ -43,8 +44,9 @@ int ofi_post_recv(struct ofi_lane *l, struct ofi_req *r)
 		if (i < r->n) {
 			if (d->rx_cap && d->rx_posted >= d->rx_cap)
 				return -FI_EAGAIN; /* the provider's queue is full */
-			rc = fi_trecv(d->ep, part->len[i] ? r->buf[i] + part->off[i] : &zero_byte,
-				      part->len[i], r->mr[i]->lane[l->k]->desc, FI_ADDR_UNSPEC,
+			rc = fi_trecv(d->ep,
+				      part->len[i] ? recv->buf[i] + part->off[i] : &zero_byte,
+				      part->len[i], recv->mr[i]->lane[l->k]->desc, FI_ADDR_UNSPEC,
 				      ofi_msg_tag(l->id, r->first + (uint64_t)i), 0,
 				      &part->op[i].fictx);
 			if (!rc)

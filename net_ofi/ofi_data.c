@@ -423,8 +423,9 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 	for (int k = 0; k < c->nlanes; k++) {
 		size_t bytes = 0;
 
+		/* the announced part: len[] is the CQ reader's once posted */
 		for (int i = 0; i < n; i++)
-			bytes += recv->rl[k].len[i];
+			bytes += recv->rl[k].ann.e[i].size;
 		braid_stripe_posted(&c->stripe, k, bytes, now);
 	}
 	r->posted_ns = now;

@@ -2,49 +2,67 @@
 /*
  * net_ofi internals: libfabric FI_EP_RDM backend.
  *
- * One NCCL device per libfabric domain (NIC), and ONE endpoint (with its CQ and AV) per
- * device, shared by all comms of the device: on EFA every endpoint is a QP and NCCL opens
- * channels x peers comms, and a process in a ping-pong then polls one CQ, not two. Each
- * comm has a 16-bit id, unique on its device's endpoint and exchanged in the handshake; a
- * message carries the id of the comm it is for in its tag, so the provider's tag matching
- * keeps comms apart.
+ * One physical device per libfabric domain (NIC), and ONE endpoint (with its CQ and AV)
+ * per physical device, shared by all comms on it: on EFA every endpoint is a QP and NCCL
+ * opens channels x peers comms, and a process in a ping-pong then polls one CQ, not two.
+ *
+ * A comm holds one LANE per NIC of its NCCL device: a plain device is a comm with one
+ * lane, a fused one (BRAID_MERGE, makeVDevice) has one per NIC (docs/multirail.md). A
+ * lane is the comm's presence on one physical device: its 16-bit id there (unique on
+ * that endpoint, exchanged in the handshake), the peer lane's address, the shared
+ * announcement ring of that device, its deferred operations. A message carries the id
+ * of the lane it is for in its tag, so the provider's tag matching keeps comms apart.
  *
  * Locking: NCCL drives each comm from one thread at a time, but different comms of one
  * device from different threads at once, and a thread that reads the shared CQ for comm
  * A also completes comm B's operations. The domain is opened FI_THREAD_DOMAIN: braid
  * serialises every libfabric call on a device's objects (endpoint, CQ, AV, MRs) under
- * the device's ep_lock, which also guards every comm's data-path state, the comm-id
- * table and the shared announcement buffers. A completion finds its comm through its
- * context (ofi_op -> comm), never through a lookup; a completion error fails the comm of
- * its operation only. Set-up, comm ids, the AV table and the registration cache use the
- * device's lock (taken before ep_lock where both are held).
+ * the device's ep_lock, which also guards what a completion writes: the lane's state and
+ * the request's per-lane state (struct ofi_req_lane). A call takes each lane's ep_lock
+ * at most once; a request's comm-wide fields are the calling thread's alone. A completion
+ * finds its lane through its context (ofi_op -> lane), never through a lookup; a
+ * completion error fails its lane's comm only. Set-up, lane ids, the AV table and the
+ * registration cache use the device's lock (taken before ep_lock where both are held).
  *
  * Data protocol: receiver-driven, like NCCL's IB transport, over libfabric tag matching.
- * irecv posts the group's buffers, each tagged with its comm id and its buffer number
- * (counted from 0 over the connection), and sends the sender an announcement {group,
- * first buffer number, sizes, NCCL tags}. isend waits for the announcement of the current
- * group (a NULL request until then, as ncclIbIsend waits for its FIFO slot), takes the
- * first unused buffer with its NCCL tag (none: a NULL request, as NCCL's), truncates the
- * message to that buffer's size (as ncclIbIsend does) and sends it to exactly that
- * buffer. No message is ever larger than the buffer it matches, so the provider never
- * truncates (libfabric 1.17's shm never completes a truncated receive; tcp's rxm breaks
- * the connection every comm of the device shares). Announcements land in buffers shared
- * by the whole endpoint, sized from the provider's receive queue and posted once (not 32
- * per comm: shm's queue held 32 comms' worth), and carry the destination comm's token.
+ * irecv cuts each buffer into one contiguous part per lane (plugin/stripe.c, the
+ * receiver's equal shares) and posts on every lane that lane's parts, each tagged with
+ * the lane's id and the buffer's number (counted from 0 over the connection, the same
+ * on every lane), then sends on every lane an announcement {group, first buffer number,
+ * the lane's part sizes, NCCL tags}. isend waits until every lane's announcement of the
+ * current group is in (a NULL request until then, as ncclIbIsend waits for its FIFO
+ * slot), takes the first unused buffer with its NCCL tag (none: a NULL request, as
+ * NCCL's), truncates the message once to the buffer's size (the sum of its parts, as
+ * ncclIbIsend does) and sends on every lane the bytes of that lane's part, to exactly
+ * that buffer (0 bytes where the message ends before the part). No message is ever
+ * larger than the buffer it matches, so the provider never truncates (libfabric 1.17's
+ * shm never completes a truncated receive; tcp's rxm breaks the connection every comm of
+ * the device shares). Announcements land in buffers shared by the whole endpoint, sized
+ * from the provider's receive queue and posted once (not 32 per comm: shm's queue held
+ * 32 comms' worth), and carry the destination lane's token.
  *
- * Progress: reading the CQ completes any comm's operations; operations the provider
- * refused for now (-FI_EAGAIN) wait on the device's deferred list and are posted from
- * every comm's progress, not only their own (a rank spinning in isend on one comm must
- * still send what its receive comm owes another peer).
+ * Progress: reading a device's CQ completes any comm's operations; operations the
+ * provider refused for now (-FI_EAGAIN) wait on the lane and are posted from every
+ * progress of its device, not only its own comm's (a rank spinning in isend on one comm
+ * must still send what its receive comm owes another peer). Every call of a comm moves
+ * every lane's device. Once one lane of a message is posted, the others never answer
+ * "not now": their part waits in the lane's backlog, in order.
  *
- * Closing: a comm says goodbye over its link (plugin/link.h), then cancels what it has
- * posted and reaps the shared CQ until none of its operations is outstanding, for at
- * most OFI_CLOSE_REAP_MS. If some are still outstanding (a send to a dead peer), the
- * comm is parked on the device instead of freed, so late completions land in live
- * memory; parked comms are freed when the endpoint closes: at backend fini, or when the
- * device's last live comm closes (NCCL before v11 never finalizes, and an endpoint left
+ * Closing: a comm says goodbye over its link (plugin/link.h), then cancels what its
+ * lanes posted and reaps their CQs until none of its operations is outstanding, for at
+ * most OFI_CLOSE_REAP_MS. A lane with operations still outstanding (a send to a dead
+ * peer) is parked on its device, and the comm is freed when the last parked lane's
+ * endpoint closes, so late completions land in live memory: at backend fini, or when the
+ * device's last live lane closes (NCCL before v11 never finalizes, and an endpoint left
  * open at exit can leave things behind, such as shm's /dev/shm region); with
  * FI_MR_ENDPOINT the registrations bound to it keep it open until fini.
+ *
+ * Files, each calling only those listed before it: ofi_dl.c, ofi_hmem.c (libfabric
+ * itself); ofi_dev.c (provider and devices); ofi_comm.c (the comm object); ofi_post.c
+ * (posting a lane's part); ofi_cq.c (completions, progress, cancel); ofi_ep.c (a
+ * device's shared endpoint, AV, announcement buffers); ofi_mr.c (registration);
+ * ofi_data.c (isend, irecv, test); ofi_conn.c (listen, connect, accept, close);
+ * ofi_ops.c (the ops table, init, fini).
  */
 #ifndef BRAID_OFI_H
 #define BRAID_OFI_H
@@ -57,6 +75,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 #include <rdma/fi_rma.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "plugin/backend.h"
@@ -65,6 +84,7 @@
 #include "plugin/oob.h"
 #include "plugin/pool.h"
 #include "plugin/link.h"
+#include "plugin/stripe.h"
 
 /* libfabric entry points, resolved with dlsym (never linked). */
 struct ofi_dl {
@@ -100,8 +120,8 @@ static inline uint64_t ofi_msg_tag(uint16_t id, uint64_t buf)
 int ofi_tag_format_ok(uint64_t mem_tag_format, char *why, size_t whylen);
 
 #define OFI_MAX_INFLIGHT 32 /* receive requests per comm (NCCL_NET_MAX_REQUESTS) */
-/* operations a comm may have waiting for the provider: a lane of a fused send comm, every
- * send it may have in flight (maxRecvs x 32) */
+/* operations a lane may have waiting for the provider: every send of its comm in flight
+ * (maxRecvs x 32) */
 #define OFI_BACKLOG (BRAID_MAX_RECVS * OFI_MAX_INFLIGHT)
 
 /* How long closing a comm waits for its cancelled operations before parking it. */
@@ -130,7 +150,7 @@ static inline size_t ofi_announce_len(uint32_t n)
 }
 _Static_assert(OFI_MAX_INFLIGHT == 32, "a comm's announcement ring has 32 slots");
 
-/* Address vector entries, shared by the comms to one peer endpoint. */
+/* Address vector entries, shared by the lanes to one peer endpoint. */
 struct ofi_av_entry {
 	struct ofi_av_entry *next;
 	fi_addr_t addr;
@@ -139,6 +159,8 @@ struct ofi_av_entry {
 	uint8_t name[64];
 };
 #define OFI_AV_BUCKETS 256
+
+struct ofi_lane;
 
 struct ofi_dev {
 	char name[64];
@@ -152,7 +174,7 @@ struct ofi_dev {
 	int numa_node;      /* of the NIC, from topo/; -1 unknown */
 	char pci_path[256]; /* from topo/; "" unknown */
 	struct braid_ctr_dev *ctr;
-	pthread_mutex_t lock; /* opening, comm ids, the comm list, the AV table, the MR cache */
+	pthread_mutex_t lock; /* opening, lane ids, the lane list, the AV table, the MR cache */
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
 
@@ -169,14 +191,14 @@ struct ofi_dev {
 	 * receive waits on the deferred list. 0: no limit known. */
 	uint32_t rx_cap;
 	uint32_t rx_posted;
-	uint64_t id_map[OFI_MAX_COMM_IDS / 64]; /* comm ids in use (parked comms keep theirs) */
+	uint64_t id_map[OFI_MAX_COMM_IDS / 64]; /* lane ids in use (parked lanes keep theirs) */
 	uint32_t id_next;          /* ids are handed out round robin: a freed one is reused last */
-	struct ofi_comm **by_id;   /* ep_lock: live send comms by id, for announcements */
-	struct ofi_comm *comms;    /* every comm holding an id, parked ones included */
-	int nlive;                 /* comms holding an id, parked ones not included */
-	struct ofi_comm *deferred; /* ep_lock: comms with operations the provider refused */
+	struct ofi_lane **by_id;   /* ep_lock: live send lanes by id, for announcements */
+	struct ofi_lane *lanes;    /* every lane holding an id, parked ones included */
+	int nlive;                 /* lanes holding an id, parked ones not included */
+	struct ofi_lane *deferred; /* ep_lock: lanes with operations the provider refused */
 	struct ofi_av_entry *av_tab[OFI_AV_BUCKETS];
-	/* announcements land here, whichever comm they are for */
+	/* announcements land here, whichever lane they are for */
 	struct ofi_announce_slot *ann;
 	uint32_t nann;
 	uint64_t *ann_unposted; /* bitmap: slots to (re)post */
@@ -187,13 +209,20 @@ struct ofi_dev {
 	struct braid_mr_cache cache;
 };
 
-struct ofi_mr {
-	uint32_t magic;              /* BRAID_MAGIC_MR */
-	uint8_t fused;               /* 0 here; 1 in a struct ofi_fmr (ofi_fused.c) */
+/* One registration of a buffer on one device, shared through the device's cache. */
+struct ofi_dev_mr {
 	struct braid_mr_range range; /* references guarded by the device lock */
 	struct ofi_dev *dev;
 	struct fid_mr *mr; /* NULL when the provider needs no registration for this */
 	void *desc;
+};
+
+/* What NCCL holds: the buffer's registration on the device of each lane, in lane order. */
+struct ofi_mr {
+	uint32_t magic; /* BRAID_MAGIC_MR */
+	int nlanes;
+	struct braid_mr_range range;
+	struct ofi_dev_mr *lane[BRAID_VDEV_MAX_NICS];
 };
 
 enum ofi_op_type {
@@ -207,91 +236,145 @@ enum ofi_op_type {
 struct ofi_op {
 	struct fi_context2 fictx;
 	uint8_t type;
-	uint8_t idx;
+	uint8_t idx;  /* receives: the buffer */
+	uint8_t lane; /* index of the lane in its comm */
 	struct ofi_req *req;
-	struct ofi_comm *comm; /* whose operation: completions on the shared CQ go there */
+	struct ofi_lane *l; /* whose operation: completions on the shared CQ go there */
 };
 
-/* A shared buffer announcements land in (op.req and op.comm are NULL). */
+static inline struct ofi_op *to_ofi_op(void *op_context)
+{
+	return braid_container_of((struct fi_context2 *)op_context, struct ofi_op, fictx);
+}
+
+/* A shared buffer announcements land in (op.req and op.l are NULL). */
 struct ofi_announce_slot {
 	struct ofi_op op;
 	struct ofi_announce msg;
 };
 
+static inline struct ofi_announce_slot *to_announce_slot(struct ofi_op *op)
+{
+	return braid_container_of(op, struct ofi_announce_slot, op);
+}
+
+/* A request's state on one lane: written under that lane's ep_lock (completions). */
+struct ofi_req_lane {
+	int pending;     /* completions still to come */
+	uint16_t posted; /* parts posted: a send 0/1, a receive its buffers then its announcement */
+	uint8_t done_mask; /* receives: buffers whose part arrived */
+	uint8_t failed;    /* a completion error (ncclResult_t), 0 none */
+};
+
+/* A receive's part on one lane. */
+struct ofi_recv_lane {
+	size_t len[BRAID_MAX_RECVS];           /* the part's size, then what arrived */
+	size_t off[BRAID_MAX_RECVS];           /* where it starts in the buffer */
+	struct ofi_op op[BRAID_MAX_RECVS + 1]; /* + the announcement */
+	struct ofi_announce ann;
+};
+
+/* A receive's buffers, after its struct ofi_req. */
+struct ofi_recv_part {
+	size_t size[BRAID_MAX_RECVS]; /* capacity */
+	char *buf[BRAID_MAX_RECVS];
+	struct ofi_mr *mr[BRAID_MAX_RECVS];
+	struct ofi_recv_lane rl[]; /* one per lane */
+};
+
 struct ofi_req {
 	uint32_t magic; /* BRAID_MAGIC_REQ */
-	uint8_t fused;  /* 0 here; 1 in a struct ofi_freq (ofi_fused.c) */
 	uint8_t is_send;
-	uint8_t done_mask; /* receives: buffers whose data arrived */
+	uint8_t stalled;
 	int n;
-	int next_part; /* receives: buffers 0..next_part-1 are posted */
-	int pending;   /* completions still to come */
-	ncclResult_t status;
+	ncclResult_t status; /* judged by the calling thread (the peer's goodbye) */
 	struct ofi_comm *comm;
 	uint64_t first;     /* number of the (first) buffer it fills */
 	uint64_t posted_ns; /* for the stall counter */
-	uint8_t stalled;
-	size_t size[BRAID_MAX_RECVS]; /* receives: capacity, then what arrived */
-	void *buf[BRAID_MAX_RECVS];   /* receives: kept for deferred posting */
-	void *desc[BRAID_MAX_RECVS];
-	/* A send uses op[0] and nothing after it: send pools hold OFI_SEND_REQ_SIZE bytes
-	 * per request, not the whole struct (256 of them per send comm). */
-	struct ofi_op op[BRAID_MAX_RECVS + 1]; /* + the announcement */
-	struct ofi_announce ann;               /* receives */
+	struct ofi_req_lane l[BRAID_VDEV_MAX_NICS];
+	/* sends: the message and each lane's piece of it */
+	char *sbuf;
+	size_t ssize;
+	struct ofi_mr *smr;
+	size_t soff[BRAID_VDEV_MAX_NICS], slen[BRAID_VDEV_MAX_NICS];
+	/* then a send's operation on each lane, or a receive's struct ofi_recv_part: pools
+	 * hold only what their comm's kind and lanes need (memory per comm, issue 13) */
+	_Alignas(16) unsigned char tail[];
 };
-#define OFI_SEND_REQ_SIZE (offsetof(struct ofi_req, op) + sizeof(struct ofi_op))
+#define OFI_SEND_REQ_SIZE(nlanes) (sizeof(struct ofi_req) + (nlanes) * sizeof(struct ofi_op))
+#define OFI_RECV_REQ_SIZE(nlanes)                                \
+	(sizeof(struct ofi_req) + sizeof(struct ofi_recv_part) + \
+	 (nlanes) * sizeof(struct ofi_recv_lane))
 
-/* Sender: the announcement of one receive group, while its sends go out. */
+static inline struct ofi_op *ofi_req_sop(struct ofi_req *r, int k)
+{
+	return (struct ofi_op *)(void *)r->tail + k;
+}
+
+static inline struct ofi_recv_part *ofi_req_recv(struct ofi_req *r)
+{
+	return (struct ofi_recv_part *)(void *)r->tail;
+}
+
+/* Sender: a lane's announcement of one receive group, while its sends go out. */
 struct ofi_group {
-	int arrived;
+	int arrived;   /* atomic: set (release) by the CQ reader once ann is whole */
 	uint32_t used; /* bitmask of buffers already sent to */
 	struct ofi_announce ann;
 };
 
-struct ofi_comm {
-	uint32_t magic; /* BRAID_MAGIC_SEND / BRAID_MAGIC_RECV while usable */
-	uint8_t fused;  /* 0 here; 1 in a struct ofi_fcomm (ofi_fused.c) */
-	uint8_t lane;   /* a lane of a fused comm: its link is the fused comm's */
-	int devidx;
-	int is_send;
+/* A comm's presence on one physical device. Fields marked ep_lock are written under the
+ * lane's device's ep_lock; the rest by set-up or by the thread driving the comm. */
+struct ofi_lane {
+	struct ofi_comm *comm;
 	struct ofi_dev *dev;
-	struct braid_link *link; /* to the peer comm: set-up, liveness, goodbye */
-	char peer[64];           /* the peer's handshake address, for messages */
-
-	uint16_t id;      /* ours: in the tags of what this comm receives */
-	uint16_t peer_id; /* the peer comm's: in the tags of what we send */
+	int devidx;
+	uint8_t k;        /* its index in the comm */
+	uint16_t id;      /* ours: in the tags of what this lane receives */
+	uint16_t peer_id; /* the peer lane's: in the tags of what we send */
 	uint32_t token;   /* ours; announcements for us carry it */
 	uint32_t peer_token;
 	fi_addr_t peer_addr;
-	struct ofi_av_entry *av; /* the peer's AV entry, referenced */
-	int outstanding;         /* posted operations whose completion has not been read */
-	int closing;             /* closeSend/closeRecv started: errors are expected, not news */
-	int parked;              /* closed with operations outstanding: freed at fini */
-	struct ofi_comm *next, *prev; /* the device's comm list */
-
-	struct braid_pool reqs;
-	int inflight;
-	uint32_t seq;       /* receiver: next group; sender: group being sent to */
-	uint64_t nbufs;     /* receiver: buffers posted so far (the next one's number) */
-	uint64_t sent_upto; /* sender: every buffer below was sent to */
-
-	struct fid_mr *pool_mr; /* receive requests hold announcements: registered once */
+	struct ofi_av_entry *av;      /* the peer's AV entry, referenced */
+	struct braid_ctr_comm *ctr;   /* ep_lock: the comm's counters (parked: a dummy) */
+	int outstanding;              /* ep_lock: posted operations not completed yet */
+	int closing;                  /* ep_lock: the comm closes: errors are expected */
+	int parked;                   /* closed with operations outstanding */
+	ncclResult_t error;           /* ep_lock: sticky, from completions and posting */
+	struct ofi_lane *next, *prev; /* the device's lane list */
+	struct fid_mr *pool_mr;       /* receive requests hold announcements */
 	void *pool_desc;
-	/* sender: announcements arrived, by group */
-	struct ofi_group ring[OFI_MAX_INFLIGHT];
-
-	/* receive requests whose parts the provider did not all take (-FI_EAGAIN): posted
-	 * from any progress, in order, so nothing ever waits inside a call */
+	/* operations the provider did not take (-FI_EAGAIN): posted from any progress of
+	 * the device, in order, so nothing ever waits inside a call (ep_lock) */
 	struct ofi_req *backlog[OFI_BACKLOG];
 	uint32_t backlog_head, backlog_tail;
-	struct ofi_comm *deferred_next; /* on dev->deferred while the backlog is not empty */
+	struct ofi_lane *deferred_next; /* on dev->deferred while the backlog is not empty */
 	int on_deferred;
-
-	ncclResult_t error; /* sticky: once the comm failed, every call says so */
-	int warned_bye;     /* the peer's goodbye was reported */
-	struct braid_ctr_comm *ctr;
+	/* sender: announcements arrived, by group (ep_lock, `arrived` atomic), and the
+	 * group this lane sends to (every buffer of the ones before was sent to) */
+	struct ofi_group ring[OFI_MAX_INFLIGHT];
+	uint32_t seq;
 };
 
+struct ofi_comm {
+	uint32_t magic; /* BRAID_MAGIC_SEND / BRAID_MAGIC_RECV while usable */
+	int is_send;
+	int nlanes;
+	struct braid_link *link; /* to the peer comm: set-up, liveness, goodbye */
+	char peer[64];           /* the peer's handshake address, for messages */
+	struct braid_pool reqs;
+	int inflight;
+	uint32_t seq;               /* receiver: next group; sender: group being sent to */
+	uint64_t nbufs;             /* receiver: buffers posted so far (the next one's number) */
+	uint64_t sent_upto;         /* sender: every buffer below was sent to */
+	struct braid_stripe stripe; /* receiver: the cut of each buffer; sender: lane rates */
+	ncclResult_t error;         /* sticky: once the comm failed, every call says so */
+	struct braid_ctr_comm *ctr;
+	int nparked; /* atomic: lanes parked; the last endpoint to close frees the comm */
+	struct ofi_lane lane[]; /* nlanes */
+};
+
+/* NCCL's opaque handles, typed. */
 static inline struct ofi_comm *to_ofi_comm(void *comm)
 {
 	return comm;
@@ -300,6 +383,23 @@ static inline struct ofi_comm *to_ofi_comm(void *comm)
 static inline struct ofi_req *to_ofi_req(void *request)
 {
 	return request;
+}
+
+static inline struct ofi_mr *to_ofi_mr(void *mhandle)
+{
+	return mhandle;
+}
+
+static inline const char *ofi_comm_kind(const struct ofi_comm *c)
+{
+	return c->is_send ? "send" : "receive";
+}
+
+/* A lane fails from a completion or a post: the comm sees it at its next call. ep_lock. */
+static inline void ofi_lane_fail(struct ofi_lane *l, ncclResult_t why)
+{
+	if (l->error == ncclSuccess)
+		l->error = why;
 }
 
 /* ofi_dev.c */
@@ -311,34 +411,89 @@ struct ofi_state {
 	uint32_t api_version;
 };
 extern struct ofi_state ofi;
+const char *ofi_strerror(int err);
+/* Find the provider and its devices; 0, or -1 with why (ofi_devs_free undoes it). */
+int ofi_devs_init(const struct braid_backend_env *env, char *why, size_t whylen);
+/* Free the devices; their endpoints, domains and fabrics are closed. */
+void ofi_devs_free(void);
+ncclResult_t ofi_get_props(int devidx, struct braid_dev_props *p);
+
+/* ofi_comm.c */
+struct ofi_comm *ofi_comm_alloc(const struct braid_vdev *vd, int is_send, struct braid_link *lk);
+/* The comm's memory, its request pool and the pool's registrations; nothing of it may be
+ * posted any more. Takes each lane's ep_lock (not held). */
+void ofi_comm_release(struct ofi_comm *c);
+
+/* ofi_ep.c */
 /* Fabric, domain and the shared endpoint with its announcement buffers, unless open;
  * 0 or -errno (WARNed). d->lock held. */
 int ofi_dev_open_ep(struct ofi_dev *d);
-/* Close the shared endpoint, its CQ and AV, and free the parked comms. d->lock held, no
- * live comm on the device (or fini). */
+/* Close the shared endpoint, its CQ and AV, and free the comms whose last parked lane was
+ * there. d->lock held, no live lane on the device (or fini). */
 void ofi_dev_close_ep(struct ofi_dev *d);
-
-/* ofi_mr.c */
-ncclResult_t ofi_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
-ncclResult_t ofi_dereg_mr(void *comm, void *mhandle);
-void ofi_mr_cache_purge(struct ofi_dev *d);
+/* A reference to the peer endpoint's AV entry in l->av, l->peer_addr; d->lock held. */
+int ofi_av_get(struct ofi_lane *l, const uint8_t *name, uint32_t len);
+void ofi_av_put(struct ofi_dev *d, struct ofi_av_entry *e);
 /* Register (and with FI_MR_ENDPOINT bind to the shared endpoint) one buffer of ours.
  * Takes ep_lock. */
 int ofi_mr_reg_raw(struct ofi_dev *d, void *buf, size_t len, uint64_t access, struct fid_mr **mr,
 		   void **desc);
 void ofi_mr_close_raw(struct ofi_dev *d, struct fid_mr *mr);
+/* The key of a new registration: ours, unless the provider picks keys (FI_MR_PROV_KEY). */
+uint64_t ofi_mr_next_key(struct ofi_dev *d);
+/* ep_lock held. 0, or the error with mr closed. */
+int ofi_mr_bind_or_close(struct ofi_dev *d, int rc, struct fid_mr **mr);
+
+/* ofi_post.c: everything ep_lock held (the lane's device) */
+/* A send's part on lane l: 0, -FI_EAGAIN or the provider's error. */
+int ofi_post_send(struct ofi_lane *l, struct ofi_req *r);
+/* A receive's parts not posted yet on lane l, its announcement last; stops at -FI_EAGAIN. */
+int ofi_post_recv(struct ofi_lane *l, struct ofi_req *r);
+/* Queue r behind l's backlog; the device's progress posts it. */
+void ofi_lane_defer(struct ofi_lane *l, struct ofi_req *r);
+static inline int ofi_lane_backlogged(const struct ofi_lane *l)
+{
+	return l->backlog_head != l->backlog_tail;
+}
+/* Post l's backlog in order; -FI_EAGAIN while some is left, else 0. */
+int ofi_post_backlog(struct ofi_lane *l);
+/* Post the shared announcement buffers not posted yet; 0 or a fatal -errno. */
+int ofi_post_announce_bufs(struct ofi_dev *d);
+
+/* ofi_cq.c: everything ep_lock held */
+/* Read the shared CQ and post deferred operations; 0 or a -errno from fi_cq_read other
+ * than -FI_EAGAIN. */
+int ofi_dev_progress(struct ofi_dev *d);
+/* Closing: fi_cancel everything l has posted, off the deferred list. */
+void ofi_lane_cancel(struct ofi_lane *l);
+
+/* ofi_mr.c */
+ncclResult_t ofi_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
+ncclResult_t ofi_dereg_mr(void *comm, void *mhandle);
+void ofi_mr_cache_purge(struct ofi_dev *d);
+
+/* ofi_data.c */
+ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+		       void **request);
+ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+		       void **mhandles, void **request);
+ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
+			void **request);
+ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes);
+/* Closing: what c tells its peer in its goodbye (progresses every lane). */
+void ofi_comm_bye(struct ofi_comm *c, struct braid_link_bye *bye);
 
 /* ofi_conn.c */
 ncclResult_t ofi_listen(const struct braid_vdev *vd, void *handle, void **listen_comm);
 ncclResult_t ofi_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
 			 void *handle, void **send_comm);
 ncclResult_t ofi_accept(void *listen_comm, void **recv_comm);
-ncclResult_t ofi_close_send(void *send_comm);
-ncclResult_t ofi_close_recv(void *recv_comm);
+ncclResult_t ofi_close_comm(void *comm);
 ncclResult_t ofi_close_listen(void *listen_comm);
 
-/* A comm's address blob, sent to the peer over plugin/link.c: the provider's name, the
- * device's shared endpoint name, the comm's id and token. */
+/* A lane's address, sent to the peer over plugin/link.c: the provider's name, the
+ * device's shared endpoint name, the lane's id and token. A comm's blob is a
+ * struct ofi_blob_head and one of these per lane. */
 struct ofi_blob {
 	char provider[64];
 	uint32_t name_len;
@@ -346,6 +501,12 @@ struct ofi_blob {
 	uint16_t comm_id;
 	uint16_t pad;
 	uint32_t token;
+};
+
+#define OFI_BLOB_MAGIC 0x6f666c6eu /* "ofln" */
+struct ofi_blob_head {
+	uint32_t magic;
+	uint32_t nlanes;
 };
 
 /* What a valid peer blob says. */
@@ -356,65 +517,11 @@ struct ofi_peer_addr {
 	uint32_t token;
 };
 
-/* The pure check of a peer's blob (no comm, no I/O): 0 and *out, or -EPROTO with the
+/* The pure check of a peer's lane blob (no comm, no I/O): 0 and *out, or -EPROTO with the
  * reason in why. provider: the one this process runs. */
 int ofi_blob_check(const void *blob, uint32_t len, const char *provider, struct ofi_peer_addr *out,
 		   char *why, size_t whylen);
 
-/* fini: free a parked comm, once the endpoint is closed. */
-void ofi_comm_free_parked(struct ofi_comm *c);
-/* For ofi_fused.c: one comm of the usual kind per NIC of a fused comm (a lane), set up
- * with the fused comm's link. */
-size_t ofi_lane_blob_len(void);
-struct ofi_comm *ofi_lane_new(int devidx, int is_send, struct braid_link *lk);
-int ofi_lane_open(struct ofi_comm *c);
-void ofi_lane_blob(const struct ofi_comm *c, void *blob);
-int ofi_lane_take_blob(struct ofi_comm *c, const void *blob);
-void ofi_lane_ready(struct ofi_comm *c, int is_send);
-/* Free a lane; its goodbye went out over the fused comm's link. */
-void ofi_lane_free(struct ofi_comm *c);
-/* Plain (one-NIC) comms: the backend's entry points dispatch here (ofi_fused.c). */
-ncclResult_t ofi_plain_listen(const struct braid_vdev *vd, void *handle, void **listen_comm);
-ncclResult_t ofi_plain_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
-			       void *handle, void **send_comm);
-ncclResult_t ofi_plain_accept(void *listen_comm, void **recv_comm);
-ncclResult_t ofi_plain_close_listen(void *listen_comm);
-void ofi_plain_comm_free(struct ofi_comm *c);
-
-/* ofi_data.c, for fused comms: the size of the buffer an isend with this tag would go to
- * now; 0 and *size, or -EAGAIN (not announced yet, no free buffer with the tag) or the
- * comm's error (a negative ncclResult_t). Takes ep_lock. */
-int ofi_send_peek(struct ofi_comm *c, int tag, size_t *size);
-/* Read the lane's device CQ and post what waits there (takes ep_lock). */
-void ofi_lane_progress(struct ofi_comm *c);
-
-/* ofi_fused.c: entry points for comms of one NIC or several */
-ncclResult_t ofi_any_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
-ncclResult_t ofi_any_dereg_mr(void *comm, void *mhandle);
-ncclResult_t ofi_any_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-			   void **request);
-ncclResult_t ofi_any_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
-			   const int *tags, void **mhandles, void **request);
-ncclResult_t ofi_any_test(void *request, int *done, size_t *sizes, int *nsizes);
-
-/* ofi_data.c */
-ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-		       void **request);
-ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
-		       void **mhandles, void **request);
-ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
-			void **request);
-ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes);
-/* Post the shared announcement buffers not posted yet; 0 or a fatal -errno. ep_lock held. */
-int ofi_post_announce_bufs(struct ofi_dev *d);
-/* Closing: fi_cancel everything c has posted (ep_lock held). */
-void ofi_comm_cancel(struct ofi_comm *c);
-/* Closing: what c tells its peer in its goodbye (ep_lock held). */
-void ofi_comm_bye(struct ofi_comm *c, struct braid_link_bye *bye);
-/* Read the shared CQ and post deferred operations (ep_lock held); 0 or a -errno from
- * fi_cq_read other than -FI_EAGAIN. */
-int ofi_dev_progress(struct ofi_dev *d);
-
-const char *ofi_strerror(int err);
+/* ofi_ops.c: the backend (braid_ofi_ops) */
 
 #endif

@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * listen / connect / accept / close. Set-up runs over plugin/link.c; what net_ofi adds is
- * its address blob: the provider's name, the device's shared endpoint name, the comm's id
- * and token. Each side sends to the other's id and receives on its own (ofi.h).
+ * listen / connect / accept / close, through plugin/conn.c's driver over plugin/link.c.
+ * What net_ofi adds is its address blob: one entry per lane (the provider's name, the
+ * lane's device's shared endpoint name, the lane's id and token), the peer's lane k
+ * reached by our lane k. Each side sends to the other's ids and receives on its own.
  */
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "net_ofi/ofi.h"
 #include "plugin/clock.h"
@@ -17,203 +17,20 @@
 #include "plugin/conn.h"
 #include "plugin/handle.h"
 #include "plugin/log.h"
-#include "plugin/params.h"
 
-/* Late completions of a parked comm count here, not in a slot someone else may hold. */
+/* Late completions of a parked lane count here, not in a slot someone else may hold. */
 static struct braid_ctr_comm parked_ctr;
 
-/* ---- the address vector: one entry per peer endpoint, shared by its comms ---- */
-
-static unsigned av_bucket(const uint8_t *name, uint32_t len)
-{
-	return braid_hash32(name, len) % OFI_AV_BUCKETS;
-}
-
-/* A reference to the peer's entry, inserting it on first use; d->lock held. */
-static int av_get(struct ofi_comm *c, const uint8_t *name, uint32_t len)
-{
-	struct ofi_dev *d = c->dev;
-	struct ofi_av_entry **head = &d->av_tab[av_bucket(name, len)], *e;
-	int n;
-
-	for (e = *head; e; e = e->next)
-		if (e->len == len && !memcmp(e->name, name, len))
-			break;
-	if (!e) {
-		e = calloc(1, sizeof(*e));
-		if (!e)
-			return -ENOMEM;
-		e->len = len;
-		memcpy(e->name, name, len);
-		pthread_mutex_lock(&d->ep_lock);
-		n = fi_av_insert(d->av, name, 1, &e->addr, 0, NULL);
-		pthread_mutex_unlock(&d->ep_lock);
-		if (n != 1) {
-			free(e);
-			BRAID_WARN("ofi: comm %u on %s: fi_av_insert of peer %s failed: %s", c->id,
-				   d->name, c->peer, ofi_strerror(n < 0 ? n : -FI_EINVAL));
-			return n < 0 ? n : -EINVAL;
-		}
-		braid_ctr_add(&d->ctr->av_entries, 1);
-		e->next = *head;
-		*head = e;
-	}
-	e->refs++;
-	c->av = e;
-	c->peer_addr = e->addr;
-	return 0;
-}
-
-/* Drop the comm's reference; the last one removes the entry; d->lock held. */
-static void av_put(struct ofi_dev *d, struct ofi_av_entry *e)
-{
-	struct ofi_av_entry **pp;
-
-	if (!e || --e->refs)
-		return;
-	for (pp = &d->av_tab[av_bucket(e->name, e->len)]; *pp != e; pp = &(*pp)->next)
-		;
-	*pp = e->next;
-	if (d->av) {
-		pthread_mutex_lock(&d->ep_lock);
-		fi_av_remove(d->av, &e->addr, 1, 0);
-		pthread_mutex_unlock(&d->ep_lock);
-		braid_ctr_add(&d->ctr->av_entries, (uint64_t)-1);
-	}
-	free(e);
-}
-
-/* ---- comm life ---- */
-
-/* Everything but the id, the list and the AV entry; nothing of c may be posted any more. */
-static void comm_release(struct ofi_comm *c)
-{
-	if (c->pool_mr)
-		ofi_mr_close_raw(c->dev, c->pool_mr);
-	braid_pool_fini(&c->reqs);
-	braid_link_close(c->link, NULL);
-	free(c);
-}
-
-/* Give up the id, the AV entry and the device's list; d->lock held. */
-static void comm_unlink(struct ofi_dev *d, struct ofi_comm *c)
-{
-	pthread_mutex_lock(&d->ep_lock);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		d->comms = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	pthread_mutex_unlock(&d->ep_lock);
-	d->id_map[c->id / 64] &= ~(1ULL << (c->id % 64));
-	c->id = 0;
-	av_put(d, c->av);
-	c->av = NULL;
-}
-
-/*
- * Take back every operation c still has posted, reaping the shared CQ until none is
- * outstanding; other comms' completions met on the way are dispatched as usual. Bounded,
- * since the peer may be gone and the provider slow to answer. The lock is dropped between
- * reads so that other comms keep moving. Returns how many are still outstanding.
- */
-static int comm_quiesce(struct ofi_comm *c)
-{
-	struct ofi_dev *d = c->dev;
-	uint64_t until = braid_now_ns() + OFI_CLOSE_REAP_MS * 1000000ULL;
-	int left, rc;
-
-	pthread_mutex_lock(&d->ep_lock);
-	c->closing = 1;
-	if (d->by_id && d->by_id[c->id] == c)
-		d->by_id[c->id] = NULL;
-	ofi_comm_cancel(c);
-	for (;;) {
-		rc = ofi_dev_progress(d);
-		left = c->outstanding;
-		if (!left || rc || braid_now_ns() >= until)
-			break;
-		pthread_mutex_unlock(&d->ep_lock);
-		sched_yield();
-		pthread_mutex_lock(&d->ep_lock);
-	}
-	if (left)
-		c->ctr = &parked_ctr; /* under ep_lock: dispatch may be counting right now */
-	pthread_mutex_unlock(&d->ep_lock);
-	if (rc)
-		BRAID_WARN("ofi: closing comm %u on %s (peer %s): fi_cq_read: %s", c->id, d->name,
-			   c->peer, ofi_strerror(rc));
-	return left;
-}
-
-/* Tell the peer what this comm did, so that it fails only what can never complete. */
-static void comm_say_bye(struct ofi_comm *c)
-{
-	struct braid_link_bye bye;
-	struct ofi_dev *d = c->dev;
-
-	pthread_mutex_lock(&d->ep_lock);
-	if (ofi_dev_progress(d) == 0)
-		ofi_comm_bye(c, &bye);
-	else
-		braid_bye_init(&bye, 0, 0);
-	pthread_mutex_unlock(&d->ep_lock);
-	braid_link_close(c->link, &bye);
-	c->link = NULL;
-}
-
-static void comm_free(struct ofi_comm *c)
-{
-	struct braid_ctr_comm *ctr;
-	struct ofi_dev *d;
-	int left = 0;
-
-	if (!c)
-		return;
-	d = c->dev;
-	if ((c->magic == BRAID_MAGIC_SEND || c->magic == BRAID_MAGIC_RECV) && c->link)
-		comm_say_bye(c);
-	c->magic = BRAID_MAGIC_DEAD;
-	ctr = c->ctr;
-	if (c->id)
-		left = comm_quiesce(c);
-	braid_counters_comm_put(ctr);
-	if (left) {
-		/* Operations the provider may still complete into c: keep it until the
-		 * endpoint closes. */
-		BRAID_INFO(NCCL_NET,
-			   "ofi: comm %u on %s: %d operation(s) still outstanding "
-			   "after %d ms; parked until the endpoint closes",
-			   c->id, d->name, left, OFI_CLOSE_REAP_MS);
-	}
-	if (c->id) {
-		pthread_mutex_lock(&d->lock);
-		d->nlive--;
-		if (left)
-			c->parked = 1;
-		else
-			comm_unlink(d, c);
-		/* The last one out closes the endpoint, unless registrations are bound to it. */
-		if (d->nlive == 0 && !d->mr_endpoint)
-			ofi_dev_close_ep(d);
-		pthread_mutex_unlock(&d->lock);
-	}
-	if (!left)
-		comm_release(c);
-}
-
-void ofi_comm_free_parked(struct ofi_comm *c)
-{
-	comm_release(c);
-}
+/* ---- a lane's place on its device ---- */
 
 /* An id and a place on the device's list; d->lock held. Ids go round robin, so that a
- * message still on its way to a closed comm is unlikely to find its id in use again. */
-static int comm_take_id(struct ofi_dev *d, struct ofi_comm *c)
+ * message still on its way to a closed lane is unlikely to find its id in use again. */
+static int lane_take_id(struct ofi_lane *l)
 {
+	struct ofi_dev *d = l->dev;
 	int rc = braid_comm_limit_check("ofi", d->name, d->nlive, OFI_MAX_COMM_IDS - 1,
-					c->is_send ? "connect to" : "accept from", c->peer);
+					l->comm->is_send ? "connect to" : "accept from",
+					l->comm->peer);
 
 	if (rc)
 		return rc;
@@ -225,55 +42,53 @@ static int comm_take_id(struct ofi_dev *d, struct ofi_comm *c)
 		d->id_map[id / 64] |= 1ULL << (id % 64);
 		d->id_next = id + 1;
 		d->nlive++;
-		c->id = (uint16_t)id;
+		l->id = (uint16_t)id;
 		pthread_mutex_lock(&d->ep_lock);
-		c->prev = NULL;
-		c->next = d->comms;
-		if (d->comms)
-			d->comms->prev = c;
-		d->comms = c;
+		l->prev = NULL;
+		l->next = d->lanes;
+		if (d->lanes)
+			d->lanes->prev = l;
+		d->lanes = l;
 		pthread_mutex_unlock(&d->ep_lock);
 		return 0;
 	}
 	BRAID_WARN("ofi: device %s: all %d comm ids are in use (peer %s)", d->name,
-		   OFI_MAX_COMM_IDS - 1, c->peer);
+		   OFI_MAX_COMM_IDS - 1, l->comm->peer);
 	return -ENOSPC;
 }
 
-static struct ofi_comm *comm_new(int devidx, int is_send, struct braid_link *lk)
+/* Give up the id, the AV entry and the device's list; d->lock held. */
+static void lane_unlink(struct ofi_lane *l)
 {
-	struct ofi_comm *c = calloc(1, sizeof(*c));
+	struct ofi_dev *d = l->dev;
 
-	if (!c)
-		return NULL;
-	c->devidx = devidx;
-	c->dev = &ofi.devs[devidx];
-	c->is_send = is_send;
-	c->link = lk;
-	snprintf(c->peer, sizeof(c->peer), "%s", lk->peer);
-	c->token = (uint32_t)braid_random_u64();
-	return c;
+	pthread_mutex_lock(&d->ep_lock);
+	if (l->prev)
+		l->prev->next = l->next;
+	else
+		d->lanes = l->next;
+	if (l->next)
+		l->next->prev = l->prev;
+	pthread_mutex_unlock(&d->ep_lock);
+	d->id_map[l->id / 64] &= ~(1ULL << (l->id % 64));
+	l->id = 0;
+	ofi_av_put(d, l->av);
+	l->av = NULL;
 }
 
-/* The device's shared endpoint, our comm id and request pool. */
-static int comm_open(struct ofi_comm *c)
+/* The device's shared endpoint and an id there; a receiving lane registers the request
+ * pool, whose requests hold its announcements. */
+static int lane_open(struct ofi_lane *l)
 {
-	struct ofi_dev *d = c->dev;
-	/* A sender may have maxRecvs x 32 sends in flight. */
-	uint32_t nreqs = c->is_send ? BRAID_MAX_RECVS * OFI_MAX_INFLIGHT : OFI_MAX_INFLIGHT;
-	const char *step;
+	struct ofi_comm *c = l->comm;
+	struct ofi_dev *d = l->dev;
 	int rc;
 
-	step = "request pool";
-	rc = braid_pool_init(&c->reqs, c->is_send ? OFI_SEND_REQ_SIZE : sizeof(struct ofi_req),
-			     nreqs, d->numa_node);
-	if (rc)
-		goto fail;
-	/* One hold of the lock: the last comm out closes the endpoint under it. */
+	/* One hold of the lock: the last lane out closes the endpoint under it. */
 	pthread_mutex_lock(&d->lock);
 	rc = ofi_dev_open_ep(d);
 	if (!rc)
-		rc = comm_take_id(d, c);
+		rc = lane_take_id(l);
 	pthread_mutex_unlock(&d->lock);
 	if (rc)
 		return rc;
@@ -283,33 +98,145 @@ static int comm_open(struct ofi_comm *c)
 		 * another thread reading this device's CQ in between would drop them (a send
 		 * comm then waited for group 0 for ever: the threads scenario over netns). */
 		pthread_mutex_lock(&d->ep_lock);
-		d->by_id[c->id] = c;
+		d->by_id[l->id] = l;
 		pthread_mutex_unlock(&d->ep_lock);
 		return 0;
 	}
-	/* announcements go out of the receive requests */
-	step = "registering the request pool";
-	rc = ofi_mr_reg_raw(d, c->reqs.mem, c->reqs.elem_size * c->reqs.nelem, FI_SEND, &c->pool_mr,
-			    &c->pool_desc);
-	if (!rc)
-		return 0;
-fail:
-	BRAID_WARN("ofi: %s on device %s (provider %s, peer %s) failed: %s", step, d->name,
-		   ofi.provider, c->peer, ofi_strerror(rc));
-	return rc ? rc : -EIO;
+	rc = ofi_mr_reg_raw(d, c->reqs.mem, c->reqs.elem_size * c->reqs.nelem, FI_SEND, &l->pool_mr,
+			    &l->pool_desc);
+	if (rc)
+		BRAID_WARN("ofi: registering the request pool on device %s (provider %s, peer %s) "
+			   "failed: %s",
+			   d->name, ofi.provider, c->peer, ofi_strerror(rc));
+	return rc;
 }
 
-/* Our blob: the provider, the shared endpoint's name, our comm's id and token. */
+/*
+ * Take back every operation l still has posted, reaping its device's CQ until none is
+ * outstanding; other comms' completions met on the way are dispatched as usual. Bounded,
+ * since the peer may be gone and the provider slow to answer. The lock is dropped between
+ * reads so that other comms keep moving. Returns how many are still outstanding.
+ */
+static int lane_quiesce(struct ofi_lane *l)
+{
+	struct ofi_dev *d = l->dev;
+	uint64_t until = braid_now_ns() + OFI_CLOSE_REAP_MS * 1000000ULL;
+	int left, rc;
+
+	pthread_mutex_lock(&d->ep_lock);
+	l->closing = 1;
+	if (d->by_id && d->by_id[l->id] == l)
+		d->by_id[l->id] = NULL;
+	ofi_lane_cancel(l);
+	for (;;) {
+		rc = ofi_dev_progress(d);
+		left = l->outstanding;
+		if (!left || rc || braid_now_ns() >= until)
+			break;
+		pthread_mutex_unlock(&d->ep_lock);
+		sched_yield();
+		pthread_mutex_lock(&d->ep_lock);
+	}
+	if (left)
+		l->ctr = &parked_ctr; /* under ep_lock: dispatch may be counting right now */
+	pthread_mutex_unlock(&d->ep_lock);
+	if (rc)
+		BRAID_WARN("ofi: closing lane %u on %s (peer %s): fi_cq_read: %s", l->id, d->name,
+			   l->comm->peer, ofi_strerror(rc));
+	if (left)
+		BRAID_INFO(NCCL_NET,
+			   "ofi: lane %u on %s: %d operation(s) still outstanding after %d ms; "
+			   "parked until the endpoint closes",
+			   l->id, d->name, left, OFI_CLOSE_REAP_MS);
+	return left;
+}
+
+/* ---- comm life ---- */
+
+/* Tell the peer what this comm did, so that it fails only what can never complete. */
+static void comm_say_bye(struct ofi_comm *c)
+{
+	struct braid_link_bye bye;
+
+	ofi_comm_bye(c, &bye);
+	braid_link_close(c->link, &bye);
+	c->link = NULL;
+}
+
+/*
+ * Lanes with operations still outstanding are parked; the comm is freed by whichever
+ * comes last: this call, or the close of a parked lane's endpoint. nparked holds one
+ * extra reference for this call, so that an endpoint closed here frees nothing under it.
+ */
+static void comm_free(struct ofi_comm *c)
+{
+	int left[BRAID_VDEV_MAX_NICS], parked = 0;
+
+	if (!c)
+		return;
+	if ((c->magic == BRAID_MAGIC_SEND || c->magic == BRAID_MAGIC_RECV) && c->link)
+		comm_say_bye(c);
+	c->magic = BRAID_MAGIC_DEAD;
+	for (int k = 0; k < c->nlanes; k++) {
+		left[k] = c->lane[k].id ? lane_quiesce(&c->lane[k]) : 0;
+		parked += left[k] > 0;
+	}
+	__atomic_store_n(&c->nparked, parked + 1, __ATOMIC_RELEASE);
+	braid_counters_comm_put(c->ctr);
+	c->ctr = NULL;
+	for (int k = 0; k < c->nlanes; k++) {
+		struct ofi_lane *l = &c->lane[k];
+		struct ofi_dev *d = l->dev;
+
+		if (!l->id)
+			continue;
+		pthread_mutex_lock(&d->lock);
+		d->nlive--;
+		pthread_mutex_lock(&d->ep_lock);
+		l->parked = left[k] > 0;
+		pthread_mutex_unlock(&d->ep_lock);
+		if (!l->parked)
+			lane_unlink(l);
+		/* The last one out closes the endpoint, unless registrations are bound to it. */
+		if (d->nlive == 0 && !d->mr_endpoint)
+			ofi_dev_close_ep(d);
+		pthread_mutex_unlock(&d->lock);
+	}
+	if (__atomic_sub_fetch(&c->nparked, 1, __ATOMIC_ACQ_REL) == 0)
+		ofi_comm_release(c);
+}
+
+static int comm_open(struct ofi_comm *c)
+{
+	for (int k = 0; k < c->nlanes; k++) {
+		int rc = lane_open(&c->lane[k]);
+
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- the handshake blob ---- */
+
 static void fill_blob(const struct ofi_comm *c, void *blob, uint32_t *len)
 {
-	struct ofi_blob b = { .name_len = (uint32_t)c->dev->ep_name_len,
-			      .comm_id = c->id,
-			      .token = c->token };
+	struct ofi_blob_head h = { OFI_BLOB_MAGIC, (uint32_t)c->nlanes };
+	char *p = blob;
 
-	snprintf(b.provider, sizeof(b.provider), "%s", ofi.provider);
-	memcpy(b.name, c->dev->ep_name, c->dev->ep_name_len);
-	memcpy(blob, &b, sizeof(b));
-	*len = sizeof(b);
+	memcpy(p, &h, sizeof(h));
+	p += sizeof(h);
+	for (int k = 0; k < c->nlanes; k++, p += sizeof(struct ofi_blob)) {
+		const struct ofi_lane *l = &c->lane[k];
+		struct ofi_blob b = { .name_len = (uint32_t)l->dev->ep_name_len,
+				      .comm_id = l->id,
+				      .token = l->token };
+
+		snprintf(b.provider, sizeof(b.provider), "%s", ofi.provider);
+		memcpy(b.name, l->dev->ep_name, l->dev->ep_name_len);
+		memcpy(p, &b, sizeof(b));
+	}
+	*len = (uint32_t)(p - (char *)blob);
 }
 
 /* Kept apart from the comm (ofi.h) so that tests/fuzz can feed it any bytes. */
@@ -343,20 +270,54 @@ int ofi_blob_check(const void *blob, uint32_t len, const char *provider, struct 
 	return 0;
 }
 
-/* The peer's blob: check it, reach its endpoint; d->lock held. */
+/* The peer's blob: as many lanes as ours, each checked and reached. */
 static int take_peer_blob(struct ofi_comm *c, const void *blob, uint32_t len)
 {
-	struct ofi_peer_addr a;
+	const char *lane_blob = (const char *)blob + sizeof(struct ofi_blob_head);
+	struct ofi_blob_head h;
 	char why[256];
 
-	if (ofi_blob_check(blob, len, ofi.provider, &a, why, sizeof(why))) {
-		BRAID_WARN("ofi: comm %u on %s: peer %s %s", c->id, c->dev->name, c->peer, why);
+	if (len < sizeof(h))
+		goto bad;
+	memcpy(&h, blob, sizeof(h));
+	if (h.magic != OFI_BLOB_MAGIC || h.nlanes > BRAID_VDEV_MAX_NICS ||
+	    len != sizeof(h) + h.nlanes * sizeof(struct ofi_blob))
+		goto bad;
+	if ((int)h.nlanes != c->nlanes) {
+		BRAID_WARN("ofi: comm on %s with %s: the peer's device has %u NICs, ours %d; "
+			   "fuse the same number of NICs on every rank (BRAID_MERGE, "
+			   "NCCL_NET_FORCE_MERGE)",
+			   c->lane[0].dev->name, c->peer, h.nlanes, c->nlanes);
 		return -EPROTO;
 	}
-	c->peer_id = a.comm_id;
-	c->peer_token = a.token;
-	return av_get(c, a.name, a.name_len);
+	for (int k = 0; k < c->nlanes; k++, lane_blob += sizeof(struct ofi_blob)) {
+		struct ofi_lane *l = &c->lane[k];
+		struct ofi_peer_addr a;
+		int rc;
+
+		if (ofi_blob_check(lane_blob, sizeof(struct ofi_blob), ofi.provider, &a, why,
+				   sizeof(why))) {
+			BRAID_WARN("ofi: lane %u on %s: peer %s %s", l->id, l->dev->name, c->peer,
+				   why);
+			return -EPROTO;
+		}
+		l->peer_id = a.comm_id;
+		l->peer_token = a.token;
+		pthread_mutex_lock(&l->dev->lock);
+		rc = ofi_av_get(l, a.name, a.name_len);
+		pthread_mutex_unlock(&l->dev->lock);
+		if (rc)
+			return rc;
+	}
+	return 0;
+bad:
+	BRAID_WARN("ofi: comm on %s with %s: the peer's address is not one of braid's ofi (%u "
+		   "bytes); does it run the same braid?",
+		   c->lane[0].dev->name, c->peer, len);
+	return -EPROTO;
 }
+
+/* ---- plugin/link.c and plugin/conn.c callbacks ---- */
 
 static int link_hello(void *comm, void *blob, uint32_t *len)
 {
@@ -366,37 +327,27 @@ static int link_hello(void *comm, void *blob, uint32_t *len)
 
 static int link_finish(void *comm, const void *blob, uint32_t len)
 {
-	struct ofi_comm *c = to_ofi_comm(comm);
-	int rc;
-
-	pthread_mutex_lock(&c->dev->lock);
-	rc = take_peer_blob(c, blob, len);
-	pthread_mutex_unlock(&c->dev->lock);
-	return rc;
+	return take_peer_blob(to_ofi_comm(comm), blob, len);
 }
 
 static int link_answer(void *listen_comm, struct braid_link *lk, const void *blob, uint32_t len,
 		       void *reply, uint32_t *rlen, void **comm)
 {
-	struct ofi_comm *c = comm_new(to_listen_comm(listen_comm)->dev, 0, lk);
+	struct ofi_comm *c = ofi_comm_alloc(&to_listen_comm(listen_comm)->vdev, 0, lk);
 	int rc;
 
 	if (!c)
 		return -ENOMEM;
-	*comm = c;
 	rc = comm_open(c);
-	if (!rc) {
-		pthread_mutex_lock(&c->dev->lock);
+	if (!rc)
 		rc = take_peer_blob(c, blob, len);
-		pthread_mutex_unlock(&c->dev->lock);
-	}
 	if (rc) {
 		c->link = NULL; /* still the listener's, which drops it */
 		comm_free(c);
-		*comm = NULL;
 		return rc;
 	}
 	fill_blob(c, reply, rlen);
+	*comm = c;
 	return 0;
 }
 
@@ -414,34 +365,38 @@ static const struct braid_link_ops ofi_link_ops = {
 	.discard = link_discard,
 };
 
-ncclResult_t ofi_plain_listen(const struct braid_vdev *vd, void *handle, void **listen_comm)
-{
-	int dev = vd->nic[0];
-
-	return braid_listen_comm_open(&ofi_link_ops, vd, handle, ofi.devs[dev].ctr, listen_comm);
-}
-
-/* A comm is ready: its counters, and announcements may find it. */
+/* A comm is ready: its counters, and it becomes NCCL's. */
 static void comm_ready(struct ofi_comm *c, int is_send)
 {
-	struct braid_ctr_comm *ctr = braid_counters_comm_get(c->devidx,
+	struct braid_ctr_comm *ctr = braid_counters_comm_get(c->lane[0].devidx,
 							     is_send ? BRAID_CTR_COMM_SEND
 								     : BRAID_CTR_COMM_RECV,
 							     c->peer);
 
-	pthread_mutex_lock(&c->dev->ep_lock); /* other comms' CQ reads may count for c */
 	c->ctr = ctr;
-	pthread_mutex_unlock(&c->dev->ep_lock);
+	for (int k = 0; k < c->nlanes; k++) {
+		struct ofi_lane *l = &c->lane[k];
+
+		pthread_mutex_lock(&l->dev->ep_lock); /* other comms' CQ reads may count */
+		l->ctr = ctr;
+		pthread_mutex_unlock(&l->dev->ep_lock);
+		if (k < BRAID_CTR_MAX_LANES) {
+			ctr->lanes[k].dev = l->devidx;
+			ctr->lanes[k].weight_ppm = (uint32_t)(braid_stripe_weight(&c->stripe, k) *
+							      1000000);
+		}
+	}
+	ctr->nlanes = (uint32_t)c->nlanes;
 	c->magic = is_send ? BRAID_MAGIC_SEND : BRAID_MAGIC_RECV;
-	BRAID_INFO(NCCL_NET, "ofi: %s comm %u %s %s (its comm %u) ready on %s",
-		   is_send ? "send" : "receive", c->id, is_send ? "to" : "from", c->peer,
-		   c->peer_id, c->dev->name);
+	BRAID_INFO(NCCL_NET, "ofi: %s comm %s %s ready over %d NIC(s) (%s lane %u, its %u first)",
+		   is_send ? "send" : "receive", is_send ? "to" : "from", c->peer, c->nlanes,
+		   c->lane[0].dev->name, c->lane[0].id, c->lane[0].peer_id);
 }
 
-static void *ofi_conn_create(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
-			     struct braid_link *lk, int *rc)
+static void *conn_create(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
+			 struct braid_link *lk, int *rc)
 {
-	struct ofi_comm *c = comm_new(vd->nic[0], 1, lk);
+	struct ofi_comm *c = ofi_comm_alloc(vd, 1, lk);
 
 	(void)opts; /* traffic classes: libfabric has fi_tx_attr.tclass; not mapped yet */
 	*rc = -ENOMEM;
@@ -456,98 +411,53 @@ static void *ofi_conn_create(const struct braid_vdev *vd, const struct braid_con
 	return c;
 }
 
-static struct braid_link *ofi_conn_link(void *comm)
+static struct braid_link *conn_link(void *comm)
 {
 	return to_ofi_comm(comm)->link;
 }
 
-static void ofi_conn_ready(void *comm, int is_send)
+static void conn_ready(void *comm, int is_send)
 {
 	comm_ready(to_ofi_comm(comm), is_send);
 }
 
-static void ofi_conn_destroy(void *comm)
+static void conn_destroy(void *comm)
 {
 	comm_free(to_ofi_comm(comm));
 }
 
 static const struct braid_conn_ops ofi_conn_ops = {
 	.link = &ofi_link_ops,
-	.create = ofi_conn_create,
-	.link_of = ofi_conn_link,
-	.ready = ofi_conn_ready,
-	.destroy = ofi_conn_destroy,
+	.create = conn_create,
+	.link_of = conn_link,
+	.ready = conn_ready,
+	.destroy = conn_destroy,
 };
 
-ncclResult_t ofi_plain_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
-			       void *handle, void **send_comm)
+ncclResult_t ofi_listen(const struct braid_vdev *vd, void *handle, void **listen_comm)
+{
+	return braid_listen_comm_open(&ofi_link_ops, vd, handle, ofi.devs[vd->nic[0]].ctr,
+				      listen_comm);
+}
+
+ncclResult_t ofi_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
+			 void *handle, void **send_comm)
 {
 	return braid_conn_connect(&ofi_conn_ops, vd, opts, handle, send_comm);
 }
 
-ncclResult_t ofi_plain_accept(void *listen_comm, void **recv_comm)
+ncclResult_t ofi_accept(void *listen_comm, void **recv_comm)
 {
 	return braid_conn_accept(&ofi_conn_ops, listen_comm, recv_comm);
 }
 
-void ofi_plain_comm_free(struct ofi_comm *c)
+ncclResult_t ofi_close_comm(void *comm)
 {
-	comm_free(c);
+	comm_free(to_ofi_comm(comm));
+	return ncclSuccess;
 }
 
-ncclResult_t ofi_plain_close_listen(void *listen_comm)
+ncclResult_t ofi_close_listen(void *listen_comm)
 {
 	return braid_listen_comm_close(&ofi_link_ops, listen_comm);
-}
-
-/* ---- lanes of a fused comm (ofi_fused.c) ---- */
-
-size_t ofi_lane_blob_len(void)
-{
-	return sizeof(struct ofi_blob);
-}
-
-struct ofi_comm *ofi_lane_new(int devidx, int is_send, struct braid_link *lk)
-{
-	struct ofi_comm *c = comm_new(devidx, is_send, lk);
-
-	if (c)
-		c->lane = 1;
-	return c;
-}
-
-int ofi_lane_open(struct ofi_comm *c)
-{
-	return comm_open(c);
-}
-
-void ofi_lane_blob(const struct ofi_comm *c, void *blob)
-{
-	uint32_t len;
-
-	fill_blob(c, blob, &len);
-}
-
-int ofi_lane_take_blob(struct ofi_comm *c, const void *blob)
-{
-	int rc;
-
-	pthread_mutex_lock(&c->dev->lock);
-	rc = take_peer_blob(c, blob, sizeof(struct ofi_blob));
-	pthread_mutex_unlock(&c->dev->lock);
-	return rc;
-}
-
-void ofi_lane_ready(struct ofi_comm *c, int is_send)
-{
-	comm_ready(c, is_send);
-}
-
-void ofi_lane_free(struct ofi_comm *c)
-{
-	/* the fused comm said goodbye and closes the link */
-	c->link = NULL;
-	if (c->magic == BRAID_MAGIC_SEND || c->magic == BRAID_MAGIC_RECV)
-		c->magic = BRAID_MAGIC_DEAD;
-	comm_free(c);
 }

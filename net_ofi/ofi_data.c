@@ -1,12 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * isend / irecv / test over tagged messages on the device's shared endpoint (protocol and
- * locking in ofi.h). Each entry holds the device's ep_lock throughout, since reading the
- * shared CQ completes other comms' requests too. No allocation and no system call under
- * it beyond libfabric's own: requests come from the comm's pool, and the peer check (one
- * poll() on the link) runs at most every BRAID_LIVENESS_MS.
+ * isend / irecv / test on a comm's lanes (protocol and locking in ofi.h). A call takes
+ * each lane's ep_lock once: it moves the lane's device (reading the shared CQ completes
+ * other comms' requests too), then posts or reads the lane's part. No allocation and no
+ * system call beyond libfabric's own: requests come from the comm's pool, and the peer
+ * check (one poll() on the link) runs at most every BRAID_LIVENESS_MS.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,397 +14,52 @@
 #include "plugin/log.h"
 #include "plugin/params.h"
 
-#define CQ_BATCH 16
-
-static char zero_byte; /* buffer for zero-length messages (some providers want non-NULL) */
-
-static const char *comm_kind(const struct ofi_comm *c)
-{
-	return c->is_send ? "send" : "receive";
-}
-
 /* The first failure of a comm is sticky: every later call reports it. */
 static void comm_fail(struct ofi_comm *c, ncclResult_t why)
 {
-	if (c->error == ncclSuccess)
-		c->error = why;
+	if (c->error != ncclSuccess)
+		return;
+	c->error = why;
 	/* A comm still in set-up has no counters yet. */
 	if (c->ctr)
-		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(errors), 1);
+		braid_ctr_count(c->ctr, c->lane[0].dev->ctr, BRAID_CTR(errors), 1);
 }
 
-static void req_fail(struct ofi_req *r, ncclResult_t why)
+/* Move lane l's device and take in what its completions said; ep_lock held. */
+static void lane_progress(struct ofi_comm *c, struct ofi_lane *l)
 {
-	if (r->status == ncclSuccess)
-		r->status = why;
-}
-
-/* ---- operations the provider refused for now ---- */
-
-static void defer(struct ofi_comm *c)
-{
-	if (c->on_deferred)
-		return;
-	c->on_deferred = 1;
-	c->deferred_next = c->dev->deferred;
-	c->dev->deferred = c;
-}
-
-static void undefer(struct ofi_comm *c)
-{
-	struct ofi_comm **pp;
-
-	if (!c->on_deferred)
-		return;
-	for (pp = &c->dev->deferred; *pp != c; pp = &(*pp)->deferred_next)
-		;
-	*pp = c->deferred_next;
-	c->on_deferred = 0;
-}
-
-/* A receive's parts: its buffers, then the announcement. */
-static int recv_parts(const struct ofi_req *r)
-{
-	return r->n + 1;
-}
-
-/* Post a receive's remaining parts; stops quietly at -FI_EAGAIN. The announcement goes
- * last, so a sender never sends into a buffer that is not posted yet. */
-static int post_recv_parts(struct ofi_comm *c, struct ofi_req *r)
-{
-	struct ofi_dev *d = c->dev;
-
-	while (r->next_part < recv_parts(r)) {
-		int i = r->next_part;
-		ssize_t rc;
-
-		if (i < r->n) {
-			if (d->rx_cap && d->rx_posted >= d->rx_cap)
-				return -FI_EAGAIN; /* the provider's queue is full */
-			rc = fi_trecv(d->ep, r->size[i] ? r->buf[i] : &zero_byte, r->size[i],
-				      r->desc[i], FI_ADDR_UNSPEC, ofi_msg_tag(c->id, r->first + i),
-				      0, &r->op[i].fictx);
-			if (!rc)
-				d->rx_posted++;
-		} else {
-			size_t len = ofi_announce_len(r->ann.n);
-
-			if (len <= d->inject_size) {
-				rc = fi_tinject(d->ep, &r->ann, len, c->peer_addr,
-						OFI_TAG_ANNOUNCE);
-				if (!rc) {
-					r->next_part++; /* no completion will come */
-					continue;
-				}
-			} else {
-				rc = fi_tsend(d->ep, &r->ann, len, c->pool_desc, c->peer_addr,
-					      OFI_TAG_ANNOUNCE, &r->op[i].fictx);
-			}
-		}
-		if (rc)
-			return (int)rc;
-		r->pending++;
-		r->next_part++;
-		c->outstanding++;
-	}
-	return 0;
-}
-
-/* A send the provider refused for now (a lane's: see isend_locked). */
-static int post_send(struct ofi_comm *c, struct ofi_req *r)
-{
-	ssize_t rc;
-
-	if (r->next_part)
-		return 0;
-	rc = fi_tsend(c->dev->ep, r->size[0] ? r->buf[0] : &zero_byte, r->size[0], r->desc[0],
-		      c->peer_addr, ofi_msg_tag(c->peer_id, r->first), &r->op[0].fictx);
-	if (rc)
-		return (int)rc;
-	r->pending++;
-	r->next_part = 1;
-	c->outstanding++;
-	return 0;
-}
-
-/* Post c's deferred operations in order; 0 when none is left. */
-static int post_backlog(struct ofi_comm *c)
-{
-	while (c->backlog_head != c->backlog_tail) {
-		struct ofi_req *r = c->backlog[c->backlog_head % OFI_BACKLOG];
-		int rc = r->is_send ? post_send(c, r) : post_recv_parts(c, r);
-
-		if (rc == -FI_EAGAIN)
-			return rc;
-		if (rc) {
-			BRAID_WARN("ofi: receive comm %u on %s from %s: posting a receive failed: %s",
-				   c->id, c->dev->name, c->peer, ofi_strerror(rc));
-			comm_fail(c, ncclSystemError);
-			c->backlog_head = c->backlog_tail;
-			return 0;
-		}
-		c->backlog_head++;
-	}
-	return 0;
-}
-
-int ofi_post_announce_bufs(struct ofi_dev *d)
-{
-	if (d->ann_closing)
-		return 0;
-	for (uint32_t w = 0; w < (d->nann + 63) / 64; w++) {
-		while (d->ann_unposted[w]) {
-			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(d->ann_unposted[w]);
-			struct ofi_announce_slot *slot = &d->ann[i];
-			ssize_t rc;
-
-			if (d->rx_cap && d->rx_posted >= d->rx_cap)
-				return 0;
-			/* One exact tag for every comm's announcements (the comm is in the
-			 * message): libfabric 1.17's shm strands an unexpected message that
-			 * only a receive with ignore bits would match. */
-			rc = fi_trecv(d->ep, &slot->msg, sizeof(slot->msg), d->ann_desc,
-				      FI_ADDR_UNSPEC, OFI_TAG_ANNOUNCE, 0, &slot->op.fictx);
-			if (rc == -FI_EAGAIN)
-				return 0; /* again from the next progress */
-			if (rc)
-				return (int)rc;
-			d->rx_posted++;
-			d->ann_unposted[w] &= d->ann_unposted[w] - 1;
-		}
-	}
-	return 0;
-}
-
-/* ---- completions ---- */
-
-/* Sender: an announcement arrived in a shared buffer; file it with its comm. */
-static void announce_arrived(struct ofi_dev *d, const struct ofi_announce *m, size_t len)
-{
-	struct ofi_comm *c = len >= ofi_announce_len(0) ? d->by_id[m->dst] : NULL;
-	struct ofi_group *g;
-
-	if (!c || c->token != m->token || c->closing) {
-		/* for a comm that closed (its id may even be someone else's by now) */
-		BRAID_TRACE("ofi: device %s: dropped an announcement for comm %u", d->name,
-			    len >= ofi_announce_len(0) ? m->dst : 0);
-		return;
-	}
-	g = &c->ring[m->seq % OFI_MAX_INFLIGHT];
-	if (g->arrived || m->n < 1 || m->n > BRAID_MAX_RECVS || len != ofi_announce_len(m->n) ||
-	    m->seq - c->seq >= OFI_MAX_INFLIGHT) {
-		if (c->error == ncclSuccess)
-			BRAID_WARN("ofi: send comm %u on %s peer %s: protocol error: announcement "
-				   "of group %u (%u buffers, %zu bytes) while at group %u",
-				   c->id, d->name, c->peer, m->seq, m->n, len, c->seq);
-		comm_fail(c, ncclRemoteError);
-		return;
-	}
-	g->ann = *m;
-	g->used = 0;
-	g->arrived = 1;
-}
-
-static void slot_unposted(struct ofi_dev *d, const struct ofi_op *op)
-{
-	uint32_t i = (uint32_t)((const struct ofi_announce_slot *)op - d->ann);
-
-	d->ann_unposted[i / 64] |= 1ULL << (i % 64);
-	d->rx_posted--;
-}
-
-/* One error completion from the shared CQ: it fails the comm of its operation only.
- * -1 when there was none to read after all. */
-static int handle_cq_error(struct ofi_dev *d)
-{
-	struct fi_cq_err_entry e = { 0 };
-	struct ofi_comm *c;
-	struct ofi_op *op;
-	struct ofi_req *r;
-	char buf[256];
-
-	if (fi_cq_readerr(d->cq, &e, 0) != 1)
-		return -1;
-	op = e.op_context;
-	if (!op) {
-		BRAID_WARN("ofi: device %s: a completion error for no operation of ours: %s",
-			   d->name, ofi_strerror(e.err));
-		return 0;
-	}
-	if (op->type == OFI_OP_ANNOUNCE_RECV) {
-		/* cancelled as the endpoint closes; anything else: post it again */
-		if (e.err != FI_ECANCELED)
-			BRAID_WARN("ofi: device %s: an announcement buffer failed: %s", d->name,
-				   ofi_strerror(e.err));
-		slot_unposted(d, op);
-		return 0;
-	}
-	c = op->comm;
-	r = op->req;
-	c->outstanding--;
-	r->pending--;
-	if (op->type == OFI_OP_RECV)
-		d->rx_posted--;
-	if (c->closing) {
-		/* Cancelled by the close, or failing with it: expected. */
-		req_fail(r, ncclSystemError);
-		BRAID_TRACE("ofi: comm %u on %s closing: completion error %s", c->id, d->name,
-			    ofi_strerror(e.err));
-		return 0;
-	}
-	req_fail(r, e.err == FI_ECANCELED ? ncclSystemError : ncclRemoteError);
-	if (c->error != ncclSuccess) {
-		/* The first error was reported; the rest are its echo (flushed operations). */
-		BRAID_TRACE("ofi: further completion error on %s comm %u: %s", d->name, c->id,
-			    ofi_strerror(e.err));
-		return 0;
-	}
-	BRAID_WARN("ofi: %s comm %u on %s peer %s: %s failed: %s (provider: %s)", comm_kind(c),
-		   c->id, d->name, c->peer,
-		   op->type == OFI_OP_SEND   ? "a send"
-		   : op->type == OFI_OP_RECV ? "a receive"
-					     : "an announcement",
-		   ofi_strerror(e.err),
-		   fi_cq_strerror(d->cq, e.prov_errno, e.err_data, buf, sizeof(buf)));
-	comm_fail(c, ncclRemoteError);
-	if (e.err == FI_ETRUNC) /* the peer sent past an announced size: it must know */
-		braid_link_report_error(c->link, ncclRemoteError,
-					"a message larger than the receive buffer it was sent to");
-	return 0;
-}
-
-/* A completion from the shared CQ, for whichever comm posted the operation. */
-static void handle_completion(struct ofi_dev *d, const struct fi_cq_tagged_entry *e)
-{
-	struct ofi_op *op = e->op_context;
-	struct ofi_comm *c = op->comm;
-	struct ofi_req *r = op->req;
-
-	if (op->type == OFI_OP_ANNOUNCE_RECV) {
-		announce_arrived(d, &((struct ofi_announce_slot *)op)->msg, e->len);
-		slot_unposted(d, op);
-		return;
-	}
-	c->outstanding--;
-	r->pending--;
-	if (op->type == OFI_OP_RECV) {
-		d->rx_posted--;
-		r->size[op->idx] = e->len;
-		r->done_mask |= (uint8_t)(1u << op->idx);
-		braid_ctr_count(c->ctr, d->ctr, BRAID_CTR(rx_bytes), e->len);
-		braid_ctr_count(c->ctr, d->ctr, BRAID_CTR(rx_msgs), 1);
-	} else if (op->type == OFI_OP_SEND) {
-		braid_ctr_count(c->ctr, d->ctr, BRAID_CTR(tx_bytes), r->size[0]);
-		braid_ctr_count(c->ctr, d->ctr, BRAID_CTR(tx_msgs), 1);
-	}
-}
-
-static int poll_cq(struct ofi_dev *d)
-{
-	struct fi_cq_tagged_entry e[CQ_BATCH];
-	ssize_t n;
-
-	for (;;) {
-		n = fi_cq_read(d->cq, e, CQ_BATCH);
-		if (n == -FI_EAVAIL) {
-			if (handle_cq_error(d))
-				return 0;
-			continue;
-		}
-		if (n <= 0)
-			break;
-		for (ssize_t i = 0; i < n; i++)
-			handle_completion(d, &e[i]);
-		if (n < CQ_BATCH)
-			break;
-	}
-	return n < 0 && n != -FI_EAGAIN ? (int)n : 0;
-}
-
-int ofi_dev_progress(struct ofi_dev *d)
-{
-	int rc = poll_cq(d);
-
-	/* Every comm's deferred receives, whichever comm is being called. */
-	for (struct ofi_comm **pp = &d->deferred; *pp;) {
-		struct ofi_comm *c = *pp;
-
-		if (post_backlog(c) == -FI_EAGAIN) {
-			pp = &c->deferred_next;
-			continue;
-		}
-		*pp = c->deferred_next;
-		c->on_deferred = 0;
-	}
-	if (ofi_post_announce_bufs(d))
-		BRAID_WARN("ofi: device %s: posting an announcement buffer failed", d->name);
-	return rc;
-}
-
-/* Read the CQ for c: a failure of the CQ fails c. */
-static void progress(struct ofi_comm *c)
-{
-	int rc = ofi_dev_progress(c->dev);
+	int rc = ofi_dev_progress(l->dev);
 
 	if (rc) {
-		BRAID_WARN("ofi: fi_cq_read on %s (%s comm %u, peer %s): %s", c->dev->name,
-			   comm_kind(c), c->id, c->peer, ofi_strerror(rc));
+		BRAID_WARN("ofi: fi_cq_read on %s (%s comm lane %u, peer %s): %s", l->dev->name,
+			   ofi_comm_kind(c), l->id, c->peer, ofi_strerror(rc));
 		comm_fail(c, ncclSystemError);
 	}
+	if (l->error != ncclSuccess)
+		comm_fail(c, l->error);
 }
 
-void ofi_comm_cancel(struct ofi_comm *c)
+/* Before posting on lane l: its errors, and its backlog first (a new part goes behind
+ * it); the CQ itself is read when the request is tested. ep_lock held. */
+static void lane_check(struct ofi_comm *c, struct ofi_lane *l)
 {
-	struct fid_ep *ep = c->dev->ep;
-
-	undefer(c);
-	/* Completed operations are simply not found (-FI_ENOENT); the others complete once,
-	 * with FI_ECANCELED, and the caller reaps them. */
-	for (uint32_t i = 0; i < c->reqs.nelem; i++) {
-		struct ofi_req *r = braid_pool_at(&c->reqs, i);
-		int posted;
-
-		if (!braid_pool_is_used(&c->reqs, i))
-			continue;
-		posted = r->is_send ? 1 : r->next_part;
-		for (int p = 0; p < posted; p++)
-			fi_cancel(&ep->fid, &r->op[p].fictx);
-	}
+	if (ofi_lane_backlogged(l))
+		lane_progress(c, l);
+	else if (l->error != ncclSuccess)
+		comm_fail(c, l->error);
 }
 
-void ofi_comm_bye(struct ofi_comm *c, struct braid_link_bye *bye)
+/* Every lane from `from` on: a call moves every lane's device, whatever it waits for (a
+ * lane's deferred operations, and so the announcement a peer waits for, are posted only
+ * by progress on its own device). */
+static void progress_lanes(struct ofi_comm *c, int from)
 {
-	if (c->is_send) {
-		const struct ofi_group *g = &c->ring[c->seq % OFI_MAX_INFLIGHT];
+	for (int k = from; k < c->nlanes; k++) {
+		struct ofi_lane *l = &c->lane[k];
 
-		/* every buffer below sent_upto was sent to, and those of the current group
-		 * that are marked used */
-		braid_bye_init(bye, c->sent_upto,
-			       g->arrived ? g->ann.first + g->ann.n : c->sent_upto);
-		for (uint32_t i = 0; g->arrived && i < g->ann.n; i++)
-			if (g->used & (1u << i))
-				braid_bye_add(bye, g->ann.first + i);
-		return;
-	}
-	/* receiver: every buffer is filled but those of requests still waiting */
-	uint64_t base = c->nbufs;
-
-	for (uint32_t i = 0; i < c->reqs.nelem; i++) {
-		const struct ofi_req *r = braid_pool_at(&c->reqs, i);
-
-		for (int k = 0; braid_pool_is_used(&c->reqs, i) && k < r->n; k++)
-			if (!(r->done_mask & (1u << k)) && r->first + (uint64_t)k < base)
-				base = r->first + (uint64_t)k;
-	}
-	braid_bye_init(bye, base, c->nbufs);
-	for (uint64_t b = base; b < c->nbufs; b++)
-		braid_bye_add(bye, b);
-	for (uint32_t i = 0; i < c->reqs.nelem; i++) {
-		const struct ofi_req *r = braid_pool_at(&c->reqs, i);
-
-		for (int k = 0; braid_pool_is_used(&c->reqs, i) && k < r->n; k++)
-			if (!(r->done_mask & (1u << k)))
-				braid_bye_del(bye, r->first + (uint64_t)k);
+		pthread_mutex_lock(&l->dev->ep_lock);
+		lane_progress(c, l);
+		pthread_mutex_unlock(&l->dev->ep_lock);
 	}
 }
 
@@ -419,40 +73,40 @@ void ofi_comm_bye(struct ofi_comm *c, struct braid_link_bye *bye)
 static void check_peer(struct ofi_comm *c, int now)
 {
 	enum braid_link_state was = c->link->state, st;
+	struct ofi_dev *d = c->lane[0].dev;
 
 	if (c->error != ncclSuccess)
 		return;
 	st = braid_link_check(c->link, now);
-	/* A death or failure fails every comm on the link (the lanes of a fused comm share
-	 * one, and another lane may have seen it first); a goodbye is said once. */
+	/* A death or failure is reported again if the link saw it first elsewhere; a
+	 * goodbye is said once. */
 	if (st == was && st != BRAID_LINK_DEAD && st != BRAID_LINK_FAILED)
 		return;
 	switch (st) {
 	case BRAID_LINK_DEAD:
-		BRAID_WARN("ofi: %s comm %u on %s: peer %s hung up without closing its comm "
+		BRAID_WARN("ofi: %s comm on %s: peer %s hung up without closing its comm "
 			   "(process exited or killed?) with %d request(s) in flight",
-			   comm_kind(c), c->id, c->dev->name, c->peer, c->inflight);
+			   ofi_comm_kind(c), d->name, c->peer, c->inflight);
 		/* shm completes an endpoint's sends in order: one to the dead peer blocks all
 		 * later ones, to live peers too (docs/reliability.md, "Kills at every step") */
-		if (c->is_send && c->inflight &&
-		    !strcmp(c->dev->info->fabric_attr->prov_name, "shm"))
+		if (c->is_send && c->inflight && !strcmp(d->info->fabric_attr->prov_name, "shm"))
 			BRAID_WARN("ofi: libfabric shm on %s: sends still in flight to dead peer "
 				   "%s may keep this device's later sends, to every peer, from "
 				   "completing; watch `braid stat` stalls",
-				   c->dev->name, c->peer);
+				   d->name, c->peer);
 		comm_fail(c, ncclRemoteError);
 		break;
 	case BRAID_LINK_FAILED:
-		BRAID_WARN("ofi: %s comm %u on %s: peer %s reports: %s", comm_kind(c), c->id,
-			   c->dev->name, c->peer, c->link->peer_why);
+		BRAID_WARN("ofi: %s comm on %s: peer %s reports: %s", ofi_comm_kind(c), d->name,
+			   c->peer, c->link->peer_why);
 		comm_fail(c, c->link->peer_code == ncclInvalidUsage ? ncclInvalidUsage
 								    : ncclRemoteError);
 		break;
 	case BRAID_LINK_BYE:
 		BRAID_INFO(NCCL_NET,
-			   "ofi: %s comm %u on %s: peer %s closed its comm, %d "
-			   "request(s) in flight here",
-			   comm_kind(c), c->id, c->dev->name, c->peer, c->inflight);
+			   "ofi: %s comm on %s: peer %s closed its comm, %d request(s) in "
+			   "flight here",
+			   ofi_comm_kind(c), d->name, c->peer, c->inflight);
 		break;
 	default: break;
 	}
@@ -463,21 +117,29 @@ static ncclResult_t refuse_after_bye(struct ofi_comm *c)
 {
 	if (c->link->state != BRAID_LINK_BYE)
 		return ncclSuccess;
-	BRAID_WARN("ofi: %s comm %u on %s: peer %s closed its comm; no %s can complete any "
-		   "more",
-		   comm_kind(c), c->id, c->dev->name, c->peer, c->is_send ? "send" : "receive");
+	BRAID_WARN("ofi: %s comm on %s: peer %s closed its comm; no %s can complete any more",
+		   ofi_comm_kind(c), c->lane[0].dev->name, c->peer,
+		   c->is_send ? "send" : "receive");
 	comm_fail(c, ncclRemoteError);
 	return c->error;
 }
 
-/* A request still waiting: can it still complete? The comm's error, or the request's. */
-static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r)
+/* A request still waiting: can it still complete? The comm's error, or the request's.
+ * done: the buffers whose every part arrived. */
+static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r, uint8_t done)
 {
 	uint64_t bufs[BRAID_MAX_RECVS];
 	char who[128];
 	int n = 0;
+	uint8_t was = r->stalled;
 
-	braid_ctr_note_stall(c->dev->ctr, r->posted_ns, &r->stalled);
+	/* counted on every NIC the request waits on, as each NIC's own stall */
+	for (int k = 0; k < c->nlanes; k++) {
+		uint8_t stalled = was;
+
+		braid_ctr_note_stall(c->lane[k].dev->ctr, r->posted_ns, &stalled);
+		r->stalled |= stalled;
+	}
 	check_peer(c, 0);
 	if (c->error != ncclSuccess)
 		return c->error;
@@ -486,231 +148,293 @@ static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r)
 	if (r->is_send)
 		bufs[n++] = r->first;
 	for (int i = 0; !r->is_send && i < r->n; i++)
-		if (!(r->done_mask & (1u << i)))
+		if (!(done & (1u << i)))
 			bufs[n++] = r->first + (uint64_t)i;
-	snprintf(who, sizeof(who), "ofi: %s comm %u on %s", comm_kind(c), c->id, c->dev->name);
+	snprintf(who, sizeof(who), "ofi: %s comm on %s", ofi_comm_kind(c), c->lane[0].dev->name);
 	if (braid_link_judge(c->link, bufs, n, r->is_send, who))
-		req_fail(r, ncclRemoteError);
+		r->status = ncclRemoteError;
 	return r->status;
 }
 
-/* ---- isend / irecv / test ---- */
+/* ---- isend ---- */
 
-static struct ofi_mr *mr_of(void *mhandle)
+/* The unused buffer of the current group with NCCL's tag, once every lane's announcement
+ * of the group is in (they agree on buffers and tags): -1 if none yet. */
+static int match_buffer(struct ofi_comm *c, int tag)
 {
-	return mhandle;
-}
+	uint32_t slot = c->seq % OFI_MAX_INFLIGHT;
+	const struct ofi_group *g = &c->lane[0].ring[slot];
 
-/* Sender: the current group's announcement, once it came (NULL: not yet). */
-static struct ofi_group *current_group(struct ofi_comm *c)
-{
-	struct ofi_group *g = &c->ring[c->seq % OFI_MAX_INFLIGHT];
-
-	if (!g->arrived)
-		progress(c);
-	return g->arrived ? g : NULL;
-}
-
-static ncclResult_t isend_locked(struct ofi_comm *c, void *data, size_t size, int tag,
-				 struct ofi_mr *m, void **request)
-{
-	struct ofi_group *g;
-	struct ofi_req *r;
-	uint64_t buf;
-	ssize_t rc;
-	int idx = -1;
-
-	check_peer(c, 0);
-	if (c->error != ncclSuccess || refuse_after_bye(c))
-		return c->error;
-	g = current_group(c);
-	if (!g)
-		return c->error; /* the receiver has not posted yet: NCCL calls again */
-	for (uint32_t i = 0; i < g->ann.n && idx < 0; i++)
+	for (int k = 0; k < c->nlanes; k++)
+		if (!__atomic_load_n(&c->lane[k].ring[slot].arrived, __ATOMIC_ACQUIRE))
+			return -1;
+	for (uint32_t i = 0; i < g->ann.n; i++)
 		if (g->ann.e[i].tag == tag && !(g->used & (1u << i)))
-			idx = (int)i;
-	if (idx < 0)
-		return ncclSuccess; /* no free buffer with this tag yet: NCCL calls again */
-	/* As NCCL's IB transport: a message larger than its buffer arrives truncated. */
-	if (size > g->ann.e[idx].size)
-		size = g->ann.e[idx].size;
-	r = braid_pool_get(&c->reqs);
-	if (!r)
-		return ncclSuccess; /* more than maxRecvs x 32 in flight: NCCL retries */
-	buf = g->ann.first + (uint64_t)idx;
-	r->comm = c;
-	r->is_send = 1;
-	r->n = 1;
-	r->first = buf;
-	r->size[0] = size;
-	r->buf[0] = data;
-	r->desc[0] = m->desc;
-	r->op[0] = (struct ofi_op){ .type = OFI_OP_SEND, .req = r, .comm = c };
-	/* A lane of a fused comm never answers "not now" once the buffer is announced: the
-	 * fused send is already committed on other lanes, so the send waits in the backlog
-	 * and any progress of the device posts it (as a deferred receive). */
-	rc = c->backlog_head == c->backlog_tail ? post_send(c, r) : -FI_EAGAIN;
-	if (rc == -FI_EAGAIN && !c->lane) {
-		braid_pool_put(&c->reqs, r);
-		progress(c);
-		return c->error; /* not taken: NCCL calls again */
+			return (int)i;
+	return -1;
+}
+
+/* Cut the message over the lanes by the parts the receiver announced for buffer idx,
+ * truncated to the buffer's size, as NCCL's IB transport truncates. */
+static void cut_send(struct ofi_comm *c, struct ofi_req *r, int idx, size_t size)
+{
+	uint32_t slot = c->seq % OFI_MAX_INFLIGHT;
+	size_t off = 0;
+
+	for (int k = 0; k < c->nlanes; k++) {
+		size_t part = c->lane[k].ring[slot].ann.e[idx].size;
+
+		r->soff[k] = off;
+		r->slen[k] = size > off ? (size - off < part ? size - off : part) : 0;
+		*ofi_req_sop(r, k) = (struct ofi_op){ .type = OFI_OP_SEND,
+						      .lane = (uint8_t)k,
+						      .req = r,
+						      .l = &c->lane[k] };
+		off += part;
 	}
-	if (rc == -FI_EAGAIN) {
-		c->backlog[c->backlog_tail++ % OFI_BACKLOG] = r;
-		defer(c);
-		rc = 0;
-	}
-	if (rc) {
-		BRAID_WARN("ofi: fi_tsend of %zu bytes on %s comm %u to %s: %s", size, c->dev->name,
-			   c->id, c->peer, ofi_strerror((int)rc));
-		braid_pool_put(&c->reqs, r);
-		comm_fail(c, ncclSystemError);
-		return c->error;
-	}
+	r->ssize = size < off ? size : off;
+}
+
+/* Lane l's part of send r is posted or queued: the group's buffer is used there. */
+static void lane_sent(struct ofi_lane *l, int idx)
+{
+	struct ofi_group *g = &l->ring[l->seq % OFI_MAX_INFLIGHT];
+
 	g->used |= 1u << idx;
 	if (g->used == (1u << g->ann.n) - 1) {
-		g->arrived = 0;
-		c->sent_upto = g->ann.first + g->ann.n;
-		c->seq++;
+		__atomic_store_n(&g->arrived, 0, __ATOMIC_RELAXED);
+		l->seq++;
 	}
-	r->posted_ns = braid_now_ns();
-	r->magic = BRAID_MAGIC_REQ;
-	c->inflight++;
-	*request = r;
-	return ncclSuccess;
 }
 
-void ofi_lane_progress(struct ofi_comm *c)
+/* Post r on every lane. 1: not taken (the first lane said "not now"); 0: posted, or
+ * queued behind a lane's backlog; -1: failed. */
+static int post_send_lanes(struct ofi_comm *c, struct ofi_req *r, int idx)
 {
-	pthread_mutex_lock(&c->dev->ep_lock);
-	progress(c);
-	pthread_mutex_unlock(&c->dev->ep_lock);
-}
+	for (int k = 0; k < c->nlanes; k++) {
+		struct ofi_lane *l = &c->lane[k];
+		int rc;
 
-int ofi_send_peek(struct ofi_comm *c, int tag, size_t *size)
-{
-	struct ofi_group *g;
-	int rc = -EAGAIN;
-
-	pthread_mutex_lock(&c->dev->ep_lock);
-	check_peer(c, 0);
-	if (c->error != ncclSuccess || refuse_after_bye(c)) {
-		rc = -(int)c->error;
-		goto out;
-	}
-	g = current_group(c);
-	for (uint32_t i = 0; g && i < g->ann.n; i++)
-		if (g->ann.e[i].tag == tag && !(g->used & (1u << i))) {
-			*size = g->ann.e[i].size;
-			rc = 0;
-			break;
+		pthread_mutex_lock(&l->dev->ep_lock);
+		lane_check(c, l);
+		rc = ofi_lane_backlogged(l) ? -FI_EAGAIN : ofi_post_send(l, r);
+		if (rc == -FI_EAGAIN && k == 0) {
+			lane_progress(c, l); /* what the provider waits for */
+			pthread_mutex_unlock(&l->dev->ep_lock);
+			progress_lanes(c, 1);
+			return 1;
 		}
-out:
-	pthread_mutex_unlock(&c->dev->ep_lock);
-	return rc;
+		/* Once a lane took its part the others never say "not now": they queue. */
+		if (rc == -FI_EAGAIN) {
+			ofi_lane_defer(l, r);
+			rc = 0;
+		}
+		if (!rc)
+			lane_sent(l, idx);
+		pthread_mutex_unlock(&l->dev->ep_lock);
+		if (rc) {
+			BRAID_WARN("ofi: fi_tsend of %zu bytes on %s send comm lane %u to %s: %s",
+				   r->slen[k], l->dev->name, l->id, c->peer, ofi_strerror(rc));
+			comm_fail(c, ncclSystemError);
+			return -1;
+		}
+	}
+	return 0;
 }
 
 ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 		       void **request)
 {
 	struct ofi_comm *c = to_ofi_comm(send_comm);
-	struct ofi_mr *m = mr_of(mhandle);
-	ncclResult_t res;
+	struct ofi_mr *m = to_ofi_mr(mhandle);
+	uint64_t now, upto;
+	const struct ofi_group *g;
+	struct ofi_req *r;
+	int idx, rc;
 
 	if (!braid_mr_range_covers(&m->range, data, size)) {
-		BRAID_WARN("ofi: isend of %zu bytes at %p on %s comm %u is outside its registration "
-			   "[%#lx, +%zu)",
-			   size, data, c->dev->name, c->id, (unsigned long)m->range.base,
-			   m->range.len);
+		BRAID_WARN("ofi: isend of %zu bytes at %p on send comm to %s is outside its "
+			   "registration [%#lx, +%zu)",
+			   size, data, c->peer, (unsigned long)m->range.base, m->range.len);
 		return ncclInvalidArgument;
 	}
-	pthread_mutex_lock(&c->dev->ep_lock);
-	res = isend_locked(c, data, size, tag, m, request);
-	pthread_mutex_unlock(&c->dev->ep_lock);
-	return res;
-}
-
-static ncclResult_t irecv_locked(struct ofi_comm *c, int n, void **data, const size_t *sizes,
-				 const int *tags, void **mhandles, void **request)
-{
-	struct ofi_req *r;
-	int rc;
-
 	check_peer(c, 0);
 	if (c->error != ncclSuccess || refuse_after_bye(c))
 		return c->error;
-	if (c->inflight >= OFI_MAX_INFLIGHT)
-		return ncclSuccess;
-	r = braid_pool_get(&c->reqs);
-	if (!r)
-		return ncclSuccess;
+	idx = match_buffer(c, tag);
+	/* not announced yet, no free buffer with this tag, or more than maxRecvs x 32 in
+	 * flight: NCCL calls again */
+	r = idx >= 0 ? braid_pool_get(&c->reqs) : NULL;
+	if (!r) {
+		progress_lanes(c, 0);
+		return c->error;
+	}
+	g = &c->lane[0].ring[c->seq % OFI_MAX_INFLIGHT];
 	r->comm = c;
-	r->n = n;
-	r->first = c->nbufs;
-	r->ann = (struct ofi_announce){ .dst = c->peer_id,
-					.n = (uint16_t)n,
-					.token = c->peer_token,
-					.seq = c->seq,
-					.first = c->nbufs };
-	for (int i = 0; i < n; i++) {
-		r->size[i] = sizes[i];
-		r->buf[i] = data[i];
-		r->desc[i] = mr_of(mhandles[i])->desc;
-		r->op[i] = (struct ofi_op){ .type = OFI_OP_RECV,
-					    .idx = (uint8_t)i,
-					    .req = r,
-					    .comm = c };
-		r->ann.e[i].size = sizes[i];
-		r->ann.e[i].tag = tags[i];
-	}
-	r->op[n] = (struct ofi_op){ .type = OFI_OP_ANNOUNCE_SEND, .req = r, .comm = c };
-	rc = c->backlog_head == c->backlog_tail ? post_recv_parts(c, r) : -FI_EAGAIN;
-	/* a lane of a fused comm keeps step with its other lanes: it queues instead */
-	if (rc == -FI_EAGAIN && r->next_part == 0 && c->backlog_head == c->backlog_tail &&
-	    !c->lane) {
-		/* Nothing taken: let NCCL call again. */
+	r->is_send = 1;
+	r->n = 1;
+	r->first = g->ann.first + (uint64_t)idx;
+	r->sbuf = data;
+	r->smr = m;
+	cut_send(c, r, idx, size);
+	/* read before posting: once the group is used up, its slot may take another */
+	upto = g->ann.first + g->ann.n;
+	rc = post_send_lanes(c, r, idx);
+	if (rc) {
 		braid_pool_put(&c->reqs, r);
-		progress(c);
 		return c->error;
 	}
-	if (rc && rc != -FI_EAGAIN) {
-		/* Posted buffers stay with the provider until the endpoint closes: the comm is done. */
-		BRAID_WARN("ofi: irecv of %d buffer(s) on %s comm %u from %s: posting failed: %s",
-			   n, c->dev->name, c->id, c->peer, ofi_strerror(rc));
-		comm_fail(c, ncclSystemError);
-		return c->error;
+	if (c->lane[0].seq != c->seq) { /* the group is used up */
+		c->sent_upto = upto;
+		c->seq++;
 	}
-	if (rc == -FI_EAGAIN) {
-		c->backlog[c->backlog_tail++ % OFI_BACKLOG] = r;
-		defer(c);
+	now = braid_now_ns();
+	for (int k = 0; k < c->nlanes; k++)
+		braid_stripe_posted(&c->stripe, k, r->slen[k], now);
+	for (int k = 0; c->ctr && k < c->nlanes && k < BRAID_CTR_MAX_LANES; k++) {
+		braid_ctr_add(&c->ctr->lanes[k].bytes, r->slen[k]);
+		braid_ctr_add(&c->ctr->lanes[k].chunks, 1);
 	}
-	r->posted_ns = braid_now_ns();
+	r->posted_ns = now;
 	r->magic = BRAID_MAGIC_REQ;
 	c->inflight++;
-	c->seq++;
-	c->nbufs += (uint64_t)n;
 	*request = r;
 	return ncclSuccess;
+}
+
+/* ---- irecv ---- */
+
+/* Cut each buffer into one part per lane, by the receiver's shares, and write each
+ * lane's announcement. */
+static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
+{
+	struct ofi_recv_part *recv = ofi_req_recv(r);
+
+	for (int k = 0; k < c->nlanes; k++) {
+		struct ofi_lane *l = &c->lane[k];
+		struct ofi_recv_lane *part = &ofi_req_recv(r)->rl[k];
+
+		part->ann = (struct ofi_announce){ .dst = l->peer_id,
+						   .n = (uint16_t)r->n,
+						   .token = l->peer_token,
+						   .seq = c->seq,
+						   .first = r->first };
+		for (int i = 0; i <= r->n; i++)
+			part->op[i] = (struct ofi_op){ .type = i < r->n ? OFI_OP_RECV
+									: OFI_OP_ANNOUNCE_SEND,
+						       .idx = (uint8_t)i,
+						       .lane = (uint8_t)k,
+						       .req = r,
+						       .l = l };
+	}
+	for (int i = 0; i < r->n; i++) {
+		size_t len[BRAID_STRIPE_MAX_LANES], off = 0;
+		int first;
+
+		braid_stripe_split(&c->stripe, recv->size[i], len, &first);
+		for (int k = 0; k < c->nlanes; k++) {
+			recv->rl[k].len[i] = len[k];
+			recv->rl[k].off[i] = off;
+			recv->rl[k].ann.e[i].size = len[k];
+			recv->rl[k].ann.e[i].tag = tags[i];
+			off += len[k];
+		}
+	}
+}
+
+/* Post r on every lane. 1: not taken (nothing of it is with the provider); 0: posted, or
+ * queued behind a lane's backlog; -1: failed. */
+static int post_recv_lanes(struct ofi_comm *c, struct ofi_req *r)
+{
+	for (int k = 0; k < c->nlanes; k++) {
+		struct ofi_lane *l = &c->lane[k];
+		int backlogged, rc;
+
+		pthread_mutex_lock(&l->dev->ep_lock);
+		lane_check(c, l);
+		backlogged = ofi_lane_backlogged(l);
+		rc = backlogged ? -FI_EAGAIN : ofi_post_recv(l, r);
+		if (rc == -FI_EAGAIN && k == 0 && !backlogged && !r->l[0].posted) {
+			lane_progress(c, l); /* what the provider waits for */
+			pthread_mutex_unlock(&l->dev->ep_lock);
+			progress_lanes(c, 1);
+			return 1;
+		}
+		if (rc == -FI_EAGAIN) {
+			ofi_lane_defer(l, r);
+			rc = 0;
+		}
+		pthread_mutex_unlock(&l->dev->ep_lock);
+		if (rc) {
+			/* Posted buffers stay with the provider until the endpoint closes: the
+			 * comm is done. */
+			BRAID_WARN("ofi: irecv of %d buffer(s) on %s receive comm lane %u from %s: "
+				   "posting failed: %s",
+				   r->n, l->dev->name, l->id, c->peer, ofi_strerror(rc));
+			comm_fail(c, ncclSystemError);
+			return -1;
+		}
+	}
+	return 0;
 }
 
 ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
 		       void **mhandles, void **request)
 {
 	struct ofi_comm *c = to_ofi_comm(recv_comm);
-	ncclResult_t res;
+	struct ofi_recv_part *recv;
+	struct ofi_req *r;
+	uint64_t now;
+	int rc;
 
 	for (int i = 0; i < n; i++) {
-		if (!braid_mr_range_covers(&mr_of(mhandles[i])->range, data[i], sizes[i])) {
-			BRAID_WARN("ofi: irecv buffer %d (%zu bytes at %p) on %s comm %u is outside "
-				   "its registration",
-				   i, sizes[i], data[i], c->dev->name, c->id);
+		if (!braid_mr_range_covers(&to_ofi_mr(mhandles[i])->range, data[i], sizes[i])) {
+			BRAID_WARN("ofi: irecv buffer %d (%zu bytes at %p) on receive comm from %s "
+				   "is outside its registration",
+				   i, sizes[i], data[i], c->peer);
 			return ncclInvalidArgument;
 		}
 	}
-	pthread_mutex_lock(&c->dev->ep_lock);
-	res = irecv_locked(c, n, data, sizes, tags, mhandles, request);
-	pthread_mutex_unlock(&c->dev->ep_lock);
-	return res;
+	check_peer(c, 0);
+	if (c->error != ncclSuccess || refuse_after_bye(c))
+		return c->error;
+	r = c->inflight < OFI_MAX_INFLIGHT ? braid_pool_get(&c->reqs) : NULL;
+	if (!r) {
+		progress_lanes(c, 0);
+		return c->error;
+	}
+	recv = ofi_req_recv(r);
+	r->comm = c;
+	r->n = n;
+	r->first = c->nbufs;
+	for (int i = 0; i < n; i++) {
+		recv->size[i] = sizes[i];
+		recv->buf[i] = data[i];
+		recv->mr[i] = to_ofi_mr(mhandles[i]);
+	}
+	cut_recv(c, r, tags);
+	rc = post_recv_lanes(c, r);
+	if (rc) {
+		if (rc > 0 || !r->l[0].posted)
+			braid_pool_put(&c->reqs, r);
+		return c->error;
+	}
+	now = braid_now_ns();
+	for (int k = 0; k < c->nlanes; k++) {
+		size_t bytes = 0;
+
+		/* the announced part: len[] is the CQ reader's once posted */
+		for (int i = 0; i < n; i++)
+			bytes += recv->rl[k].ann.e[i].size;
+		braid_stripe_posted(&c->stripe, k, bytes, now);
+	}
+	r->posted_ns = now;
+	r->magic = BRAID_MAGIC_REQ;
+	c->inflight++;
+	c->seq++;
+	c->nbufs += (uint64_t)n;
+	*request = r;
+	return ncclSuccess;
 }
 
 ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
@@ -723,43 +447,163 @@ ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, v
 	return ncclSuccess;
 }
 
-/* Every part posted (a deferred receive's may not be yet) and every completion in. */
-static int req_complete(const struct ofi_req *r)
+/* ---- test ---- */
+
+/* Sender: the lanes' goodput from their completions, for the counters, and a NIC that
+ * runs slow is named once (the receiver's cut does not follow it: docs/multirail.md). */
+static void sender_completed(struct ofi_comm *c, const struct ofi_req *r)
 {
-	return r->pending == 0 && r->next_part == (r->is_send ? 1 : recv_parts(r));
+	uint64_t now = braid_now_ns();
+	double rate, others;
+	int slow;
+
+	for (int k = 0; k < c->nlanes; k++)
+		braid_stripe_completed(&c->stripe, k, r->slen[k], now);
+	braid_stripe_reaped(&c->stripe);
+	for (int k = 0; c->ctr && k < c->nlanes && k < BRAID_CTR_MAX_LANES; k++)
+		c->ctr->lanes[k].rate_bps = (uint64_t)braid_stripe_rate(&c->stripe, k);
+	slow = braid_stripe_slow_lane(&c->stripe, &rate, &others);
+	if (slow < 0 || slow >= c->nlanes)
+		return;
+	BRAID_WARN("ofi: fused send comm to %s: NIC %s carries %.0f MB/s, under half the %.0f "
+		   "MB/s of the comm's other NICs; net_ofi splits by the receiver's equal "
+		   "shares, so the device runs at the slow NIC's pace. Check its link and path.",
+		   c->peer, c->lane[slow].dev->name, rate / 1e6, others / 1e6);
+	if (c->ctr)
+		c->ctr->lanes[slow].slow = 1;
+	braid_ctr_add(&c->lane[slow].dev->ctr->slow_lanes, 1);
 }
 
-static ncclResult_t test_locked(struct ofi_req *r, int *done, size_t *sizes, int *nsizes)
+/* Receiver: what arrived in each buffer, and each lane's bytes for the stripe. */
+static void receiver_completed(struct ofi_comm *c, struct ofi_req *r, size_t *sizes)
 {
+	const struct ofi_recv_part *recv = ofi_req_recv(r);
+	uint64_t now = braid_now_ns();
+
+	for (int i = 0; i < r->n; i++)
+		sizes[i] = 0;
+	for (int k = 0; k < c->nlanes; k++) {
+		size_t bytes = 0;
+
+		for (int i = 0; i < r->n; i++) {
+			sizes[i] += recv->rl[k].len[i];
+			bytes += recv->rl[k].ann.e[i].size;
+		}
+		braid_stripe_completed(&c->stripe, k, bytes, now);
+		if (c->ctr && k < BRAID_CTR_MAX_LANES) {
+			braid_ctr_add(&c->ctr->lanes[k].bytes, bytes);
+			braid_ctr_add(&c->ctr->lanes[k].chunks, 1);
+		}
+	}
+}
+
+/* Every part of r on a lane posted, and every completion in. ep_lock held. */
+static int lane_complete(const struct ofi_req *r, const struct ofi_req_lane *rl)
+{
+	return rl->pending == 0 && rl->posted == (r->is_send ? 1 : r->n + 1);
+}
+
+ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
+{
+	struct ofi_req *r = to_ofi_req(request);
 	struct ofi_comm *c = r->comm;
-	ncclResult_t status;
+	ncclResult_t status = r->status;
+	uint8_t all_done = 0xff;
+	int complete = 1;
 
 	*done = 0;
-	if (!req_complete(r)) {
-		progress(c);
-		if (!req_complete(r))
-			return check_request(c, r); /* it waits, or it never completes */
+	for (int k = 0; k < c->nlanes; k++) {
+		struct ofi_lane *l = &c->lane[k];
+		const struct ofi_req_lane *rl = &r->l[k];
+
+		pthread_mutex_lock(&l->dev->ep_lock);
+		/* A request of several lanes waits on each lane's device: every one moves
+		 * (docs/multirail.md, deadlock rules); one NIC done needs no CQ read. */
+		if (!lane_complete(r, rl) || c->nlanes > 1)
+			lane_progress(c, l);
+		else if (l->error != ncclSuccess)
+			comm_fail(c, l->error);
+		if (!lane_complete(r, rl))
+			complete = 0;
+		if (rl->failed && status == ncclSuccess)
+			status = (ncclResult_t)rl->failed;
+		all_done &= rl->done_mask;
+		pthread_mutex_unlock(&l->dev->ep_lock);
 	}
-	status = r->status;
+	if (!complete) {
+		if (status != ncclSuccess && r->status == ncclSuccess)
+			r->status = status;
+		return check_request(c, r, all_done); /* it waits, or it never completes */
+	}
 	*done = 1;
-	for (int i = 0; i < r->n; i++)
-		sizes[i] = r->size[i];
+	if (r->is_send) {
+		sizes[0] = r->ssize;
+		sender_completed(c, r);
+	} else {
+		receiver_completed(c, r, sizes);
+	}
 	*nsizes = r->n;
-	braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(completions), 1);
+	braid_ctr_count(c->ctr, c->lane[0].dev->ctr, BRAID_CTR(completions), 1);
 	c->inflight--;
 	r->magic = BRAID_MAGIC_DEAD;
 	braid_pool_put(&c->reqs, r);
 	return status;
 }
 
-ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
-{
-	struct ofi_req *r = to_ofi_req(request);
-	struct ofi_dev *d = r->comm->dev;
-	ncclResult_t res;
+/* ---- goodbye ---- */
 
-	pthread_mutex_lock(&d->ep_lock);
-	res = test_locked(r, done, sizes, nsizes);
-	pthread_mutex_unlock(&d->ep_lock);
-	return res;
+void ofi_comm_bye(struct ofi_comm *c, struct braid_link_bye *bye)
+{
+	uint8_t done[OFI_MAX_INFLIGHT];
+	int failed = 0;
+	uint64_t base;
+
+	memset(done, 0xff, sizeof(done));
+	for (int k = 0; k < c->nlanes; k++) {
+		struct ofi_lane *l = &c->lane[k];
+
+		pthread_mutex_lock(&l->dev->ep_lock);
+		failed |= ofi_dev_progress(l->dev) != 0;
+		for (uint32_t i = 0; !c->is_send && i < c->reqs.nelem && i < OFI_MAX_INFLIGHT; i++)
+			if (braid_pool_is_used(&c->reqs, i))
+				done[i] &= ((struct ofi_req *)braid_pool_at(&c->reqs, i))
+						   ->l[k]
+						   .done_mask;
+		pthread_mutex_unlock(&l->dev->ep_lock);
+	}
+	if (failed) {
+		braid_bye_init(bye, 0, 0);
+		return;
+	}
+	if (c->is_send) {
+		/* every buffer below sent_upto was sent to, and those of the current group
+		 * that are marked used (on every lane at once: isend posts or queues all) */
+		const struct ofi_group *g = &c->lane[0].ring[c->seq % OFI_MAX_INFLIGHT];
+		int arrived = __atomic_load_n(&g->arrived, __ATOMIC_ACQUIRE);
+
+		braid_bye_init(bye, c->sent_upto, arrived ? g->ann.first + g->ann.n : c->sent_upto);
+		for (uint32_t i = 0; arrived && i < g->ann.n; i++)
+			if (g->used & (1u << i))
+				braid_bye_add(bye, g->ann.first + i);
+		return;
+	}
+	/* receiver: every buffer is filled but those of requests still waiting */
+	base = c->nbufs;
+	for (uint32_t i = 0; i < c->reqs.nelem; i++) {
+		const struct ofi_req *r = braid_pool_at(&c->reqs, i);
+
+		for (int b = 0; braid_pool_is_used(&c->reqs, i) && b < r->n; b++)
+			if (!(done[i] & (1u << b)) && r->first + (uint64_t)b < base)
+				base = r->first + (uint64_t)b;
+	}
+	braid_bye_init(bye, base, c->nbufs);
+	for (uint64_t b = base; b < c->nbufs; b++)
+		braid_bye_add(bye, b);
+	for (uint32_t i = 0; i < c->reqs.nelem; i++) {
+		const struct ofi_req *r = braid_pool_at(&c->reqs, i);
+
+		for (int b = 0; braid_pool_is_used(&c->reqs, i) && b < r->n; b++)
+			if (!(done[i] & (1u << b)))
+				braid_bye_del(bye, r->first + (uint64_t)b);
+	}
 }

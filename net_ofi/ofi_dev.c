@@ -12,7 +12,6 @@
 
 #include "net_ofi/ofi.h"
 #include "net_ofi/ofi_hmem.h"
-#include "plugin/clock.h"
 #include "plugin/comm_limit.h"
 #include "plugin/cuda_dl.h"
 #include "plugin/log.h"
@@ -299,164 +298,11 @@ static void record_fallback(const char *seen, int named)
 	/* The gpudirect fields are the core's, from ptrSupport (CUDA where FI_HMEM is reported). */
 }
 
-/*
- * Comms NCCL never closed, and parked ones, may still have operations posted: take them
- * back before the endpoint closes (rxm in libfabric 1.17 crashes closing an endpoint that
- * holds receives after its peer's connection broke). Bounded like a close.
- */
-static void dev_quiesce(struct ofi_dev *d)
-{
-	uint64_t until = braid_now_ns() + OFI_CLOSE_REAP_MS * 1000000ULL;
-	int left = 0;
-
-	pthread_mutex_lock(&d->ep_lock);
-	for (struct ofi_comm *c = d->comms; c; c = c->next) {
-		c->closing = 1;
-		ofi_comm_cancel(c);
-	}
-	do {
-		if (ofi_dev_progress(d))
-			break;
-		left = 0;
-		for (struct ofi_comm *c = d->comms; c; c = c->next)
-			left += c->outstanding;
-	} while (left > 0 && braid_now_ns() < until);
-	pthread_mutex_unlock(&d->ep_lock);
-	if (left > 0)
-		BRAID_INFO(NCCL_NET,
-			   "ofi: device %s: %d operation(s) still outstanding at fini; "
-			   "closing the endpoint anyway",
-			   d->name, left);
-}
-
-/* The announcement buffers, registered and posted; ep_lock held. */
-static int open_announce_bufs(struct ofi_dev *d)
-{
-	size_t rx = d->info->rx_attr ? d->info->rx_attr->size : 0;
-	int rc;
-
-	/* A share of the provider's receive queue, never all of it: receives need it too. */
-	d->rx_cap = rx > UINT32_MAX ? 0 : (uint32_t)rx;
-	d->rx_posted = 0;
-	d->nann = rx ? (uint32_t)(rx / 8) : 64;
-	if (d->nann < 16)
-		d->nann = 16;
-	if (d->nann > 256)
-		d->nann = 256;
-	d->ann = calloc(d->nann, sizeof(*d->ann));
-	d->ann_unposted = calloc((d->nann + 63) / 64, sizeof(uint64_t));
-	d->by_id = calloc(OFI_MAX_COMM_IDS, sizeof(*d->by_id));
-	if (!d->ann || !d->ann_unposted || !d->by_id)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < d->nann; i++) {
-		d->ann[i].op.type = OFI_OP_ANNOUNCE_RECV;
-		d->ann_unposted[i / 64] |= 1ULL << (i % 64);
-	}
-	if (d->mr_local) {
-		uint64_t key = d->mr_prov_key
-				       ? 0
-				       : __atomic_fetch_add(&d->next_key, 1, __ATOMIC_RELAXED);
-
-		rc = fi_mr_reg(d->domain, d->ann, d->nann * sizeof(*d->ann), FI_RECV, 0, key, 0,
-			       &d->ann_mr, NULL);
-		if (!rc && d->mr_endpoint) {
-			rc = fi_mr_bind(d->ann_mr, &d->ep->fid, 0);
-			if (!rc)
-				rc = fi_mr_enable(d->ann_mr);
-		}
-		if (rc)
-			return rc;
-		d->ann_desc = fi_mr_desc(d->ann_mr);
-	}
-	return ofi_post_announce_bufs(d);
-}
-
-static void close_announce_bufs(struct ofi_dev *d)
-{
-	if (d->ann_mr)
-		fi_close(&d->ann_mr->fid);
-	d->ann_mr = NULL;
-	d->ann_desc = NULL;
-	free(d->ann);
-	free(d->ann_unposted);
-	free(d->by_id);
-	d->ann = NULL;
-	d->ann_unposted = NULL;
-	d->by_id = NULL;
-	d->nann = 0;
-	d->ann_closing = 0;
-}
-
-/* Take the announcement buffers back before the endpoint closes (rxm in libfabric 1.17
- * crashes closing an endpoint that holds receives after a peer's connection broke);
- * bounded like a comm's close. ep_lock held. */
-static void cancel_announce_bufs(struct ofi_dev *d)
-{
-	uint64_t until = braid_now_ns() + OFI_CLOSE_REAP_MS * 1000000ULL;
-	uint32_t posted;
-
-	d->ann_closing = 1;
-	for (uint32_t i = 0; i < d->nann; i++)
-		if (!(d->ann_unposted[i / 64] & (1ULL << (i % 64))))
-			fi_cancel(&d->ep->fid, &d->ann[i].op.fictx);
-	do {
-		posted = d->nann;
-		for (uint32_t w = 0; w < (d->nann + 63) / 64; w++)
-			posted -= (uint32_t)__builtin_popcountll(d->ann_unposted[w]);
-	} while (posted && ofi_dev_progress(d) == 0 && braid_now_ns() < until);
-}
-
-void ofi_dev_close_ep(struct ofi_dev *d)
-{
-	if (!d->ep)
-		return;
-	pthread_mutex_lock(&d->ep_lock);
-	if (d->ann)
-		cancel_announce_bufs(d);
-	/* The endpoint first: it stops the provider from touching our buffers. */
-	fi_close(&d->ep->fid);
-	d->ep = NULL;
-	/* Parked comms may be freed now; live ones (only at fini: NCCL never closed them)
-	 * stay NCCL's. */
-	while (d->comms) {
-		struct ofi_comm *c = d->comms;
-
-		d->comms = c->next;
-		if (c->parked)
-			ofi_comm_free_parked(c);
-	}
-	d->deferred = NULL;
-	memset(d->id_map, 0, sizeof(d->id_map));
-	d->nlive = 0;
-	close_announce_bufs(d);
-	if (d->cq)
-		fi_close(&d->cq->fid);
-	if (d->av)
-		fi_close(&d->av->fid);
-	d->cq = NULL;
-	d->av = NULL;
-	/* the AV is gone, and every entry with it */
-	for (int b = 0; b < OFI_AV_BUCKETS; b++)
-		while (d->av_tab[b]) {
-			struct ofi_av_entry *e = d->av_tab[b];
-
-			d->av_tab[b] = e->next;
-			free(e);
-		}
-	__atomic_store_n(&d->ctr->av_entries, 0, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&d->ep_lock);
-	BRAID_INFO(NCCL_NET, "ofi: device %s: endpoint closed", d->name);
-}
-
-static void ofi_fini(void)
+void ofi_devs_free(void)
 {
 	for (int d = 0; d < ofi.ndevs; d++) {
 		struct ofi_dev *dev = &ofi.devs[d];
 
-		if (dev->ep)
-			dev_quiesce(dev);
-		ofi_dev_close_ep(dev);
-		ofi_mr_cache_purge(dev);
 		if (dev->domain)
 			fi_close(&dev->domain->fid);
 		if (dev->fabric)
@@ -469,7 +315,7 @@ static void ofi_fini(void)
 	memset(&ofi, 0, sizeof(ofi));
 }
 
-static int ofi_init(const struct braid_backend_env *env, char *why, size_t whylen)
+int ofi_devs_init(const struct braid_backend_env *env, char *why, size_t whylen)
 {
 	const char *named = braid_param_str(BRAID_P_OFI_PROVIDER);
 	struct fi_info *hints, *list = NULL;
@@ -522,7 +368,7 @@ static int ofi_init(const struct braid_backend_env *env, char *why, size_t whyle
 		snprintf(why, whylen,
 			 "provider %s has no usable domain (BRAID_DEBUG=INFO says why)",
 			 ofi.provider);
-		ofi_fini();
+		ofi_devs_free();
 		return -1;
 	}
 	record_fallback(seen, named[0] != '\0');
@@ -534,123 +380,6 @@ static int ofi_init(const struct braid_backend_env *env, char *why, size_t whyle
 			   "line rate. Unset BRAID_OFI_PROVIDER on RDMA hosts.",
 			   ofi.provider);
 	return 0;
-}
-
-static int ofi_ndevs(void)
-{
-	return ofi.ndevs;
-}
-
-/* The shared endpoint, its CQ and AV; d->lock and ep_lock held. may_retry: -FI_EBUSY is
- * no news. */
-static int open_ep(struct ofi_dev *d, int may_retry)
-{
-	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE };
-	/* A hint: one entry per peer endpoint, shared by the comms to it. */
-	struct fi_av_attr av_attr = { .type = FI_AV_TABLE, .count = 256 };
-	const char *step;
-	int rc;
-
-	if (d->info->domain_attr->av_type != FI_AV_UNSPEC)
-		av_attr.type = d->info->domain_attr->av_type;
-	step = "fi_endpoint";
-	rc = fi_endpoint(d->domain, d->info, &d->ep, NULL);
-	if (rc)
-		goto fail;
-#if FI_VERSION_GE(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), FI_VERSION(1, 18))
-	if (ofi_hmem_forbid_cuda_api(d->hmem_caps)) {
-		bool permitted = false;
-
-		/* NCCL forbids CUDA calls from its network threads; a provider without the
-		 * option (-FI_ENOPROTOOPT) does not make them. */
-		step = "fi_setopt(FI_OPT_CUDA_API_PERMITTED)";
-		rc = fi_setopt(&d->ep->fid, FI_OPT_ENDPOINT, FI_OPT_CUDA_API_PERMITTED, &permitted,
-			       sizeof(permitted));
-		if (rc && rc != -FI_ENOPROTOOPT)
-			goto fail;
-	}
-#endif
-	step = "fi_cq_open";
-	rc = fi_cq_open(d->domain, &cq_attr, &d->cq, NULL);
-	if (rc)
-		goto fail;
-	step = "fi_av_open";
-	rc = fi_av_open(d->domain, &av_attr, &d->av, NULL);
-	if (rc)
-		goto fail;
-	step = "fi_ep_bind(av)";
-	rc = fi_ep_bind(d->ep, &d->av->fid, 0);
-	if (rc)
-		goto fail;
-	step = "fi_ep_bind(cq)";
-	rc = fi_ep_bind(d->ep, &d->cq->fid, FI_TRANSMIT | FI_RECV);
-	if (rc)
-		goto fail;
-	step = "fi_enable";
-	rc = fi_enable(d->ep);
-	if (rc)
-		goto fail;
-	step = "fi_getname";
-	d->ep_name_len = sizeof(d->ep_name);
-	rc = fi_getname(&d->ep->fid, d->ep_name, &d->ep_name_len);
-	if (rc)
-		goto fail;
-	d->inject_size = d->info->tx_attr->inject_size;
-	step = "announcement buffers";
-	rc = open_announce_bufs(d);
-	if (rc)
-		goto fail;
-	BRAID_INFO(NCCL_NET,
-		   "ofi: device %s: endpoint open, shared by its comms; %u "
-		   "announcement buffers",
-		   d->name, d->nann);
-	return 0;
-fail:
-	if (rc == -FI_EBUSY && may_retry)
-		BRAID_INFO(NCCL_NET, "ofi: %s on device %s: %s; trying again", step, d->name,
-			   ofi_strerror(rc));
-	else
-		BRAID_WARN("ofi: %s on device %s (provider %s) failed: %s", step, d->name,
-			   ofi.provider, ofi_strerror(rc));
-	if (d->ep)
-		fi_close(&d->ep->fid);
-	close_announce_bufs(d);
-	if (d->cq)
-		fi_close(&d->cq->fid);
-	if (d->av)
-		fi_close(&d->av->fid);
-	d->ep = NULL;
-	d->cq = NULL;
-	d->av = NULL;
-	return rc;
-}
-
-int ofi_dev_open_ep(struct ofi_dev *d)
-{
-	int rc = 0;
-
-	/* d->lock keeps other openers out; nothing else uses a domain before it exists */
-	if (!d->fabric) {
-		rc = ofi_dl.fabric(d->info->fabric_attr, &d->fabric, NULL);
-		if (rc)
-			BRAID_WARN("ofi: fi_fabric(%s) for device %s failed: %s",
-				   d->info->fabric_attr->name, d->name, ofi_strerror(rc));
-	}
-	if (!rc && !d->domain) {
-		rc = fi_domain(d->fabric, d->info, &d->domain, NULL);
-		if (rc)
-			BRAID_WARN("ofi: fi_domain(%s) failed: %s", d->name, ofi_strerror(rc));
-	}
-	/* shm refuses (-FI_EBUSY) a region name left by a killed process whose pid is in use
-	 * again, and unlinks the stale file as it does: the next try gets through. */
-	pthread_mutex_lock(&d->ep_lock);
-	for (int tries = 1; !rc && !d->ep; tries++) {
-		rc = open_ep(d, tries < 3);
-		if (rc == -FI_EBUSY && tries < 3)
-			rc = 0;
-	}
-	pthread_mutex_unlock(&d->ep_lock);
-	return rc;
 }
 
 /* guid: stable per NIC and distinct between NICs (NCCL merges ports by it). */
@@ -684,7 +413,7 @@ static int dev_speed_mbps(const struct ofi_dev *d)
 	return mbps > 0 ? mbps : 10000;
 }
 
-static ncclResult_t ofi_get_props(int devidx, struct braid_dev_props *p)
+ncclResult_t ofi_get_props(int devidx, struct braid_dev_props *p)
 {
 	struct ofi_dev *d = &ofi.devs[devidx];
 	size_t max_msg = d->info->ep_attr->max_msg_size;
@@ -709,27 +438,3 @@ static ncclResult_t ofi_get_props(int devidx, struct braid_dev_props *p)
 	p->max_coll_bytes = p->max_p2p_bytes;
 	return ncclSuccess;
 }
-
-const struct braid_backend_ops braid_ofi_ops = {
-	.name = "ofi",
-	.kind = BRAID_BACKEND_OFI,
-	.max_nics = BRAID_VDEV_MAX_NICS, /* a fused comm: one lane per domain (ofi_fused.c) */
-	.init = ofi_init,
-	.fini = ofi_fini,
-	.ndevs = ofi_ndevs,
-	.get_props = ofi_get_props,
-	.listen = ofi_listen,
-	.connect = ofi_connect,
-	.accept = ofi_accept,
-	.reg_mr = ofi_any_reg_mr,
-	/* dma-buf needs libfabric 1.20 (FI_MR_DMABUF); Debian 12 has 1.17: not advertised. */
-	.reg_mr_dmabuf = NULL,
-	.dereg_mr = ofi_any_dereg_mr,
-	.isend = ofi_any_isend,
-	.irecv = ofi_any_irecv,
-	.iflush = ofi_iflush,
-	.test = ofi_any_test,
-	.close_send = ofi_close_send,
-	.close_recv = ofi_close_recv,
-	.close_listen = ofi_close_listen,
-};

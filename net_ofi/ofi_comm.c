@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The comm object: one lane per NIC of its NCCL device (ofi.h), its request pool and the
+ * receiver's cut of each buffer. Made and freed here; set up and closed in ofi_conn.c.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "net_ofi/ofi.h"
+#include "plugin/clock.h"
+
+struct ofi_comm *ofi_comm_alloc(const struct braid_vdev *vd, int is_send, struct braid_link *lk)
+{
+	struct ofi_comm *c = calloc(1, sizeof(*c) + (size_t)vd->n * sizeof(c->lane[0]));
+	struct braid_stripe_cfg cfg;
+	size_t elem;
+
+	if (!c)
+		return NULL;
+	c->is_send = is_send;
+	c->nlanes = vd->n;
+	c->link = lk;
+	snprintf(c->peer, sizeof(c->peer), "%s", lk->peer);
+	for (int k = 0; k < vd->n; k++) {
+		struct ofi_lane *l = &c->lane[k];
+
+		l->comm = c;
+		l->k = (uint8_t)k;
+		l->devidx = vd->nic[k];
+		l->dev = &ofi.devs[vd->nic[k]];
+		l->token = (uint32_t)braid_random_u64();
+	}
+	/* A sender may have maxRecvs x 32 sends in flight. */
+	elem = is_send ? OFI_SEND_REQ_SIZE((size_t)vd->n) : OFI_RECV_REQ_SIZE((size_t)vd->n);
+	if (braid_pool_init(&c->reqs, elem,
+			    is_send ? BRAID_MAX_RECVS * OFI_MAX_INFLIGHT : OFI_MAX_INFLIGHT,
+			    c->lane[0].dev->numa_node)) {
+		free(c);
+		return NULL;
+	}
+	/* The receiver cuts buffers in equal shares (ofi.h); the sender only measures its
+	 * lanes, for the counters and the slow-NIC WARN. */
+	braid_stripe_cfg_load(&cfg);
+	cfg.mode = BRAID_STRIPE_EQUAL;
+	cfg.batched = 1;
+	braid_stripe_init(&c->stripe, c->nlanes, NULL, &cfg);
+	return c;
+}
+
+void ofi_comm_release(struct ofi_comm *c)
+{
+	for (int k = 0; k < c->nlanes; k++) {
+		struct ofi_lane *l = &c->lane[k];
+
+		if (!l->pool_mr)
+			continue;
+		pthread_mutex_lock(&l->dev->ep_lock);
+		fi_close(&l->pool_mr->fid);
+		pthread_mutex_unlock(&l->dev->ep_lock);
+	}
+	braid_pool_fini(&c->reqs);
+	braid_link_close(c->link, NULL);
+	c->magic = BRAID_MAGIC_DEAD;
+	free(c);
+}

@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * A device's shared CQ: completions for whichever lane posted the operation, and the
+ * announcements that land in the device's shared buffers; progress (the CQ, then every
+ * lane's backlog, then the announcement buffers); cancelling a closing lane's operations.
+ * Every function here runs under the device's ep_lock, and writes only lane state and
+ * requests' per-lane state (ofi.h, Locking).
+ */
+#include <string.h>
+
+#include "net_ofi/ofi.h"
+#include "plugin/log.h"
+
+#define CQ_BATCH 16
+
+/* Sender: an announcement arrived in a shared buffer; file it with its lane. */
+static void announce_arrived(struct ofi_dev *d, const struct ofi_announce *m, size_t len)
+{
+	struct ofi_lane *l = len >= ofi_announce_len(0) ? d->by_id[m->dst] : NULL;
+	struct ofi_group *g;
+
+	if (!l || l->token != m->token || l->closing) {
+		/* for a lane that closed (its id may even be someone else's by now) */
+		BRAID_TRACE("ofi: device %s: dropped an announcement for lane %u", d->name,
+			    len >= ofi_announce_len(0) ? m->dst : 0);
+		return;
+	}
+	g = &l->ring[m->seq % OFI_MAX_INFLIGHT];
+	if (__atomic_load_n(&g->arrived, __ATOMIC_RELAXED) || m->n < 1 || m->n > BRAID_MAX_RECVS ||
+	    len != ofi_announce_len(m->n) || m->seq - l->seq >= OFI_MAX_INFLIGHT) {
+		if (l->error == ncclSuccess)
+			BRAID_WARN("ofi: send comm lane %u on %s peer %s: protocol error: "
+				   "announcement of group %u (%u buffers, %zu bytes) while at group %u",
+				   l->id, d->name, l->comm->peer, m->seq, m->n, len, l->seq);
+		ofi_lane_fail(l, ncclRemoteError);
+		return;
+	}
+	g->ann = *m;
+	g->used = 0;
+	__atomic_store_n(&g->arrived, 1, __ATOMIC_RELEASE);
+}
+
+static void slot_unposted(struct ofi_dev *d, struct ofi_op *op)
+{
+	uint32_t i = (uint32_t)(to_announce_slot(op) - d->ann);
+
+	d->ann_unposted[i / 64] |= 1ULL << (i % 64);
+	d->rx_posted--;
+}
+
+static const char *op_name(const struct ofi_op *op)
+{
+	return op->type == OFI_OP_SEND   ? "a send"
+	       : op->type == OFI_OP_RECV ? "a receive"
+					 : "an announcement";
+}
+
+/* One error completion from the shared CQ: it fails the lane of its operation only.
+ * -1 when there was none to read after all. */
+static int handle_cq_error(struct ofi_dev *d)
+{
+	struct fi_cq_err_entry e = { 0 };
+	struct ofi_req_lane *rl;
+	struct ofi_lane *l;
+	struct ofi_op *op;
+	char buf[256];
+
+	if (fi_cq_readerr(d->cq, &e, 0) != 1)
+		return -1;
+	if (!e.op_context) {
+		BRAID_WARN("ofi: device %s: a completion error for no operation of ours: %s",
+			   d->name, ofi_strerror(e.err));
+		return 0;
+	}
+	op = to_ofi_op(e.op_context);
+	if (op->type == OFI_OP_ANNOUNCE_RECV) {
+		/* cancelled as the endpoint closes; anything else: post it again */
+		if (e.err != FI_ECANCELED)
+			BRAID_WARN("ofi: device %s: an announcement buffer failed: %s", d->name,
+				   ofi_strerror(e.err));
+		slot_unposted(d, op);
+		return 0;
+	}
+	l = op->l;
+	rl = &op->req->l[op->lane];
+	l->outstanding--;
+	rl->pending--;
+	if (op->type == OFI_OP_RECV)
+		d->rx_posted--;
+	if (l->closing) {
+		/* Cancelled by the close, or failing with it: expected. */
+		if (!rl->failed)
+			rl->failed = ncclSystemError;
+		BRAID_TRACE("ofi: lane %u on %s closing: completion error %s", l->id, d->name,
+			    ofi_strerror(e.err));
+		return 0;
+	}
+	if (!rl->failed)
+		rl->failed = e.err == FI_ECANCELED ? ncclSystemError : ncclRemoteError;
+	if (l->error != ncclSuccess) {
+		/* The first error was reported; the rest are its echo (flushed operations). */
+		BRAID_TRACE("ofi: further completion error on %s lane %u: %s", d->name, l->id,
+			    ofi_strerror(e.err));
+		return 0;
+	}
+	BRAID_WARN("ofi: %s comm lane %u on %s peer %s: %s failed: %s (provider: %s)",
+		   ofi_comm_kind(l->comm), l->id, d->name, l->comm->peer, op_name(op),
+		   ofi_strerror(e.err),
+		   fi_cq_strerror(d->cq, e.prov_errno, e.err_data, buf, sizeof(buf)));
+	ofi_lane_fail(l, ncclRemoteError);
+	if (e.err == FI_ETRUNC) /* the peer sent past an announced size: it must know */
+		braid_link_report_error(l->comm->link, ncclRemoteError,
+					"a message larger than the receive buffer it was sent to");
+	return 0;
+}
+
+/* A completion from the shared CQ, for whichever lane posted the operation. Messages are
+ * counted once, on their first lane. */
+static void handle_completion(struct ofi_dev *d, const struct fi_cq_tagged_entry *e)
+{
+	struct ofi_op *op = to_ofi_op(e->op_context);
+	struct ofi_lane *l = op->l;
+	struct ofi_req *r = op->req;
+
+	if (op->type == OFI_OP_ANNOUNCE_RECV) {
+		announce_arrived(d, &to_announce_slot(op)->msg, e->len);
+		slot_unposted(d, op);
+		return;
+	}
+	l->outstanding--;
+	r->l[op->lane].pending--;
+	if (op->type == OFI_OP_RECV) {
+		d->rx_posted--;
+		ofi_req_recv(r)->rl[op->lane].len[op->idx] = e->len;
+		r->l[op->lane].done_mask |= (uint8_t)(1u << op->idx);
+		braid_ctr_count(l->ctr, d->ctr, BRAID_CTR(rx_bytes), e->len);
+		if (op->lane == 0)
+			braid_ctr_count(l->ctr, d->ctr, BRAID_CTR(rx_msgs), 1);
+	} else if (op->type == OFI_OP_SEND) {
+		braid_ctr_count(l->ctr, d->ctr, BRAID_CTR(tx_bytes), r->slen[op->lane]);
+		if (op->lane == 0)
+			braid_ctr_count(l->ctr, d->ctr, BRAID_CTR(tx_msgs), 1);
+	}
+}
+
+static int poll_cq(struct ofi_dev *d)
+{
+	struct fi_cq_tagged_entry e[CQ_BATCH];
+	ssize_t n;
+
+	for (;;) {
+		n = fi_cq_read(d->cq, e, CQ_BATCH);
+		if (n == -FI_EAVAIL) {
+			if (handle_cq_error(d))
+				return 0;
+			continue;
+		}
+		if (n <= 0)
+			break;
+		for (ssize_t i = 0; i < n; i++)
+			handle_completion(d, &e[i]);
+		if (n < CQ_BATCH)
+			break;
+	}
+	return n < 0 && n != -FI_EAGAIN ? (int)n : 0;
+}
+
+int ofi_dev_progress(struct ofi_dev *d)
+{
+	int rc = poll_cq(d);
+
+	/* Every lane's deferred operations, whichever comm is being called. */
+	for (struct ofi_lane **pp = &d->deferred; *pp;) {
+		struct ofi_lane *l = *pp;
+
+		if (ofi_post_backlog(l) == -FI_EAGAIN) {
+			pp = &l->deferred_next;
+			continue;
+		}
+		*pp = l->deferred_next;
+		l->on_deferred = 0;
+	}
+	if (ofi_post_announce_bufs(d))
+		BRAID_WARN("ofi: device %s: posting an announcement buffer failed", d->name);
+	return rc;
+}
+
+static void undefer(struct ofi_lane *l)
+{
+	struct ofi_lane **pp;
+
+	if (!l->on_deferred)
+		return;
+	for (pp = &l->dev->deferred; *pp != l; pp = &(*pp)->deferred_next)
+		;
+	*pp = l->deferred_next;
+	l->on_deferred = 0;
+}
+
+void ofi_lane_cancel(struct ofi_lane *l)
+{
+	const struct braid_pool *reqs = &l->comm->reqs;
+	struct fid_ep *ep = l->dev->ep;
+
+	undefer(l);
+	/* Completed operations are simply not found (-FI_ENOENT); the others complete once,
+	 * with FI_ECANCELED, and the caller reaps them. */
+	for (uint32_t i = 0; i < reqs->nelem; i++) {
+		struct ofi_req *r = braid_pool_at(reqs, i);
+		int posted;
+
+		if (!braid_pool_is_used(reqs, i))
+			continue;
+		posted = r->l[l->k].posted;
+		if (r->is_send && posted)
+			fi_cancel(&ep->fid, &ofi_req_sop(r, l->k)->fictx);
+		for (int p = 0; !r->is_send && p < posted; p++)
+			fi_cancel(&ep->fid, &ofi_req_recv(r)->rl[l->k].op[p].fictx);
+	}
+}

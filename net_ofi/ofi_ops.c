@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The net_ofi backend as the core sees it: its ops table, and fini, which takes back what
+ * comms NCCL never closed still have posted before each endpoint closes.
+ */
+#include "net_ofi/ofi.h"
+#include "plugin/clock.h"
+#include "plugin/log.h"
+
+/*
+ * Comms NCCL never closed, and parked lanes, may still have operations posted: take them
+ * back before the endpoint closes (rxm in libfabric 1.17 crashes closing an endpoint that
+ * holds receives after its peer's connection broke). Bounded like a close.
+ */
+static void dev_quiesce(struct ofi_dev *d)
+{
+	uint64_t until = braid_now_ns() + OFI_CLOSE_REAP_MS * 1000000ULL;
+	int left = 0;
+
+	pthread_mutex_lock(&d->ep_lock);
+	for (struct ofi_lane *l = d->lanes; l; l = l->next) {
+		l->closing = 1;
+		ofi_lane_cancel(l);
+	}
+	do {
+		if (ofi_dev_progress(d))
+			break;
+		left = 0;
+		for (struct ofi_lane *l = d->lanes; l; l = l->next)
+			left += l->outstanding;
+	} while (left > 0 && braid_now_ns() < until);
+	pthread_mutex_unlock(&d->ep_lock);
+	if (left > 0)
+		BRAID_INFO(NCCL_NET,
+			   "ofi: device %s: %d operation(s) still outstanding at fini; "
+			   "closing the endpoint anyway",
+			   d->name, left);
+}
+
+static void ofi_fini(void)
+{
+	for (int d = 0; d < ofi.ndevs; d++) {
+		struct ofi_dev *dev = &ofi.devs[d];
+
+		if (dev->ep)
+			dev_quiesce(dev);
+		pthread_mutex_lock(&dev->lock);
+		ofi_dev_close_ep(dev);
+		pthread_mutex_unlock(&dev->lock);
+		ofi_mr_cache_purge(dev);
+	}
+	ofi_devs_free();
+}
+
+static int ofi_ndevs(void)
+{
+	return ofi.ndevs;
+}
+
+const struct braid_backend_ops braid_ofi_ops = {
+	.name = "ofi",
+	.kind = BRAID_BACKEND_OFI,
+	.max_nics = BRAID_VDEV_MAX_NICS, /* a comm: one lane per domain */
+	.init = ofi_devs_init,
+	.fini = ofi_fini,
+	.ndevs = ofi_ndevs,
+	.get_props = ofi_get_props,
+	.listen = ofi_listen,
+	.connect = ofi_connect,
+	.accept = ofi_accept,
+	.reg_mr = ofi_reg_mr,
+	/* dma-buf needs libfabric 1.20 (FI_MR_DMABUF); Debian 12 has 1.17: not advertised. */
+	.reg_mr_dmabuf = NULL,
+	.dereg_mr = ofi_dereg_mr,
+	.isend = ofi_isend,
+	.irecv = ofi_irecv,
+	.iflush = ofi_iflush,
+	.test = ofi_test,
+	.close_send = ofi_close_comm,
+	.close_recv = ofi_close_comm,
+	.close_listen = ofi_close_listen,
+};

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Posting a request's part on one lane, and what the provider refused for now: the lane's
+ * backlog, posted in order from any progress of its device (ofi.h). Every function here
+ * runs under the lane's device's ep_lock; none allocates.
+ */
+#include "net_ofi/ofi.h"
+#include "plugin/log.h"
+
+static char zero_byte; /* buffer for zero-length messages (some providers want non-NULL) */
+
+int ofi_post_send(struct ofi_lane *l, struct ofi_req *r)
+{
+	struct ofi_req_lane *rl = &r->l[l->k];
+	size_t len = r->slen[l->k];
+	ssize_t rc;
+
+	if (rl->posted)
+		return 0;
+	rc = fi_tsend(l->dev->ep, len ? r->sbuf + r->soff[l->k] : &zero_byte, len,
+		      r->smr->lane[l->k]->desc, l->peer_addr, ofi_msg_tag(l->peer_id, r->first),
+		      &ofi_req_sop(r, l->k)->fictx);
+	if (rc)
+		return (int)rc;
+	rl->pending++;
+	rl->posted = 1;
+	l->outstanding++;
+	return 0;
+}
+
+/* Stops quietly at -FI_EAGAIN. The announcement goes last, so a sender never sends into a
+ * buffer that is not posted yet. */
+int ofi_post_recv(struct ofi_lane *l, struct ofi_req *r)
+{
+	struct ofi_recv_part *recv = ofi_req_recv(r);
+	struct ofi_recv_lane *part = &recv->rl[l->k];
+	struct ofi_req_lane *rl = &r->l[l->k];
+	struct ofi_dev *d = l->dev;
+
+	while (rl->posted < r->n + 1) {
+		int i = rl->posted;
+		ssize_t rc;
+
+		if (i < r->n) {
+			if (d->rx_cap && d->rx_posted >= d->rx_cap)
+				return -FI_EAGAIN; /* the provider's queue is full */
+			rc = fi_trecv(d->ep,
+				      part->len[i] ? recv->buf[i] + part->off[i] : &zero_byte,
+				      part->len[i], recv->mr[i]->lane[l->k]->desc, FI_ADDR_UNSPEC,
+				      ofi_msg_tag(l->id, r->first + (uint64_t)i), 0,
+				      &part->op[i].fictx);
+			if (!rc)
+				d->rx_posted++;
+		} else {
+			size_t len = ofi_announce_len(part->ann.n);
+
+			if (len <= d->inject_size) {
+				rc = fi_tinject(d->ep, &part->ann, len, l->peer_addr,
+						OFI_TAG_ANNOUNCE);
+				if (!rc) {
+					rl->posted++; /* no completion will come */
+					continue;
+				}
+			} else {
+				rc = fi_tsend(d->ep, &part->ann, len, l->pool_desc, l->peer_addr,
+					      OFI_TAG_ANNOUNCE, &part->op[i].fictx);
+			}
+		}
+		if (rc)
+			return (int)rc;
+		rl->pending++;
+		rl->posted++;
+		l->outstanding++;
+	}
+	return 0;
+}
+
+void ofi_lane_defer(struct ofi_lane *l, struct ofi_req *r)
+{
+	struct ofi_dev *d = l->dev;
+
+	l->backlog[l->backlog_tail++ % OFI_BACKLOG] = r;
+	if (l->on_deferred)
+		return;
+	l->on_deferred = 1;
+	l->deferred_next = d->deferred;
+	d->deferred = l;
+}
+
+int ofi_post_backlog(struct ofi_lane *l)
+{
+	while (ofi_lane_backlogged(l)) {
+		struct ofi_req *r = l->backlog[l->backlog_head % OFI_BACKLOG];
+		int rc = r->is_send ? ofi_post_send(l, r) : ofi_post_recv(l, r);
+
+		if (rc == -FI_EAGAIN)
+			return rc;
+		if (rc) {
+			BRAID_WARN("ofi: %s comm lane %u on %s to %s: posting a deferred %s failed: "
+				   "%s",
+				   ofi_comm_kind(l->comm), l->id, l->dev->name, l->comm->peer,
+				   r->is_send ? "send" : "receive", ofi_strerror(rc));
+			ofi_lane_fail(l, ncclSystemError);
+			l->backlog_head = l->backlog_tail;
+			return 0;
+		}
+		l->backlog_head++;
+	}
+	return 0;
+}
+
+int ofi_post_announce_bufs(struct ofi_dev *d)
+{
+	if (d->ann_closing)
+		return 0;
+	for (uint32_t w = 0; w < (d->nann + 63) / 64; w++) {
+		while (d->ann_unposted[w]) {
+			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(d->ann_unposted[w]);
+			struct ofi_announce_slot *slot = &d->ann[i];
+			ssize_t rc;
+
+			if (d->rx_cap && d->rx_posted >= d->rx_cap)
+				return 0;
+			/* One exact tag for every lane's announcements (the lane is in the
+			 * message): libfabric 1.17's shm strands an unexpected message that
+			 * only a receive with ignore bits would match. */
+			rc = fi_trecv(d->ep, &slot->msg, sizeof(slot->msg), d->ann_desc,
+				      FI_ADDR_UNSPEC, OFI_TAG_ANNOUNCE, 0, &slot->op.fictx);
+			if (rc == -FI_EAGAIN)
+				return 0; /* again from the next progress */
+			if (rc)
+				return (int)rc;
+			d->rx_posted++;
+			d->ann_unposted[w] &= d->ann_unposted[w] - 1;
+		}
+	}
+	return 0;
+}

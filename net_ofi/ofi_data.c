@@ -11,18 +11,22 @@
 
 #include "net_ofi/ofi.h"
 #include "plugin/clock.h"
+#include "plugin/judge.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
 
-/* The first failure of a comm is sticky: every later call reports it. */
+/* The first failure of a comm is sticky: every later call reports it (plugin/judge.c). */
 static void comm_fail(struct ofi_comm *c, ncclResult_t why)
 {
-	if (c->error != ncclSuccess)
-		return;
-	c->error = why;
-	/* A comm still in set-up has no counters yet. */
-	if (c->ctr)
-		braid_ctr_count(c->ctr, c->lane[0].dev->ctr, BRAID_CTR(errors), 1);
+	braid_judge_comm_fail(&c->error, why, c->ctr, c->lane[0].dev->ctr);
+}
+
+/* How the judgement's WARNs name the comm. */
+static void comm_who(const void *comm, char *buf, size_t len)
+{
+	const struct ofi_comm *c = comm;
+
+	snprintf(buf, len, "ofi: %s comm on %s", ofi_comm_kind(c), c->lane[0].dev->name);
 }
 
 /* Move lane l's device and take in what its completions said; ep_lock held. */
@@ -112,15 +116,11 @@ static void check_peer(struct ofi_comm *c, int now)
 	}
 }
 
-/* After the peer's goodbye no new request of this comm can ever complete. */
+/* After the peer's goodbye no new receive of this comm can ever complete. */
 static ncclResult_t refuse_after_bye(struct ofi_comm *c)
 {
-	if (c->link->state != BRAID_LINK_BYE)
-		return ncclSuccess;
-	BRAID_WARN("ofi: %s comm on %s: peer %s closed its comm; no %s can complete any more",
-		   ofi_comm_kind(c), c->lane[0].dev->name, c->peer,
-		   c->is_send ? "send" : "receive");
-	comm_fail(c, ncclRemoteError);
+	if (braid_judge_refuse_after_bye(c->link, c->is_send, comm_who, c))
+		comm_fail(c, ncclRemoteError);
 	return c->error;
 }
 
@@ -129,7 +129,6 @@ static ncclResult_t refuse_after_bye(struct ofi_comm *c)
 static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r, uint8_t done)
 {
 	uint64_t bufs[BRAID_MAX_RECVS];
-	char who[128];
 	int n = 0;
 	uint8_t was = r->stalled;
 
@@ -143,16 +142,14 @@ static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r, uint8_t
 	check_peer(c, 0);
 	if (c->error != ncclSuccess)
 		return c->error;
-	if (r->status != ncclSuccess || c->link->state != BRAID_LINK_BYE)
+	if (!braid_judge_due(c->link, r->status))
 		return r->status;
 	if (r->is_send)
 		bufs[n++] = r->first;
 	for (int i = 0; !r->is_send && i < r->n; i++)
 		if (!(done & (1u << i)))
 			bufs[n++] = r->first + (uint64_t)i;
-	snprintf(who, sizeof(who), "ofi: %s comm on %s", ofi_comm_kind(c), c->lane[0].dev->name);
-	if (braid_link_judge(c->link, bufs, n, r->is_send, who))
-		r->status = ncclRemoteError;
+	braid_judge_verdict(c->link, &r->status, bufs, n, r->is_send, comm_who, c);
 	return r->status;
 }
 
@@ -258,8 +255,10 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 			   size, data, c->peer, (unsigned long)m->range.base, m->range.len);
 		return ncclInvalidArgument;
 	}
+	/* Not refused after the peer's goodbye as such: a receive it posted before is still a
+	 * match, as in NCCL's IB transport (braid_judge_refuse_unannounced). */
 	check_peer(c, 0);
-	if (c->error != ncclSuccess || refuse_after_bye(c))
+	if (c->error != ncclSuccess)
 		return c->error;
 	idx = match_buffer(c, tag);
 	/* not announced yet, no free buffer with this tag, or more than maxRecvs x 32 in
@@ -267,6 +266,9 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 	r = idx >= 0 ? braid_pool_get(&c->reqs) : NULL;
 	if (!r) {
 		progress_lanes(c, 0);
+		if (c->error == ncclSuccess && idx < 0 &&
+		    braid_judge_refuse_unannounced(c->link, c->sent_upto, comm_who, c))
+			comm_fail(c, ncclRemoteError);
 		return c->error;
 	}
 	g = &c->lane[0].ring[c->seq % OFI_MAX_INFLIGHT];

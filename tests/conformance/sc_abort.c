@@ -213,14 +213,45 @@ static int abort_after_peer_closed(struct side *s)
 		double settle = now_s() + ABORT_SETTLE_S;
 
 		rc = post_recvs(&p, reqs, true);
-		while (now_s() < settle) /* NCCL's abort comes long after the posts */
+		/* NCCL's proxy tests its requests until the abort, which is what moves a
+		 * provider's deferred sends (the announcements) out */
+		while (!rc && now_s() < settle) {
+			for (int i = 0; i < ABORT_MSGS; i++) {
+				int done = 0, size = 0;
+
+				if (reqs[i] &&
+				    s->api->test(s->api, reqs[i], &done, &size) == ncclSuccess &&
+				    done)
+					reqs[i] = NULL;
+			}
 			idle_wait();
+		}
 		rc |= pair_abort(&p, reqs, ABORT_MSGS);
 		rc |= rdv_put(s, "closed.a-done", "1", 1);
 		return rc ? -1 : 0;
 	}
-	if (rdv_get(s, "closed.a-done", (char[1]){ 0 }, 1, CONF_RDV_TIMEOUT_S))
-		return pair_abort(&p, reqs, 0), -1;
+	/* b's proxy goes on with its other work meanwhile (here: receives from a, which a
+	 * never sends): the calls move b's endpoint, as a provider may need the receiving
+	 * side's progress to take a's announcements in (tcp;ofi_rxm accepts its connection). */
+	if (post_recvs(&p, reqs, false))
+		return pair_abort(&p, reqs, ABORT_MSGS), -1;
+	{
+		double until = now_s() + CONF_RDV_TIMEOUT_S;
+		char flag;
+
+		while (!rdv_peek(s, "closed.a-done", &flag, 1)) {
+			if (now_s() > until || rdv_peer_aborted(s))
+				return conf_fail(s, "a never closed"),
+				       pair_abort(&p, reqs, ABORT_MSGS), -1;
+			for (int i = 0; i < ABORT_MSGS; i++) {
+				int done = 0, size = 0;
+
+				if (reqs[i])
+					(void)s->api->test(s->api, reqs[i], &done, &size);
+			}
+			idle_wait();
+		}
+	}
 	rc = post_sends(&p, reqs + ABORT_MSGS, true, ABORT_ISEND_BOUND_S);
 	for (int i = 0; i < ABORT_MSGS && !rc; i++) {
 		double until = now_s() + CONF_ERROR_BOUND_S;

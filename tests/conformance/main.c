@@ -78,8 +78,8 @@ const struct scenario scenarios[] = {
 	     "as ncclCommAbort: 8 x 1 MiB posted each way, deregMr and close everything in "
 	     "flight, no sync between ranks; 10 rounds on 1 thread and on 4; an isend into a "
 	     "receive the peer posted before closing returns a request, test() ends it"),
-	  /* issue 19: not yet in the suite: net_ofi over tcp;ofi_rxm fails its strict
-	   case, and one ib run crashed in the 4-thread rounds (docs/contract.md) */
+	  /* issue 19: net_ofi over tcp;ofi_rxm fails its strict case (docs/contract.md);
+	   tests/ib/conformance-roce.sh names it */
 	  .explicit_only = true },
 	{ SC("vdevice", sc_vdevice, 9,
 	     "makeVDevice: bad arguments refused with ncclInvalidUsage, nothing changed; two "

@@ -66,11 +66,27 @@ void sv_on_hello(struct sv_conn *c, const struct sv_hdr *h)
 	c->verified = sv_qp_ready(qp);
 }
 
+/*
+ * Drain a request's payload, which drops the engine lock: the QP may be destroyed
+ * meanwhile. The reference keeps it in memory (ibv_destroy_qp waits for it, and cannot
+ * go on before we drop the lock again). True when the payload is gone and the QP is still
+ * live and this connection's, so that it may be answered.
+ */
+static bool drain_for(struct sv_conn *c, struct sv_qp *qp, const struct sv_hdr *h)
+{
+	bool ok;
+
+	qp->refs++;
+	ok = sv_drain_msg(c, h);
+	sv_qp_put(qp);
+	return ok && !qp->destroyed && c->qp == qp;
+}
+
 /* Responder error that moves the responder QP to ERR too. */
 static void responder_error(struct sv_conn *c, struct sv_qp *qp, const struct sv_hdr *h,
 			    uint8_t nak, enum ibv_event_type ev)
 {
-	if (!sv_drain_msg(c, h))
+	if (!drain_for(c, qp, h))
 		return;
 	sv_queue_simple(c, qp, SV_OP_NAK, nak, h->psn);
 	sv_async_event(qp->ctx, ev, &qp->ibqp, 0);
@@ -79,7 +95,7 @@ static void responder_error(struct sv_conn *c, struct sv_qp *qp, const struct sv
 
 static void responder_rnr(struct sv_conn *c, struct sv_qp *qp, const struct sv_hdr *h)
 {
-	if (!sv_drain_msg(c, h))
+	if (!drain_for(c, qp, h))
 		return;
 	c->rnr_wait = true;
 	sv_queue_simple(c, qp, SV_OP_NAK, SV_NAK_RNR, h->psn);
@@ -176,7 +192,7 @@ void sv_on_request(struct sv_conn *c, const struct sv_hdr *h)
 	}
 	if (!sv_qp_ready(qp)) {
 		/* Not yet RTR, or in ERR: a real responder drops the packet. */
-		if (sv_drain_msg(c, h))
+		if (drain_for(c, qp, h))
 			sv_queue_simple(c, qp, SV_OP_NAK, SV_NAK_DEAD, h->psn);
 		return;
 	}
@@ -196,14 +212,14 @@ void sv_on_request(struct sv_conn *c, const struct sv_hdr *h)
 			/* Duplicate (its response was lost with a connection):
 			 * acknowledge again without applying; READs run again. */
 			if (h->op != SV_OP_READ_REQ) {
-				if (sv_drain_msg(c, h))
+				if (drain_for(c, qp, h))
 					sv_queue_simple(c, qp, SV_OP_ACK, 0, h->psn);
 				return;
 			}
 		} else {
 			/* Ahead: a gap after an RNR NAK (go-back-N, dropped
 			 * quietly) or PSNs that do not match (NAKed). */
-			if (sv_drain_msg(c, h) && !c->rnr_wait) {
+			if (drain_for(c, qp, h) && !c->rnr_wait) {
 				sv_debug("QP 0x%06x: PSN %u, expected %u", qp->ibqp.qp_num, h->psn,
 					 qp->resp_psn);
 				sv_queue_simple(c, qp, SV_OP_NAK, SV_NAK_SEQ, h->psn);

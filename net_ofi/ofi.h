@@ -25,8 +25,8 @@
  * registration cache use the device's lock (taken before ep_lock where both are held).
  *
  * Data protocol: receiver-driven, like NCCL's IB transport, over libfabric tag matching.
- * irecv cuts each buffer into one contiguous part per lane (plugin/stripe.c, the
- * receiver's equal shares) and posts on every lane that lane's parts, each tagged with
+ * irecv cuts each buffer into one contiguous part per lane (plugin/stripe.c, by the
+ * weights the sender measured and sent in its last weight message) and posts on every lane that lane's parts, each tagged with
  * the lane's id and the buffer's number (counted from 0 over the connection, the same
  * on every lane), then sends on every lane an announcement {group, first buffer number,
  * the lane's part sizes, NCCL tags}. isend waits until every lane's announcement of the
@@ -127,15 +127,24 @@ int ofi_tag_format_ok(uint64_t mem_tag_format, char *why, size_t whylen);
 /* How long closing a comm waits for its cancelled operations before parking it. */
 #define OFI_CLOSE_REAP_MS 200
 
-/* Receiver -> sender: "group seq is posted: these buffers". Only the n used entries
- * travel (40 bytes for one buffer), so it usually fits the provider's inject size. */
+/*
+ * The control messages, on tag OFI_TAG_ANNOUNCE, landing in the device's shared buffers:
+ * - OFI_MSG_ANNOUNCE, receiver -> sender: "group seq is posted: these buffers". Only the
+ *   n used entries travel (40 bytes for one buffer), so it usually fits the inject size.
+ * - OFI_MSG_WEIGHTS, sender -> receiver, lane 0 to lane 0 (fused comms only): "cut by
+ *   these weights" (plugin/stripe.h wire form in `first`, n 0, seq counting the sender's
+ *   weight messages so that an older one overtaking a newer is dropped). 24 bytes,
+ *   always injected.
+ */
+#define OFI_MSG_ANNOUNCE 0u
+#define OFI_MSG_WEIGHTS 1u
 struct ofi_announce {
-	uint16_t dst; /* the destination send comm's id (it is in the tag too) */
+	uint16_t dst; /* the destination comm's lane id (announcements: it is in the tag too) */
 	uint16_t n;
 	uint32_t token; /* the destination comm's: a message for an older comm is dropped */
 	uint32_t seq;
-	uint32_t pad;
-	uint64_t first; /* number of the group's first buffer */
+	uint32_t kind;  /* OFI_MSG_* */
+	uint64_t first; /* number of the group's first buffer; OFI_MSG_WEIGHTS: the weights */
 	struct {
 		uint64_t size;
 		int32_t tag;
@@ -286,6 +295,7 @@ struct ofi_req {
 	uint32_t magic; /* BRAID_MAGIC_REQ */
 	uint8_t is_send;
 	uint8_t stalled;
+	uint8_t noted; /* sends: lanes whose part's completion the stripe has */
 	int n;
 	ncclResult_t status; /* judged by the calling thread (the peer's goodbye) */
 	struct ofi_comm *comm;
@@ -354,6 +364,7 @@ struct ofi_lane {
 	 * group this lane sends to (every buffer of the ones before was sent to) */
 	struct ofi_group ring[OFI_MAX_INFLIGHT];
 	uint32_t seq;
+	uint32_t weights_seq; /* ep_lock; receiver's lane 0: the newest weight message taken */
 };
 
 struct ofi_comm {
@@ -367,8 +378,17 @@ struct ofi_comm {
 	uint32_t seq;               /* receiver: next group; sender: group being sent to */
 	uint64_t nbufs;             /* receiver: buffers posted so far (the next one's number) */
 	uint64_t sent_upto;         /* sender: every buffer below was sent to */
-	struct braid_stripe stripe; /* receiver: the cut of each buffer; sender: lane rates */
-	ncclResult_t error;         /* sticky: once the comm failed, every call says so */
+	struct braid_stripe stripe; /* receiver: the cut (follow mode); sender: lane rates and
+				     * the weights it sends (docs/multirail.md, net_ofi) */
+	/* fused comms: the sender's weights. Sender: the last wire form sent, the number
+	 * of the next message. Receiver: the newest arrived (atomic: the CQ reader writes
+	 * it, under lane 0's ep_lock) and the one the cut follows. */
+	uint64_t weights_sent;
+	uint32_t weights_seq;
+	int weights_on; /* sender: adaptive and the message fits the inject size */
+	uint64_t weights_in;
+	uint64_t weights_cut;
+	ncclResult_t error; /* sticky: once the comm failed, every call says so */
 	struct braid_ctr_comm *ctr;
 	int nparked; /* atomic: lanes parked; the last endpoint to close frees the comm */
 	struct ofi_lane lane[]; /* nlanes */
@@ -449,6 +469,9 @@ int ofi_mr_bind_or_close(struct ofi_dev *d, int rc, struct fid_mr **mr);
 int ofi_post_send(struct ofi_lane *l, struct ofi_req *r);
 /* A receive's parts not posted yet on lane l, its announcement last; stops at -FI_EAGAIN. */
 int ofi_post_recv(struct ofi_lane *l, struct ofi_req *r);
+/* The sender's weights (plugin/stripe.h wire form) to the peer's lane, injected:
+ * 0, -FI_EAGAIN or the provider's error. */
+int ofi_post_weights(struct ofi_lane *l, uint64_t wire, uint32_t seq);
 /* Queue r behind l's backlog; the device's progress posts it. */
 void ofi_lane_defer(struct ofi_lane *l, struct ofi_req *r);
 static inline int ofi_lane_backlogged(const struct ofi_lane *l)
@@ -503,7 +526,7 @@ struct ofi_blob {
 	uint32_t token;
 };
 
-#define OFI_BLOB_MAGIC 0x6f666c6eu /* "ofln" */
+#define OFI_BLOB_MAGIC 0x6f666c32u /* "ofl2": lanes, announcements and weight messages */
 struct ofi_blob_head {
 	uint32_t magic;
 	uint32_t nlanes;

@@ -38,12 +38,14 @@ struct ofi_comm *ofi_comm_alloc(const struct braid_vdev *vd, int is_send, struct
 		free(c);
 		return NULL;
 	}
-	/* The receiver cuts buffers in equal shares (ofi.h); the sender only measures its
-	 * lanes, for the counters and the slow-NIC WARN. */
+	/* The sender measures its lanes and decides the weights (BRAID_STRIPE); the
+	 * receiver cuts each buffer by the weights the sender last sent (ofi.h). */
 	braid_stripe_cfg_load(&cfg);
-	cfg.mode = BRAID_STRIPE_EQUAL;
+	if (!is_send)
+		cfg.mode = BRAID_STRIPE_FOLLOW;
 	cfg.batched = 1;
 	braid_stripe_init(&c->stripe, c->nlanes, NULL, &cfg);
+	c->weights_sent = braid_stripe_weights_wire(&c->stripe);
 	return c;
 }
 

@@ -63,6 +63,8 @@ static void lane_unlink(struct ofi_lane *l)
 	struct ofi_dev *d = l->dev;
 
 	pthread_mutex_lock(&d->ep_lock);
+	if (d->by_id && d->by_id[l->id] == l) /* a lane that failed before quiescing */
+		d->by_id[l->id] = NULL;
 	if (l->prev)
 		l->prev->next = l->next;
 	else
@@ -92,16 +94,16 @@ static int lane_open(struct ofi_lane *l)
 	pthread_mutex_unlock(&d->lock);
 	if (rc)
 		return rc;
-	if (c->is_send) {
-		/* Findable by announcements from now on, before the handshake ends: the peer
-		 * may post receives, and announce them, the moment it has our READY, and
-		 * another thread reading this device's CQ in between would drop them (a send
-		 * comm then waited for group 0 for ever: the threads scenario over netns). */
-		pthread_mutex_lock(&d->ep_lock);
-		d->by_id[l->id] = l;
-		pthread_mutex_unlock(&d->ep_lock);
+	/* Findable by control messages from now on, before the handshake ends: the peer
+	 * may post receives, and announce them, the moment it has our READY, and another
+	 * thread reading this device's CQ in between would drop them (a send comm then
+	 * waited for group 0 for ever: the threads scenario over netns). A receive lane
+	 * takes the sender's weight messages. */
+	pthread_mutex_lock(&d->ep_lock);
+	d->by_id[l->id] = l;
+	pthread_mutex_unlock(&d->ep_lock);
+	if (c->is_send)
 		return 0;
-	}
 	rc = ofi_mr_reg_raw(d, c->reqs.mem, c->reqs.elem_size * c->reqs.nelem, FI_SEND, &l->pool_mr,
 			    &l->pool_desc);
 	if (rc)
@@ -387,6 +389,15 @@ static void comm_ready(struct ofi_comm *c, int is_send)
 		}
 	}
 	ctr->nlanes = (uint32_t)c->nlanes;
+	/* A fused sender in adaptive mode tells the receiver its weights, injected. */
+	c->weights_on = is_send && c->nlanes > 1 && c->stripe.cfg.mode == BRAID_STRIPE_ADAPTIVE;
+	if (c->weights_on && c->lane[0].dev->inject_size < ofi_announce_len(0)) {
+		c->weights_on = 0;
+		BRAID_INFO(NCCL_NET | NCCL_INIT,
+			   "ofi: send comm to %s: provider %s injects %zu bytes, a weight message "
+			   "needs %zu: the receiver cuts equal shares",
+			   c->peer, ofi.provider, c->lane[0].dev->inject_size, ofi_announce_len(0));
+	}
 	c->magic = is_send ? BRAID_MAGIC_SEND : BRAID_MAGIC_RECV;
 	BRAID_INFO(NCCL_NET, "ofi: %s comm %s %s ready over %d NIC(s) (%s lane %u, its %u first)",
 		   is_send ? "send" : "receive", is_send ? "to" : "from", c->peer, c->nlanes,

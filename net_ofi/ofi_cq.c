@@ -13,7 +13,31 @@
 
 #define CQ_BATCH 16
 
-/* Sender: an announcement arrived in a shared buffer; file it with its lane. */
+/* Receiver: the sender's weights, for the cut of the buffers posted from now on (ofi.h).
+ * Only lane 0 of a fused receive comm takes them. */
+static void weights_arrived(struct ofi_lane *l, const struct ofi_announce *m, size_t len)
+{
+	struct ofi_comm *c = l->comm;
+	uint64_t lanes_mask = c->nlanes >= 4 ? ~0ULL : (1ULL << (16 * c->nlanes)) - 1;
+
+	if (c->is_send || l->k != 0 || c->nlanes < 2 || len != ofi_announce_len(0) || m->n ||
+	    !m->first || (m->first & ~lanes_mask)) {
+		if (l->error == ncclSuccess)
+			BRAID_WARN("ofi: %s comm lane %u on %s peer %s: protocol error: a weight "
+				   "message (%zu bytes, weights %#llx) for a comm of %d NIC(s)",
+				   ofi_comm_kind(c), l->id, l->dev->name, c->peer, len,
+				   (unsigned long long)m->first, c->nlanes);
+		ofi_lane_fail(l, ncclRemoteError);
+		return;
+	}
+	if ((int32_t)(m->seq - l->weights_seq) <= 0)
+		return; /* overtaken by a newer one: the provider need not keep their order */
+	l->weights_seq = m->seq;
+	__atomic_store_n(&c->weights_in, m->first, __ATOMIC_RELAXED);
+}
+
+/* A control message arrived in a shared buffer: an announcement for a send lane, or the
+ * sender's weights for a receive lane. */
 static void announce_arrived(struct ofi_dev *d, const struct ofi_announce *m, size_t len)
 {
 	struct ofi_lane *l = len >= ofi_announce_len(0) ? d->by_id[m->dst] : NULL;
@@ -21,11 +45,24 @@ static void announce_arrived(struct ofi_dev *d, const struct ofi_announce *m, si
 
 	if (!l || l->token != m->token || l->closing) {
 		/* for a lane that closed (its id may even be someone else's by now) */
-		BRAID_TRACE("ofi: device %s: dropped an announcement for lane %u", d->name,
+		BRAID_TRACE("ofi: device %s: dropped a control message for lane %u", d->name,
 			    len >= ofi_announce_len(0) ? m->dst : 0);
 		return;
 	}
+	if (m->kind == OFI_MSG_WEIGHTS) {
+		weights_arrived(l, m, len);
+		return;
+	}
 	g = &l->ring[m->seq % OFI_MAX_INFLIGHT];
+	if (!l->comm->is_send || m->kind != OFI_MSG_ANNOUNCE) {
+		if (l->error == ncclSuccess)
+			BRAID_WARN("ofi: %s comm lane %u on %s peer %s: protocol error: a control "
+				   "message of kind %u (%zu bytes)",
+				   ofi_comm_kind(l->comm), l->id, d->name, l->comm->peer, m->kind,
+				   len);
+		ofi_lane_fail(l, ncclRemoteError);
+		return;
+	}
 	if (__atomic_load_n(&g->arrived, __ATOMIC_RELAXED) || m->n < 1 || m->n > BRAID_MAX_RECVS ||
 	    len != ofi_announce_len(m->n) || m->seq - l->seq >= OFI_MAX_INFLIGHT) {
 		if (l->error == ncclSuccess)

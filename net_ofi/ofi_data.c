@@ -278,6 +278,7 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 	r->first = g->ann.first + (uint64_t)idx;
 	r->sbuf = data;
 	r->smr = m;
+	r->noted = 0;
 	cut_send(c, r, idx, size);
 	/* read before posting: once the group is used up, its slot may take another */
 	upto = g->ann.first + g->ann.n;
@@ -306,6 +307,15 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 
 /* ---- irecv ---- */
 
+/* The lanes' weights as the counters show them (ppm). */
+static void weights_to_counters(struct ofi_comm *c)
+{
+	for (int k = 0; c->ctr && k < c->nlanes && k < BRAID_CTR_MAX_LANES; k++)
+		c->ctr->lanes[k].weight_ppm = (uint32_t)(braid_stripe_weight(&c->stripe, k) *
+								 1000000 +
+							 0.5);
+}
+
 /* Cut each buffer into one part per lane, by the receiver's shares, and write each
  * lane's announcement. */
 static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
@@ -328,6 +338,16 @@ static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
 						       .lane = (uint8_t)k,
 						       .req = r,
 						       .l = l };
+	}
+	if (c->nlanes > 1) {
+		/* the sender's newest weights, from its next buffer on */
+		uint64_t w = __atomic_load_n(&c->weights_in, __ATOMIC_RELAXED);
+
+		if (w != c->weights_cut) {
+			c->weights_cut = w;
+			if (!braid_stripe_follow(&c->stripe, w))
+				weights_to_counters(c);
+		}
 	}
 	for (int i = 0; i < r->n; i++) {
 		size_t len[BRAID_STRIPE_MAX_LANES], off = 0;
@@ -451,26 +471,61 @@ ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, v
 
 /* ---- test ---- */
 
-/* Sender: the lanes' goodput from their completions, for the counters, and a NIC that
- * runs slow is named once (the receiver's cut does not follow it: docs/multirail.md). */
-static void sender_completed(struct ofi_comm *c, const struct ofi_req *r)
+/* Sender: when the weights moved, tell the receiver, which cuts by them (ofi.h). A
+ * message the provider cannot take now goes at a later completion; one it refuses
+ * stops them, and the cut stays where it was (the data path does not need them). */
+static void send_weights(struct ofi_comm *c)
+{
+	uint64_t wire = braid_stripe_weights_wire(&c->stripe);
+	struct ofi_lane *l = &c->lane[0];
+	int rc;
+
+	if (!braid_stripe_wire_moved(c->weights_sent, wire))
+		return;
+	pthread_mutex_lock(&l->dev->ep_lock);
+	rc = ofi_post_weights(l, wire, c->weights_seq + 1);
+	pthread_mutex_unlock(&l->dev->ep_lock);
+	if (rc == -FI_EAGAIN)
+		return;
+	if (rc) {
+		BRAID_WARN("ofi: fused send comm to %s on %s: sending its weights failed: %s; "
+			   "the receiver's cut stays as it is",
+			   c->peer, l->dev->name, ofi_strerror(rc));
+		c->weights_on = 0;
+		return;
+	}
+	c->weights_seq++;
+	c->weights_sent = wire;
+	weights_to_counters(c);
+}
+
+/* Sender: the lanes of r whose part is done (each lane when it is: a lane's goodput
+ * is its own part's time, not the slowest lane's), for the weights and the counters; a
+ * NIC that runs slow is named once. */
+static void sender_lanes_done(struct ofi_comm *c, struct ofi_req *r, uint8_t lanes)
 {
 	uint64_t now = braid_now_ns();
 	double rate, others;
 	int slow;
 
+	r->noted |= lanes;
 	for (int k = 0; k < c->nlanes; k++)
-		braid_stripe_completed(&c->stripe, k, r->slen[k], now);
+		if (lanes & (1u << k))
+			braid_stripe_completed(&c->stripe, k, r->slen[k], now);
 	braid_stripe_reaped(&c->stripe);
 	for (int k = 0; c->ctr && k < c->nlanes && k < BRAID_CTR_MAX_LANES; k++)
 		c->ctr->lanes[k].rate_bps = (uint64_t)braid_stripe_rate(&c->stripe, k);
+	if (c->weights_on)
+		send_weights(c);
 	slow = braid_stripe_slow_lane(&c->stripe, &rate, &others);
 	if (slow < 0 || slow >= c->nlanes)
 		return;
 	BRAID_WARN("ofi: fused send comm to %s: NIC %s carries %.0f MB/s, under half the %.0f "
-		   "MB/s of the comm's other NICs; net_ofi splits by the receiver's equal "
-		   "shares, so the device runs at the slow NIC's pace. Check its link and path.",
-		   c->peer, c->lane[slow].dev->name, rate / 1e6, others / 1e6);
+		   "MB/s of the comm's other NICs; %s. Check its link and path.",
+		   c->peer, c->lane[slow].dev->name, rate / 1e6, others / 1e6,
+		   c->weights_on ? "striping gives it less (BRAID_STRIPE=adaptive)"
+				 : "the receiver cuts equal shares, so the device runs at the "
+				   "slow NIC's pace");
 	if (c->ctr)
 		c->ctr->lanes[slow].slow = 1;
 	braid_ctr_add(&c->lane[slow].dev->ctr->slow_lanes, 1);
@@ -510,7 +565,7 @@ ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
 	struct ofi_req *r = to_ofi_req(request);
 	struct ofi_comm *c = r->comm;
 	ncclResult_t status = r->status;
-	uint8_t all_done = 0xff;
+	uint8_t all_done = 0xff, lanes_done = 0;
 	int complete = 1;
 
 	*done = 0;
@@ -525,13 +580,17 @@ ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
 			lane_progress(c, l);
 		else if (l->error != ncclSuccess)
 			comm_fail(c, l->error);
-		if (!lane_complete(r, rl))
+		if (lane_complete(r, rl))
+			lanes_done |= (uint8_t)(1u << k);
+		else
 			complete = 0;
 		if (rl->failed && status == ncclSuccess)
 			status = (ncclResult_t)rl->failed;
 		all_done &= rl->done_mask;
 		pthread_mutex_unlock(&l->dev->ep_lock);
 	}
+	if (r->is_send && (lanes_done & ~r->noted))
+		sender_lanes_done(c, r, lanes_done & ~r->noted);
 	if (!complete) {
 		if (status != ncclSuccess && r->status == ncclSuccess)
 			r->status = status;
@@ -540,7 +599,6 @@ ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
 	*done = 1;
 	if (r->is_send) {
 		sizes[0] = r->ssize;
-		sender_completed(c, r);
 	} else {
 		receiver_completed(c, r, sizes);
 	}

@@ -75,6 +75,17 @@ int ofi_post_recv(struct ofi_lane *l, struct ofi_req *r)
 	return 0;
 }
 
+int ofi_post_weights(struct ofi_lane *l, uint64_t wire, uint32_t seq)
+{
+	const struct ofi_announce m = { .dst = l->peer_id,
+					.token = l->peer_token,
+					.seq = seq,
+					.kind = OFI_MSG_WEIGHTS,
+					.first = wire };
+
+	return (int)fi_tinject(l->dev->ep, &m, ofi_announce_len(0), l->peer_addr, OFI_TAG_ANNOUNCE);
+}
+
 void ofi_lane_defer(struct ofi_lane *l, struct ofi_req *r)
 {
 	struct ofi_dev *d = l->dev;

@@ -48,7 +48,8 @@ void braid_stripe_cfg_load(struct braid_stripe_cfg *cfg)
 }
 
 /*
- * Weights from what is known: in equal mode 1/n; in adaptive mode the measured rates once
+ * Weights from what is known: in equal mode (and in follow mode, until the other side's
+ * weights come) 1/n; in adaptive mode the measured rates once
  * every lane has one (a mix of measured and nominal figures would compare unlike things),
  * before that the nominal speeds when all are known, else equal. Then the floor: lanes
  * under it are raised to it and the rest scaled down, until none is under.
@@ -63,7 +64,7 @@ static void stripe_reweigh(struct braid_stripe *st)
 		speeds &= st->lane[i].speed_mbps > 0;
 	}
 	for (int i = 0; i < n; i++) {
-		if (st->cfg.mode == BRAID_STRIPE_EQUAL)
+		if (st->cfg.mode != BRAID_STRIPE_ADAPTIVE)
 			raw[i] = 1;
 		else if (measured)
 			raw[i] = st->lane[i].rate;
@@ -73,7 +74,7 @@ static void stripe_reweigh(struct braid_stripe *st)
 	}
 	for (int i = 0; i < n; i++)
 		st->lane[i].weight = raw[i] / sum;
-	if (st->cfg.mode == BRAID_STRIPE_EQUAL)
+	if (st->cfg.mode != BRAID_STRIPE_ADAPTIVE)
 		return;
 	/* At most n rounds: each one fixes at least one more lane at the floor. */
 	for (int round = 0; round < n; round++) {
@@ -116,7 +117,7 @@ int braid_stripe_init(struct braid_stripe *st, int nlanes, const int *speed_mbps
 		st->cfg = *cfg;
 	else
 		braid_stripe_cfg_default(&st->cfg);
-	if (st->cfg.mode != BRAID_STRIPE_EQUAL)
+	if (st->cfg.mode != BRAID_STRIPE_EQUAL && st->cfg.mode != BRAID_STRIPE_FOLLOW)
 		st->cfg.mode = BRAID_STRIPE_ADAPTIVE;
 	if (!st->cfg.align)
 		st->cfg.align = 1;
@@ -329,7 +330,8 @@ static void stripe_close_window(struct braid_stripe *st, struct braid_stripe_lan
 	l->samples++;
 	l->win_bytes = 0;
 	l->win_ns = 0;
-	stripe_reweigh(st);
+	if (st->cfg.mode != BRAID_STRIPE_FOLLOW) /* the other side's (braid_stripe_follow) */
+		stripe_reweigh(st);
 }
 
 void braid_stripe_completed(struct braid_stripe *st, int lane, size_t bytes, uint64_t now_ns)
@@ -379,6 +381,50 @@ void braid_stripe_reaped(struct braid_stripe *st)
 		l->batch_n = 0;
 		l->batch_ns = 0;
 	}
+}
+
+uint64_t braid_stripe_weights_wire(const struct braid_stripe *st)
+{
+	uint64_t wire = 0;
+
+	for (int i = 0; i < st->nlanes; i++) {
+		double w = st->lane[i].weight * 65535.0 + 0.5;
+		uint64_t v = w >= 65535.0 ? 65535u : w > 0 ? (uint64_t)w : 0;
+
+		wire |= v << (16 * i);
+	}
+	return wire;
+}
+
+int braid_stripe_wire_moved(uint64_t sent, uint64_t now)
+{
+	for (int i = 0; i < BRAID_STRIPE_MAX_LANES; i++) {
+		unsigned a = (unsigned)(sent >> (16 * i)) & 0xffffu;
+		unsigned b = (unsigned)(now >> (16 * i)) & 0xffffu;
+
+		if ((a > b ? a - b : b - a) >= BRAID_STRIPE_WIRE_HYSTERESIS)
+			return 1;
+	}
+	return 0;
+}
+
+int braid_stripe_follow(struct braid_stripe *st, uint64_t wire)
+{
+	unsigned v[BRAID_STRIPE_MAX_LANES];
+	double sum = 0;
+
+	for (int i = 0; i < BRAID_STRIPE_MAX_LANES; i++) {
+		v[i] = (unsigned)(wire >> (16 * i)) & 0xffffu;
+		if (i >= st->nlanes && v[i])
+			return -EINVAL;
+		if (i < st->nlanes)
+			sum += v[i];
+	}
+	if (sum <= 0)
+		return -EINVAL;
+	for (int i = 0; i < st->nlanes; i++)
+		st->lane[i].weight = v[i] / sum;
+	return 0;
 }
 
 double braid_stripe_weight(const struct braid_stripe *st, int lane)

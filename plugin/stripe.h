@@ -9,8 +9,12 @@
  * State is one struct embedded in the comm: no allocation, no lock (NCCL drives a comm
  * from one thread at a time), no libm. Time is the caller's monotonic clock in ns.
  *
- * The split is the sender's decision. A receiver that cannot see it must learn it from the
- * wire: two sides' states differ (each measures its own completions), so their splits do.
+ * The split is the sender's decision: the sender measures each lane's goodput from its own
+ * completions and owns the weights. On net_ib it cuts each message itself. On net_ofi the
+ * receiver must cut (a tagged receive lands where it was posted), so it runs in
+ * BRAID_STRIPE_FOLLOW mode: it cuts by the sender's weights, which the sender sends it
+ * (braid_stripe_weights_wire, braid_stripe_follow) whenever they move. The two sides never
+ * mix their own measurements into one split.
  * The knobs (BRAID_STRIPE, BRAID_STRIPE_BYTES) are read in one place,
  * braid_stripe_cfg_load(), and their defaults are those of plugin/params.h.
  */
@@ -39,8 +43,14 @@
 
 enum braid_stripe_mode {
 	BRAID_STRIPE_ADAPTIVE = 0, /* weights follow the measured lane rates */
-	BRAID_STRIPE_EQUAL = 1     /* equal weights always; rates still measured */
+	BRAID_STRIPE_EQUAL = 1,    /* equal weights always; rates still measured */
+	BRAID_STRIPE_FOLLOW = 2    /* not a user value: weights only from braid_stripe_follow()
+				    * (equal until then); rates still measured */
 };
+
+/* A change of any lane's weight on the wire smaller than this (in 1/65535) is not worth a
+ * message: 1%, about the noise of one rate sample. */
+#define BRAID_STRIPE_WIRE_HYSTERESIS 655u
 
 struct braid_stripe_cfg {
 	int mode;         /* enum braid_stripe_mode */
@@ -134,6 +144,24 @@ void braid_stripe_completed(struct braid_stripe *st, int lane, size_t bytes, uin
  * batch read tens of TB/s on softverbs. Samples hold whole batches instead.
  */
 void braid_stripe_reaped(struct braid_stripe *st);
+
+/*
+ * The weights as 64 bits for the wire: lane i's weight in 1/65535 in bits 16i..16i+15
+ * (rounded; lanes past nlanes 0). The measuring side sends it, the cutting side follows.
+ */
+uint64_t braid_stripe_weights_wire(const struct braid_stripe *st);
+
+/* 1 when some lane's weight differs between two wire forms by at least
+ * BRAID_STRIPE_WIRE_HYSTERESIS: a new form is worth sending. */
+int braid_stripe_wire_moved(uint64_t sent, uint64_t now);
+
+/*
+ * Take the other side's weights (a wire form) as this side's: weights become each lane's
+ * value over the sum of the first nlanes values. Returns 0, or -EINVAL and changes
+ * nothing when those values are all 0 or a lane past nlanes has one (a garbled message,
+ * or a peer with another number of lanes).
+ */
+int braid_stripe_follow(struct braid_stripe *st, uint64_t wire);
 
 /* Current weight of a lane, in [0, 1]; the lanes' weights sum to 1. For counters. */
 double braid_stripe_weight(const struct braid_stripe *st, int lane);

@@ -3,8 +3,9 @@
 # pairs, one subnet each: each side fuses its two interfaces (tcp;ofi_rxm domains) with
 # BRAID_MERGE, so every comm has one lane per veth pair. The handshake runs over the first
 # pair. Then braid perf between the namespaces on the fused device. Needs root.
-# RATE_MBIT=N shapes each veth with tc (tbf) and skips the conformance suite, and LANES=1
-# puts only the first pair in the device: tests/bench/multirail-ofi.sh (not a test).
+# RATE_MBIT=N shapes each veth with tc (tbf) (RATE_MBIT2: the second pair's rate, if not
+# the same) and skips the conformance suite, and LANES=1 puts only the first pair in the
+# device: tests/bench/multirail-ofi.sh (not a test).
 set -u
 . "$(dirname "$0")/lib.sh"
 netns_prereqs
@@ -36,9 +37,11 @@ for p in 1 2; do
 	ip -n "$nsb" addr add "198.18.$p.2/24" dev "$y" || die "address on $y"
 	ip -n "$nsa" link set "$x" up && ip -n "$nsb" link set "$y" up || die "veth up"
 	if [ -n "${RATE_MBIT:-}" ]; then
+		rate=$RATE_MBIT
+		[ "$p" = 2 ] && rate=${RATE_MBIT2:-$RATE_MBIT}
 		for pair in "$nsa $x" "$nsb $y"; do
 			set -- $pair
-			ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "${RATE_MBIT}mbit" \
+			ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "${rate}mbit" \
 				burst 256kb latency 50ms || die "tc on $2"
 		done
 	fi

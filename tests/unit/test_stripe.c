@@ -292,6 +292,11 @@ struct sim_lane {
 
 struct sim {
 	struct braid_stripe st;
+	/* NULL: st cuts. Else the side that cuts (follow mode, net_ofi's receiver): it gets
+	 * st's weights on the wire whenever they moved, as the sender sends them. */
+	struct braid_stripe *cut;
+	uint64_t wire_sent;
+	int wires;
 	struct sim_lane lane[BRAID_STRIPE_MAX_LANES];
 	uint64_t now;
 	int parts_left[SIM_INFLIGHT]; /* per message slot: chunks not completed, 0 free */
@@ -330,7 +335,7 @@ static void sim_post(struct sim *s, int slot, size_t size)
 	size_t len[BRAID_STRIPE_MAX_LANES];
 	int first;
 
-	s->parts_left[slot] = braid_stripe_split(&s->st, size, len, &first);
+	s->parts_left[slot] = braid_stripe_split(s->cut ? s->cut : &s->st, size, len, &first);
 	for (int i = 0; i < s->st.nlanes; i++) {
 		struct sim_lane *l = &s->lane[i];
 		struct sim_chunk *c;
@@ -384,6 +389,12 @@ static double sim_run(struct sim *s, int nmsg, int warm, size_t size)
 		s->now = c.done;
 		braid_stripe_completed(&s->st, lane, c.bytes, s->now);
 		sim_poll_slow(s);
+		if (s->cut &&
+		    braid_stripe_wire_moved(s->wire_sent, braid_stripe_weights_wire(&s->st))) {
+			s->wire_sent = braid_stripe_weights_wire(&s->st);
+			assert_int_equal(braid_stripe_follow(s->cut, s->wire_sent), 0);
+			s->wires++;
+		}
 		if (--s->parts_left[c.msg] == 0) {
 			inflight--;
 			if (++done == warm)
@@ -425,6 +436,81 @@ static void sim_fast_and_quarter(void **state)
 	assert_int_equal(s.slow_fired[0], 0);
 	assert_int_equal(s.slow_fired[1], 1);
 	print_message("stripe sim R + R/4, equal:    %.3f R (ideal 0.5 R)\n", equal / R);
+}
+
+/*
+ * net_ofi's shape: the receiver cuts, in follow mode, by the weights the sender measured
+ * and sent when they moved. On lanes at R and R/4 the follower's cut must converge to
+ * 80/20 and the pair to 1.25 R (>= 0.85 x), as when the sender cuts itself, with few
+ * messages (weights move in steps of at least 1%); the follower's own measurements never
+ * move its weights.
+ */
+static void sim_follow_sender(void **state)
+{
+	const double bps[] = { R, R / 4 };
+	static struct sim s;
+	static struct braid_stripe cut;
+	struct braid_stripe_cfg cfg;
+	double tput;
+
+	(void)state;
+	sim_init(&s, 2, bps, NULL, BRAID_STRIPE_ADAPTIVE);
+	braid_stripe_cfg_default(&cfg);
+	cfg.mode = BRAID_STRIPE_FOLLOW;
+	assert_int_equal(braid_stripe_init(&cut, 2, NULL, &cfg), 0);
+	assert_near(braid_stripe_weight(&cut, 0), 0.5, 1e-9);
+	s.cut = &cut;
+	tput = sim_run(&s, 2000, 200, 4 * MiB);
+	assert_near(braid_stripe_weight(&cut, 0), 0.8, 0.05);
+	assert_near(braid_stripe_weight(&cut, 1), 0.2, 0.05);
+	assert_true(tput >= 0.85 * 1.25 * R);
+	assert_in_range(s.wires, 1, 200);
+	print_message("stripe sim R + R/4, receiver follows the sender: %.3f R, weights "
+		      "%.3f/%.3f, %d weight messages for 2000 messages\n",
+		      tput / R, braid_stripe_weight(&cut, 0), braid_stripe_weight(&cut, 1),
+		      s.wires);
+
+	/* its own completions (a receiver's) fold rates but never its weights */
+	for (int i = 0; i < 64; i++) {
+		braid_stripe_posted(&cut, 1, MiB, (uint64_t)i * 1000000);
+		braid_stripe_completed(&cut, 1, MiB, (uint64_t)i * 1000000 + 10000);
+	}
+	assert_true(braid_stripe_rate(&cut, 1) > 0);
+	assert_near(braid_stripe_weight(&cut, 1), 0.2, 0.05);
+}
+
+/* The wire form: a round trip within 1/65535, the hysteresis, and every form a follower
+ * must refuse (all zero, a lane it does not have) leaves its weights as they were. */
+static void weights_wire(void **state)
+{
+	struct braid_stripe a, b;
+	struct braid_stripe_cfg cfg;
+	uint64_t w;
+
+	(void)state;
+	braid_stripe_cfg_default(&cfg);
+	cfg.mode = BRAID_STRIPE_FOLLOW;
+	assert_int_equal(braid_stripe_init(&b, 3, NULL, &cfg), 0);
+	assert_int_equal(braid_stripe_init(&a, 3, (const int[]){ 400, 200, 200 }, NULL), 0);
+	w = braid_stripe_weights_wire(&a);
+	assert_int_equal(w >> 48, 0);
+	assert_int_equal(braid_stripe_follow(&b, w), 0);
+	for (int i = 0; i < 3; i++)
+		assert_near(braid_stripe_weight(&b, i), braid_stripe_weight(&a, i), 2.0 / 65535);
+	assert_near(braid_stripe_weight(&b, 0), 0.5, 1e-4);
+
+	assert_false(braid_stripe_wire_moved(w, w));
+	assert_false(braid_stripe_wire_moved(w, w + BRAID_STRIPE_WIRE_HYSTERESIS - 1));
+	assert_true(braid_stripe_wire_moved(w, w + BRAID_STRIPE_WIRE_HYSTERESIS));
+	assert_true(braid_stripe_wire_moved(w, w - ((uint64_t)BRAID_STRIPE_WIRE_HYSTERESIS << 32)));
+
+	assert_int_equal(braid_stripe_follow(&b, 0), -EINVAL);
+	assert_int_equal(braid_stripe_follow(&b, w | (1ULL << 48)), -EINVAL);
+	assert_near(braid_stripe_weight(&b, 0), 0.5, 1e-4);
+	/* lane 2 at 0 is a lane left out, not garbage */
+	assert_int_equal(braid_stripe_follow(&b, 0x0000000100030000ULL >> 16), 0);
+	assert_near(braid_stripe_weight(&b, 0), 0.75, 1e-9);
+	assert_near(braid_stripe_weight(&b, 2), 0, 1e-9);
 }
 
 /* Guards convergence and false alarms with equal lanes: 2 and 4 lanes at R, started from
@@ -635,6 +721,8 @@ int main(void)
 		cmocka_unit_test(equal_mode_splits_evenly),
 		cmocka_unit_test(sim_fast_and_quarter),
 		cmocka_unit_test(sim_equal_lanes),
+		cmocka_unit_test(sim_follow_sender),
+		cmocka_unit_test(weights_wire),
 		cmocka_unit_test(idle_lane_is_not_slow),
 		cmocka_unit_test(slow_lane_sustained_and_latched),
 		cmocka_unit_test(one_odd_sample_is_damped),

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "net_ib/ib.h"
+#include "plugin/clock.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
 
@@ -39,16 +40,6 @@ uint16_t ib_rocev2_sport(uint32_t lqpn, uint32_t rqpn, uint32_t fl)
 	return (uint16_t)(((fl & 0x3fff) ^ ((fl & 0xfc000) >> 14)) | 0xc000);
 }
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	x ^= x >> 31;
-	return x;
-}
-
 /*
  * The label of QP i of a connection: a hash of the connection's first QP pair (the same
  * for every QP of the connection, different between connections) plus i in the 14 bits
@@ -57,7 +48,7 @@ static uint64_t mix64(uint64_t x)
  */
 uint32_t ib_flow_label(uint32_t lqpn0, uint32_t rqpn0, int i)
 {
-	uint64_t h = mix64(((uint64_t)lqpn0 << 32) | rqpn0);
+	uint64_t h = braid_mix64(((uint64_t)lqpn0 << 32) | rqpn0);
 	uint32_t base = (uint32_t)(h & 0x3fff);
 	/* spread the siblings evenly over the 14-bit port space */
 	uint32_t low = (base + (uint32_t)i * (0x4000 / IB_MAX_QPS + 1)) & 0x3fff;

@@ -34,7 +34,8 @@
  * slot), takes the first unused buffer with its NCCL tag (none: a NULL request, as
  * NCCL's), truncates the message once to the buffer's size (the sum of its parts, as
  * ncclIbIsend does) and sends on every lane the bytes of that lane's part, to exactly
- * that buffer (0 bytes where the message ends before the part). No message is ever
+ * that buffer (0 bytes where the message ends before the part; nothing on a lane whose
+ * part is empty and has no receive posted: OFI_PART_POSTED). No message is ever
  * larger than the buffer it matches, so the provider never truncates (libfabric 1.17's
  * shm never completes a truncated receive; tcp's rxm breaks the connection every comm of
  * the device shares). Announcements land in buffers shared by the whole endpoint, sized
@@ -136,6 +137,10 @@ int ofi_tag_format_ok(uint64_t mem_tag_format, char *why, size_t whylen);
  *   weight messages so that an older one overtaking a newer is dropped). 24 bytes,
  *   always injected.
  */
+/* An announced part has a receive posted on its lane, which a message must fill (maybe
+ * with 0 bytes); a part without it has none, and the sender sends nothing there: a
+ * fused comm's small message travels on one lane only. */
+#define OFI_PART_POSTED 1u
 #define OFI_MSG_ANNOUNCE 0u
 #define OFI_MSG_WEIGHTS 1u
 struct ofi_announce {
@@ -148,7 +153,7 @@ struct ofi_announce {
 	struct {
 		uint64_t size;
 		int32_t tag;
-		uint32_t pad;
+		uint32_t flags; /* OFI_PART_POSTED */
 	} e[BRAID_MAX_RECVS];
 };
 
@@ -245,8 +250,9 @@ enum ofi_op_type {
 struct ofi_op {
 	struct fi_context2 fictx;
 	uint8_t type;
-	uint8_t idx;  /* receives: the buffer */
-	uint8_t lane; /* index of the lane in its comm */
+	uint8_t idx;    /* receives: the buffer */
+	uint8_t lane;   /* index of the lane in its comm */
+	uint8_t counts; /* data: the message's first lane, which counts it (tx/rx_msgs) */
 	struct ofi_req *req;
 	struct ofi_lane *l; /* whose operation: completions on the shared CQ go there */
 };
@@ -296,6 +302,7 @@ struct ofi_req {
 	uint8_t is_send;
 	uint8_t stalled;
 	uint8_t noted; /* sends: lanes whose part's completion the stripe has */
+	uint8_t skip;  /* sends: lanes the receiver posted no receive on (OFI_PART_POSTED) */
 	int n;
 	ncclResult_t status; /* judged by the calling thread (the peer's goodbye) */
 	struct ofi_comm *comm;
@@ -469,6 +476,8 @@ int ofi_mr_bind_or_close(struct ofi_dev *d, int rc, struct fid_mr **mr);
 int ofi_post_send(struct ofi_lane *l, struct ofi_req *r);
 /* A receive's parts not posted yet on lane l, its announcement last; stops at -FI_EAGAIN. */
 int ofi_post_recv(struct ofi_lane *l, struct ofi_req *r);
+/* r's part on lane l, whichever kind r is. */
+int ofi_post_part(struct ofi_lane *l, struct ofi_req *r);
 /* The sender's weights (plugin/stripe.h wire form) to the peer's lane, injected:
  * 0, -FI_EAGAIN or the provider's error. */
 int ofi_post_weights(struct ofi_lane *l, uint64_t wire, uint32_t seq);

@@ -152,7 +152,7 @@ static int handle_cq_error(struct ofi_dev *d)
 }
 
 /* A completion from the shared CQ, for whichever lane posted the operation. Messages are
- * counted once, on their first lane. */
+ * counted once, on their first lane that carries a part. */
 static void handle_completion(struct ofi_dev *d, const struct fi_cq_tagged_entry *e)
 {
 	struct ofi_op *op = to_ofi_op(e->op_context);
@@ -171,11 +171,11 @@ static void handle_completion(struct ofi_dev *d, const struct fi_cq_tagged_entry
 		ofi_req_recv(r)->rl[op->lane].len[op->idx] = e->len;
 		r->l[op->lane].done_mask |= (uint8_t)(1u << op->idx);
 		braid_ctr_count(l->ctr, d->ctr, BRAID_CTR(rx_bytes), e->len);
-		if (op->lane == 0)
+		if (op->counts)
 			braid_ctr_count(l->ctr, d->ctr, BRAID_CTR(rx_msgs), 1);
 	} else if (op->type == OFI_OP_SEND) {
 		braid_ctr_count(l->ctr, d->ctr, BRAID_CTR(tx_bytes), r->slen[op->lane]);
-		if (op->lane == 0)
+		if (op->counts)
 			braid_ctr_count(l->ctr, d->ctr, BRAID_CTR(tx_msgs), 1);
 	}
 }

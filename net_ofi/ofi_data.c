@@ -177,16 +177,23 @@ static void cut_send(struct ofi_comm *c, struct ofi_req *r, int idx, size_t size
 {
 	uint32_t slot = c->seq % OFI_MAX_INFLIGHT;
 	size_t off = 0;
+	int counted = 0;
 
+	r->skip = 0;
 	for (int k = 0; k < c->nlanes; k++) {
 		size_t part = c->lane[k].ring[slot].ann.e[idx].size;
+		int posted = !!(c->lane[k].ring[slot].ann.e[idx].flags & OFI_PART_POSTED);
 
 		r->soff[k] = off;
 		r->slen[k] = size > off ? (size - off < part ? size - off : part) : 0;
+		if (!posted)
+			r->skip |= (uint8_t)(1u << k);
 		*ofi_req_sop(r, k) = (struct ofi_op){ .type = OFI_OP_SEND,
 						      .lane = (uint8_t)k,
+						      .counts = (uint8_t)(posted && !counted),
 						      .req = r,
 						      .l = &c->lane[k] };
+		counted |= posted;
 		off += part;
 	}
 	r->ssize = size < off ? size : off;
@@ -204,34 +211,44 @@ static void lane_sent(struct ofi_lane *l, int idx)
 	}
 }
 
-/* Post r on every lane. 1: not taken (the first lane said "not now"); 0: posted, or
- * queued behind a lane's backlog; -1: failed. */
-static int post_send_lanes(struct ofi_comm *c, struct ofi_req *r, int idx)
+/*
+ * Post send or receive r on every lane. 1: not taken (nothing of it is with the provider or
+ * queued); 0: posted, or queued behind a lane's backlog; -1: failed. Only the first lane
+ * may answer "not now": once a lane took its part the others queue theirs. A receive
+ * also queues behind lane 0's backlog, and once part of it is posted there.
+ */
+static int post_lanes(struct ofi_comm *c, struct ofi_req *r, int idx)
 {
 	for (int k = 0; k < c->nlanes; k++) {
 		struct ofi_lane *l = &c->lane[k];
-		int rc;
+		int backlogged, rc;
 
 		pthread_mutex_lock(&l->dev->ep_lock);
 		lane_check(c, l);
-		rc = ofi_lane_backlogged(l) ? -FI_EAGAIN : ofi_post_send(l, r);
-		if (rc == -FI_EAGAIN && k == 0) {
+		backlogged = ofi_lane_backlogged(l);
+		rc = backlogged ? -FI_EAGAIN : ofi_post_part(l, r);
+		if (rc == -FI_EAGAIN && k == 0 &&
+		    (r->is_send || (!backlogged && !r->l[0].posted))) {
 			lane_progress(c, l); /* what the provider waits for */
 			pthread_mutex_unlock(&l->dev->ep_lock);
 			progress_lanes(c, 1);
 			return 1;
 		}
-		/* Once a lane took its part the others never say "not now": they queue. */
 		if (rc == -FI_EAGAIN) {
 			ofi_lane_defer(l, r);
 			rc = 0;
 		}
-		if (!rc)
+		if (!rc && r->is_send)
 			lane_sent(l, idx);
 		pthread_mutex_unlock(&l->dev->ep_lock);
 		if (rc) {
-			BRAID_WARN("ofi: fi_tsend of %zu bytes on %s send comm lane %u to %s: %s",
-				   r->slen[k], l->dev->name, l->id, c->peer, ofi_strerror(rc));
+			/* Posted receive buffers stay with the provider until the endpoint
+			 * closes: the comm is done. */
+			BRAID_WARN("ofi: %s of %zu bytes on %s %s comm lane %u, peer %s: posting "
+				   "failed: %s",
+				   r->is_send ? "isend" : "irecv",
+				   r->is_send ? r->slen[k] : ofi_req_recv(r)->size[0], l->dev->name,
+				   ofi_comm_kind(c), l->id, c->peer, ofi_strerror(rc));
 			comm_fail(c, ncclSystemError);
 			return -1;
 		}
@@ -282,7 +299,7 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 	cut_send(c, r, idx, size);
 	/* read before posting: once the group is used up, its slot may take another */
 	upto = g->ann.first + g->ann.n;
-	rc = post_send_lanes(c, r, idx);
+	rc = post_lanes(c, r, idx);
 	if (rc) {
 		braid_pool_put(&c->reqs, r);
 		return c->error;
@@ -292,7 +309,7 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 		c->seq++;
 	}
 	now = braid_now_ns();
-	for (int k = 0; k < c->nlanes; k++)
+	for (int k = 0; c->nlanes > 1 && k < c->nlanes; k++) /* one lane: no stripe */
 		braid_stripe_posted(&c->stripe, k, r->slen[k], now);
 	for (int k = 0; c->ctr && k < c->nlanes && k < BRAID_CTR_MAX_LANES; k++) {
 		braid_ctr_add(&c->ctr->lanes[k].bytes, r->slen[k]);
@@ -316,7 +333,7 @@ static void weights_to_counters(struct ofi_comm *c)
 							 0.5);
 }
 
-/* Cut each buffer into one part per lane, by the receiver's shares, and write each
+/* Cut each buffer into one part per lane, by the sender's weights, and write each
  * lane's announcement. */
 static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
 {
@@ -350,54 +367,25 @@ static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
 		}
 	}
 	for (int i = 0; i < r->n; i++) {
-		size_t len[BRAID_STRIPE_MAX_LANES], off = 0;
-		int first;
+		size_t len[BRAID_STRIPE_MAX_LANES] = { recv->size[i] }, off = 0;
+		int first = 0;
 
-		braid_stripe_split(&c->stripe, recv->size[i], len, &first);
+		if (c->nlanes > 1)
+			braid_stripe_split(&c->stripe, recv->size[i], len, &first);
 		for (int k = 0; k < c->nlanes; k++) {
+			/* a lane without bytes of it posts no receive (a 0-byte buffer: the
+			 * first lane does) */
+			int posted = len[k] || k == first;
+
 			recv->rl[k].len[i] = len[k];
 			recv->rl[k].off[i] = off;
 			recv->rl[k].ann.e[i].size = len[k];
 			recv->rl[k].ann.e[i].tag = tags[i];
+			recv->rl[k].ann.e[i].flags = posted ? OFI_PART_POSTED : 0;
+			recv->rl[k].op[i].counts = (uint8_t)(k == first);
 			off += len[k];
 		}
 	}
-}
-
-/* Post r on every lane. 1: not taken (nothing of it is with the provider); 0: posted, or
- * queued behind a lane's backlog; -1: failed. */
-static int post_recv_lanes(struct ofi_comm *c, struct ofi_req *r)
-{
-	for (int k = 0; k < c->nlanes; k++) {
-		struct ofi_lane *l = &c->lane[k];
-		int backlogged, rc;
-
-		pthread_mutex_lock(&l->dev->ep_lock);
-		lane_check(c, l);
-		backlogged = ofi_lane_backlogged(l);
-		rc = backlogged ? -FI_EAGAIN : ofi_post_recv(l, r);
-		if (rc == -FI_EAGAIN && k == 0 && !backlogged && !r->l[0].posted) {
-			lane_progress(c, l); /* what the provider waits for */
-			pthread_mutex_unlock(&l->dev->ep_lock);
-			progress_lanes(c, 1);
-			return 1;
-		}
-		if (rc == -FI_EAGAIN) {
-			ofi_lane_defer(l, r);
-			rc = 0;
-		}
-		pthread_mutex_unlock(&l->dev->ep_lock);
-		if (rc) {
-			/* Posted buffers stay with the provider until the endpoint closes: the
-			 * comm is done. */
-			BRAID_WARN("ofi: irecv of %d buffer(s) on %s receive comm lane %u from %s: "
-				   "posting failed: %s",
-				   r->n, l->dev->name, l->id, c->peer, ofi_strerror(rc));
-			comm_fail(c, ncclSystemError);
-			return -1;
-		}
-	}
-	return 0;
 }
 
 ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
@@ -435,14 +423,14 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 		recv->mr[i] = to_ofi_mr(mhandles[i]);
 	}
 	cut_recv(c, r, tags);
-	rc = post_recv_lanes(c, r);
+	rc = post_lanes(c, r, 0);
 	if (rc) {
 		if (rc > 0 || !r->l[0].posted)
 			braid_pool_put(&c->reqs, r);
 		return c->error;
 	}
 	now = braid_now_ns();
-	for (int k = 0; k < c->nlanes; k++) {
+	for (int k = 0; c->nlanes > 1 && k < c->nlanes; k++) {
 		size_t bytes = 0;
 
 		/* the announced part: len[] is the CQ reader's once posted */
@@ -535,7 +523,7 @@ static void sender_lanes_done(struct ofi_comm *c, struct ofi_req *r, uint8_t lan
 static void receiver_completed(struct ofi_comm *c, struct ofi_req *r, size_t *sizes)
 {
 	const struct ofi_recv_part *recv = ofi_req_recv(r);
-	uint64_t now = braid_now_ns();
+	uint64_t now = c->nlanes > 1 ? braid_now_ns() : 0;
 
 	for (int i = 0; i < r->n; i++)
 		sizes[i] = 0;
@@ -546,7 +534,8 @@ static void receiver_completed(struct ofi_comm *c, struct ofi_req *r, size_t *si
 			sizes[i] += recv->rl[k].len[i];
 			bytes += recv->rl[k].ann.e[i].size;
 		}
-		braid_stripe_completed(&c->stripe, k, bytes, now);
+		if (c->nlanes > 1)
+			braid_stripe_completed(&c->stripe, k, bytes, now);
 		if (c->ctr && k < BRAID_CTR_MAX_LANES) {
 			braid_ctr_add(&c->ctr->lanes[k].bytes, bytes);
 			braid_ctr_add(&c->ctr->lanes[k].chunks, 1);
@@ -589,7 +578,7 @@ ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
 		all_done &= rl->done_mask;
 		pthread_mutex_unlock(&l->dev->ep_lock);
 	}
-	if (r->is_send && (lanes_done & ~r->noted))
+	if (r->is_send && c->nlanes > 1 && (lanes_done & ~r->noted))
 		sender_lanes_done(c, r, lanes_done & ~r->noted);
 	if (!complete) {
 		if (status != ncclSuccess && r->status == ncclSuccess)
@@ -615,8 +604,8 @@ ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
 void ofi_comm_bye(struct ofi_comm *c, struct braid_link_bye *bye)
 {
 	uint8_t done[OFI_MAX_INFLIGHT];
-	int failed = 0;
-	uint64_t base;
+	struct braid_judge_wait w[OFI_MAX_INFLIGHT];
+	int failed = 0, nw = 0;
 
 	memset(done, 0xff, sizeof(done));
 	for (int k = 0; k < c->nlanes; k++) {
@@ -637,33 +626,23 @@ void ofi_comm_bye(struct ofi_comm *c, struct braid_link_bye *bye)
 	}
 	if (c->is_send) {
 		/* every buffer below sent_upto was sent to, and those of the current group
-		 * that are marked used (on every lane at once: isend posts or queues all) */
+		 * (its first is sent_upto) that are marked used (on every lane at once: isend
+		 * posts or queues all) */
 		const struct ofi_group *g = &c->lane[0].ring[c->seq % OFI_MAX_INFLIGHT];
 		int arrived = __atomic_load_n(&g->arrived, __ATOMIC_ACQUIRE);
 
-		braid_bye_init(bye, c->sent_upto, arrived ? g->ann.first + g->ann.n : c->sent_upto);
-		for (uint32_t i = 0; arrived && i < g->ann.n; i++)
-			if (g->used & (1u << i))
-				braid_bye_add(bye, g->ann.first + i);
+		braid_judge_bye_send(bye, c->sent_upto, arrived ? g->ann.n : 0,
+				     arrived ? g->used : 0);
 		return;
 	}
 	/* receiver: every buffer is filled but those of requests still waiting */
-	base = c->nbufs;
-	for (uint32_t i = 0; i < c->reqs.nelem; i++) {
+	for (uint32_t i = 0; i < c->reqs.nelem && i < OFI_MAX_INFLIGHT; i++) {
 		const struct ofi_req *r = braid_pool_at(&c->reqs, i);
 
-		for (int b = 0; braid_pool_is_used(&c->reqs, i) && b < r->n; b++)
-			if (!(done[i] & (1u << b)) && r->first + (uint64_t)b < base)
-				base = r->first + (uint64_t)b;
+		if (braid_pool_is_used(&c->reqs, i))
+			w[nw++] = (struct braid_judge_wait){ .first = r->first,
+							     .n = r->n,
+							     .done = done[i] };
 	}
-	braid_bye_init(bye, base, c->nbufs);
-	for (uint64_t b = base; b < c->nbufs; b++)
-		braid_bye_add(bye, b);
-	for (uint32_t i = 0; i < c->reqs.nelem; i++) {
-		const struct ofi_req *r = braid_pool_at(&c->reqs, i);
-
-		for (int b = 0; braid_pool_is_used(&c->reqs, i) && b < r->n; b++)
-			if (!(done[i] & (1u << b)))
-				braid_bye_del(bye, r->first + (uint64_t)b);
-	}
+	braid_judge_bye_recv(bye, c->nbufs, w, nw);
 }

@@ -17,6 +17,10 @@ int ofi_post_send(struct ofi_lane *l, struct ofi_req *r)
 
 	if (rl->posted)
 		return 0;
+	if (r->skip & (1u << l->k)) { /* no receive waits for it there */
+		rl->posted = 1;
+		return 0;
+	}
 	rc = fi_tsend(l->dev->ep, len ? r->sbuf + r->soff[l->k] : &zero_byte, len,
 		      r->smr->lane[l->k]->desc, l->peer_addr, ofi_msg_tag(l->peer_id, r->first),
 		      &ofi_req_sop(r, l->k)->fictx);
@@ -41,6 +45,11 @@ int ofi_post_recv(struct ofi_lane *l, struct ofi_req *r)
 		int i = rl->posted;
 		ssize_t rc;
 
+		if (i < r->n && !(part->ann.e[i].flags & OFI_PART_POSTED)) {
+			rl->posted++; /* no part here: nothing comes */
+			rl->done_mask |= (uint8_t)(1u << i);
+			continue;
+		}
 		if (i < r->n) {
 			if (d->rx_cap && d->rx_posted >= d->rx_cap)
 				return -FI_EAGAIN; /* the provider's queue is full */
@@ -98,11 +107,16 @@ void ofi_lane_defer(struct ofi_lane *l, struct ofi_req *r)
 	d->deferred = l;
 }
 
+int ofi_post_part(struct ofi_lane *l, struct ofi_req *r)
+{
+	return r->is_send ? ofi_post_send(l, r) : ofi_post_recv(l, r);
+}
+
 int ofi_post_backlog(struct ofi_lane *l)
 {
 	while (ofi_lane_backlogged(l)) {
 		struct ofi_req *r = l->backlog[l->backlog_head % OFI_BACKLOG];
-		int rc = r->is_send ? ofi_post_send(l, r) : ofi_post_recv(l, r);
+		int rc = ofi_post_part(l, r);
 
 		if (rc == -FI_EAGAIN)
 			return rc;

@@ -12,4 +12,15 @@ uint64_t braid_now_ns(void); /* CLOCK_MONOTONIC */
 /* getrandom(), or the clock and pid when the entropy pool is not ready (early boot). */
 uint64_t braid_random_u64(void);
 
+/* splitmix64's finaliser: a cheap, well-mixed 64-bit hash (flow labels, test patterns). */
+static inline uint64_t braid_mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return x;
+}
+
 #endif

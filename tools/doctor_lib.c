@@ -310,12 +310,47 @@ static int list_missing(struct doctor *d, const char *val, const char *dir, bool
 	return nmiss;
 }
 
+/* A variable that lists names of dir's entries (NCCL_IB_HCA, NCCL_SOCKET_IFNAME). */
+struct name_list {
+	const char *var, *dir;
+	bool ports;         /* names may end in :port */
+	const char *what;   /* what a name names */
+	const char *unset;  /* what NCCL does when it is not set */
+	const char *no_one; /* said after "matches no <what>" */
+};
+
+/* Every name of the list must match an entry of dir; '^' lists are not checked. */
+static void check_name_list(struct doctor *d, const struct name_list *k)
+{
+	const char *val = getenv(k->var);
+	char id[64], fix[160], missing[512];
+	int nmiss, nlisted;
+
+	snprintf(id, sizeof(id), "env.%s", k->var);
+	if (!val) {
+		doc_add(d, DOC_PASS, id, NULL, "not set: %s", k->unset);
+		return;
+	}
+	nmiss = list_missing(d, val, k->dir, k->ports, missing, sizeof(missing), &nlisted);
+	if (val[0] == '^') {
+		doc_add(d, DOC_PASS, id, NULL, "%s=%s excludes some (not checked)", k->var, val);
+	} else if (nmiss == nlisted && nlisted > 0) {
+		snprintf(fix, sizeof(fix), "set %s to names from %s, or unset it", k->var, k->dir);
+		doc_add(d, DOC_FAIL, id, fix, "%s=%s matches no %s here (missing: %s)%s", k->var,
+			val, k->what, missing, k->no_one);
+	} else if (nmiss) {
+		snprintf(fix, sizeof(fix), "drop the missing names from %s", k->var);
+		doc_add(d, DOC_WARN, id, fix, "%s=%s: %s match no %s here", k->var, val, missing,
+			k->what);
+	} else {
+		doc_add(d, DOC_PASS, id, NULL, "%s=%s: every name matches an entry of %s", k->var,
+			val, k->dir);
+	}
+}
+
 static void check_env(struct doctor *d)
 {
 	const char *net = getenv("NCCL_NET"), *dis = getenv("NCCL_IB_DISABLE");
-	const char *hca = getenv("NCCL_IB_HCA"), *ifn = getenv("NCCL_SOCKET_IFNAME");
-	char missing[512];
-	int nmiss, nlisted;
 
 	if (!net)
 		doc_add(d, DOC_PASS, "env.NCCL_NET", NULL,
@@ -336,51 +371,13 @@ static void check_env(struct doctor *d)
 		doc_add(d, DOC_PASS, "env.NCCL_IB_DISABLE", NULL, "%s",
 			dis ? "NCCL_IB_DISABLE is not 1" : "not set");
 
-	if (!hca) {
-		doc_add(d, DOC_PASS, "env.NCCL_IB_HCA", NULL, "not set: every RDMA device is used");
-	} else {
-		nmiss = list_missing(d, hca, "/sys/class/infiniband", true, missing,
-				     sizeof(missing), &nlisted);
-		if (hca[0] == '^')
-			doc_add(d, DOC_PASS, "env.NCCL_IB_HCA", NULL,
-				"NCCL_IB_HCA=%s excludes devices (not checked)", hca);
-		else if (nmiss == nlisted && nlisted > 0)
-			doc_add(d, DOC_FAIL, "env.NCCL_IB_HCA",
-				"set NCCL_IB_HCA to names from /sys/class/infiniband, or unset it",
-				"NCCL_IB_HCA=%s names no RDMA device here (missing: %s)", hca,
-				missing);
-		else if (nmiss)
-			doc_add(d, DOC_WARN, "env.NCCL_IB_HCA",
-				"drop the missing names from NCCL_IB_HCA",
-				"NCCL_IB_HCA=%s: %s match no RDMA device here", hca, missing);
-		else
-			doc_add(d, DOC_PASS, "env.NCCL_IB_HCA", NULL,
-				"NCCL_IB_HCA=%s: every name matches a device", hca);
-	}
-
-	if (!ifn) {
-		doc_add(d, DOC_PASS, "env.NCCL_SOCKET_IFNAME", NULL,
-			"not set: NCCL picks an interface (not lo or docker*)");
-	} else {
-		nmiss = list_missing(d, ifn, "/sys/class/net", false, missing, sizeof(missing),
-				     &nlisted);
-		if (ifn[0] == '^')
-			doc_add(d, DOC_PASS, "env.NCCL_SOCKET_IFNAME", NULL,
-				"NCCL_SOCKET_IFNAME=%s excludes interfaces (not checked)", ifn);
-		else if (nmiss == nlisted && nlisted > 0)
-			doc_add(d, DOC_FAIL, "env.NCCL_SOCKET_IFNAME",
-				"set NCCL_SOCKET_IFNAME to an interface of `ip link`, or unset it",
-				"NCCL_SOCKET_IFNAME=%s matches no interface here (missing: %s): "
-				"NCCL cannot bootstrap",
-				ifn, missing);
-		else if (nmiss)
-			doc_add(d, DOC_WARN, "env.NCCL_SOCKET_IFNAME",
-				"drop the missing names from NCCL_SOCKET_IFNAME",
-				"NCCL_SOCKET_IFNAME=%s: %s match no interface here", ifn, missing);
-		else
-			doc_add(d, DOC_PASS, "env.NCCL_SOCKET_IFNAME", NULL,
-				"NCCL_SOCKET_IFNAME=%s: every name matches an interface", ifn);
-	}
+	check_name_list(d, &(const struct name_list){ "NCCL_IB_HCA", "/sys/class/infiniband", true,
+						      "RDMA device", "every RDMA device is used",
+						      "" });
+	check_name_list(d, &(const struct name_list){ "NCCL_SOCKET_IFNAME", "/sys/class/net", false,
+						      "interface",
+						      "NCCL picks an interface (not lo or docker*)",
+						      ": NCCL cannot bootstrap" });
 }
 
 void doc_check_lib(struct doctor *d)

@@ -3,25 +3,17 @@
 
 #include <string.h>
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	x ^= x >> 31;
-	return x;
-}
+#include "plugin/clock.h"
 
 /* Word w of message (seed, msg): a hash of the word index, so a shifted copy fails. */
 static uint64_t word_at(uint64_t base, uint64_t w)
 {
-	return mix64(base + w * 0x9e3779b97f4a7c15ULL);
+	return braid_mix64(base + w * 0x9e3779b97f4a7c15ULL);
 }
 
 static uint64_t base_of(uint64_t seed, uint64_t msg)
 {
-	return mix64(seed ^ mix64(msg + 0x5851f42d4c957f2dULL));
+	return braid_mix64(seed ^ braid_mix64(msg + 0x5851f42d4c957f2dULL));
 }
 
 uint8_t pattern_byte(uint64_t seed, uint64_t msg, size_t off)
@@ -77,7 +69,7 @@ size_t pattern_check(const void *buf, size_t len, uint64_t seed, uint64_t msg)
 uint64_t prng_next(uint64_t *state)
 {
 	*state += 0x9e3779b97f4a7c15ULL;
-	return mix64(*state);
+	return braid_mix64(*state);
 }
 
 uint64_t prng_range(uint64_t *state, uint64_t lo, uint64_t hi)

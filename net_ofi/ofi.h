@@ -137,6 +137,10 @@ int ofi_tag_format_ok(uint64_t mem_tag_format, char *why, size_t whylen);
  *   weight messages so that an older one overtaking a newer is dropped). 24 bytes,
  *   always injected.
  */
+/* An announced part has a receive posted on its lane, which a message must fill (maybe
+ * with 0 bytes); a part without it has none, and the sender sends nothing there: a
+ * fused comm's small message travels on one lane only. */
+#define OFI_PART_POSTED 1u
 #define OFI_MSG_ANNOUNCE 0u
 #define OFI_MSG_WEIGHTS 1u
 struct ofi_announce {
@@ -149,10 +153,7 @@ struct ofi_announce {
 	struct {
 		uint64_t size;
 		int32_t tag;
-		/* the lanes with a receive posted for the buffer, which a message must fill
-		 * (maybe with 0 bytes); the sender sends nothing on the others, so a fused
-		 * comm's small message travels on one lane (a 0-byte one: on one lane) */
-		uint32_t lanes;
+		uint32_t flags; /* OFI_PART_POSTED */
 	} e[BRAID_MAX_RECVS];
 };
 
@@ -160,23 +161,6 @@ static inline size_t ofi_announce_len(uint32_t n)
 {
 	return __builtin_offsetof(struct ofi_announce, e) +
 	       (size_t)n * sizeof(((struct ofi_announce *)0)->e[0]);
-}
-
-/*
- * A fused comm announces all its lanes' parts in ONE message, on lane 0 (one control
- * message per irecv, not one per lane): after the n entries (e[i].size the buffer's size)
- * come n x nlanes uint64_t, buffer i's part on lane k at i x nlanes + k. A comm of one
- * lane sends the entries only (e[i].size is its part).
- */
-#define OFI_ANN_PARTS_MAX (BRAID_MAX_RECVS * BRAID_VDEV_MAX_NICS)
-union ofi_announce_wire {
-	struct ofi_announce a;
-	unsigned char bytes[sizeof(struct ofi_announce) + OFI_ANN_PARTS_MAX * sizeof(uint64_t)];
-};
-
-static inline size_t ofi_announce_wire_len(uint32_t n, int nlanes)
-{
-	return ofi_announce_len(n) + (nlanes > 1 ? (size_t)n * (size_t)nlanes * 8 : 0);
 }
 _Static_assert(OFI_MAX_INFLIGHT == 32, "a comm's announcement ring has 32 slots");
 
@@ -281,7 +265,7 @@ static inline struct ofi_op *to_ofi_op(void *op_context)
 /* A shared buffer announcements land in (op.req and op.l are NULL). */
 struct ofi_announce_slot {
 	struct ofi_op op;
-	union ofi_announce_wire msg;
+	struct ofi_announce msg;
 };
 
 static inline struct ofi_announce_slot *to_announce_slot(struct ofi_op *op)
@@ -310,7 +294,7 @@ struct ofi_recv_part {
 	size_t size[BRAID_MAX_RECVS]; /* capacity */
 	char *buf[BRAID_MAX_RECVS];
 	struct ofi_mr *mr[BRAID_MAX_RECVS];
-	struct ofi_recv_lane rl[]; /* one per lane; a fused comm's wire announcement after */
+	struct ofi_recv_lane rl[]; /* one per lane */
 };
 
 struct ofi_req {
@@ -337,8 +321,7 @@ struct ofi_req {
 #define OFI_SEND_REQ_SIZE(nlanes) (sizeof(struct ofi_req) + (nlanes) * sizeof(struct ofi_op))
 #define OFI_RECV_REQ_SIZE(nlanes)                                \
 	(sizeof(struct ofi_req) + sizeof(struct ofi_recv_part) + \
-	 (nlanes) * sizeof(struct ofi_recv_lane) +               \
-	 ((nlanes) > 1 ? sizeof(union ofi_announce_wire) : 0))
+	 (nlanes) * sizeof(struct ofi_recv_lane))
 
 static inline struct ofi_op *ofi_req_sop(struct ofi_req *r, int k)
 {
@@ -348,12 +331,6 @@ static inline struct ofi_op *ofi_req_sop(struct ofi_req *r, int k)
 static inline struct ofi_recv_part *ofi_req_recv(struct ofi_req *r)
 {
 	return (struct ofi_recv_part *)(void *)r->tail;
-}
-
-/* A fused receive's announcement of all its lanes, as it goes on the wire. */
-static inline union ofi_announce_wire *ofi_req_wire(struct ofi_req *r, int nlanes)
-{
-	return (union ofi_announce_wire *)(void *)&ofi_req_recv(r)->rl[nlanes];
 }
 
 /* Sender: a lane's announcement of one receive group, while its sends go out. */
@@ -405,12 +382,9 @@ struct ofi_comm {
 	char peer[64];           /* the peer's handshake address, for messages */
 	struct braid_pool reqs;
 	int inflight;
-	uint32_t seq;       /* receiver: next group; sender: group being sent to */
-	uint64_t nbufs;     /* receiver: buffers posted so far (the next one's number) */
-	uint64_t sent_upto; /* sender: every buffer below was sent to */
-	/* fused sender: each announced group's parts, [group slot][buffer][lane], written
-	 * with the group's lane-0 ring entry (before its `arrived`) */
-	uint64_t (*parts)[BRAID_MAX_RECVS][BRAID_VDEV_MAX_NICS];
+	uint32_t seq;               /* receiver: next group; sender: group being sent to */
+	uint64_t nbufs;             /* receiver: buffers posted so far (the next one's number) */
+	uint64_t sent_upto;         /* sender: every buffer below was sent to */
 	struct braid_stripe stripe; /* receiver: the cut (follow mode); sender: lane rates and
 				     * the weights it sends (docs/multirail.md, net_ofi) */
 	/* fused comms: the sender's weights. Sender: the last wire form sent, the number

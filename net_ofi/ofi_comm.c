@@ -21,13 +21,6 @@ struct ofi_comm *ofi_comm_alloc(const struct braid_vdev *vd, int is_send, struct
 	c->nlanes = vd->n;
 	c->link = lk;
 	snprintf(c->peer, sizeof(c->peer), "%s", lk->peer);
-	if (is_send && vd->n > 1) {
-		c->parts = calloc(OFI_MAX_INFLIGHT, sizeof(*c->parts));
-		if (!c->parts) {
-			free(c);
-			return NULL;
-		}
-	}
 	for (int k = 0; k < vd->n; k++) {
 		struct ofi_lane *l = &c->lane[k];
 
@@ -42,7 +35,6 @@ struct ofi_comm *ofi_comm_alloc(const struct braid_vdev *vd, int is_send, struct
 	if (braid_pool_init(&c->reqs, elem,
 			    is_send ? BRAID_MAX_RECVS * OFI_MAX_INFLIGHT : OFI_MAX_INFLIGHT,
 			    c->lane[0].dev->numa_node)) {
-		free(c->parts);
 		free(c);
 		return NULL;
 	}
@@ -71,6 +63,5 @@ void ofi_comm_release(struct ofi_comm *c)
 	braid_pool_fini(&c->reqs);
 	braid_link_close(c->link, NULL);
 	c->magic = BRAID_MAGIC_DEAD;
-	free(c->parts);
 	free(c);
 }

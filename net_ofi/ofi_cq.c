@@ -36,46 +36,12 @@ static void weights_arrived(struct ofi_lane *l, const struct ofi_announce *m, si
 	__atomic_store_n(&c->weights_in, m->first, __ATOMIC_RELAXED);
 }
 
-/*
- * Sender: the parts of an announced group, each buffer's on each lane (after the entries on
- * the wire for a fused comm; e[i].size itself for one lane), into parts[i][k]. 0, or -1
- * when they do not add up: a buffer's parts sum to its size, its lanes name only lanes of
- * the comm, at least one, and every lane with bytes.
- */
-static int announce_parts(const union ofi_announce_wire *w, int nlanes,
-			  uint64_t parts[BRAID_MAX_RECVS][BRAID_VDEV_MAX_NICS])
+/* A control message arrived in a shared buffer: an announcement for a send lane, or the
+ * sender's weights for a receive lane. */
+static void announce_arrived(struct ofi_dev *d, const struct ofi_announce *m, size_t len)
 {
-	const struct ofi_announce *m = &w->a;
-	const unsigned char *p = w->bytes + ofi_announce_len(m->n);
-
-	for (uint32_t i = 0; i < m->n; i++) {
-		uint32_t lanes = m->e[i].lanes;
-		uint64_t sum = 0;
-
-		if (!lanes || (lanes >> nlanes))
-			return -1;
-		if (nlanes == 1)
-			continue;
-		for (int k = 0; k < nlanes; k++, p += sizeof(uint64_t)) {
-			memcpy(&parts[i][k], p, sizeof(uint64_t));
-			if (parts[i][k] && !(lanes & (1u << k)))
-				return -1;
-			sum += parts[i][k];
-		}
-		if (sum != m->e[i].size)
-			return -1;
-	}
-	return 0;
-}
-
-/* A control message arrived in a shared buffer: an announcement for a send lane (lane 0
- * of its comm), or the sender's weights for a receive lane. */
-static void announce_arrived(struct ofi_dev *d, const union ofi_announce_wire *w, size_t len)
-{
-	const struct ofi_announce *m = &w->a;
 	struct ofi_lane *l = len >= ofi_announce_len(0) ? d->by_id[m->dst] : NULL;
 	struct ofi_group *g;
-	int nlanes;
 
 	if (!l || l->token != m->token || l->closing) {
 		/* for a lane that closed (its id may even be someone else's by now) */
@@ -97,12 +63,8 @@ static void announce_arrived(struct ofi_dev *d, const union ofi_announce_wire *w
 		ofi_lane_fail(l, ncclRemoteError);
 		return;
 	}
-	nlanes = l->comm->nlanes;
-	if (__atomic_load_n(&g->arrived, __ATOMIC_RELAXED) || l->k || m->n < 1 ||
-	    m->n > BRAID_MAX_RECVS || len != ofi_announce_wire_len(m->n, nlanes) ||
-	    m->seq - l->seq >= OFI_MAX_INFLIGHT ||
-	    announce_parts(w, nlanes,
-			   nlanes > 1 ? l->comm->parts[m->seq % OFI_MAX_INFLIGHT] : NULL)) {
+	if (__atomic_load_n(&g->arrived, __ATOMIC_RELAXED) || m->n < 1 || m->n > BRAID_MAX_RECVS ||
+	    len != ofi_announce_len(m->n) || m->seq - l->seq >= OFI_MAX_INFLIGHT) {
 		if (l->error == ncclSuccess)
 			BRAID_WARN("ofi: send comm lane %u on %s peer %s: protocol error: "
 				   "announcement of group %u (%u buffers, %zu bytes) while at group %u",

@@ -159,11 +159,12 @@ static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r, uint8_t
  * of the group is in (they agree on buffers and tags): -1 if none yet. */
 static int match_buffer(struct ofi_comm *c, int tag)
 {
-	const struct ofi_group *g = &c->lane[0].ring[c->seq % OFI_MAX_INFLIGHT];
+	uint32_t slot = c->seq % OFI_MAX_INFLIGHT;
+	const struct ofi_group *g = &c->lane[0].ring[slot];
 
-	/* one announcement, on lane 0, carries every lane's parts */
-	if (!__atomic_load_n(&g->arrived, __ATOMIC_ACQUIRE))
-		return -1;
+	for (int k = 0; k < c->nlanes; k++)
+		if (!__atomic_load_n(&c->lane[k].ring[slot].arrived, __ATOMIC_ACQUIRE))
+			return -1;
 	for (uint32_t i = 0; i < g->ann.n; i++)
 		if (g->ann.e[i].tag == tag && !(g->used & (1u << i)))
 			return (int)i;
@@ -175,14 +176,13 @@ static int match_buffer(struct ofi_comm *c, int tag)
 static void cut_send(struct ofi_comm *c, struct ofi_req *r, int idx, size_t size)
 {
 	uint32_t slot = c->seq % OFI_MAX_INFLIGHT;
-	const struct ofi_announce *ann = &c->lane[0].ring[slot].ann;
 	size_t off = 0;
 	int counted = 0;
 
 	r->skip = 0;
 	for (int k = 0; k < c->nlanes; k++) {
-		size_t part = c->nlanes > 1 ? c->parts[slot][idx][k] : ann->e[idx].size;
-		int posted = !!(ann->e[idx].lanes & (1u << k));
+		size_t part = c->lane[k].ring[slot].ann.e[idx].size;
+		int posted = !!(c->lane[k].ring[slot].ann.e[idx].flags & OFI_PART_POSTED);
 
 		r->soff[k] = off;
 		r->slen[k] = size > off ? (size - off < part ? size - off : part) : 0;
@@ -199,7 +199,7 @@ static void cut_send(struct ofi_comm *c, struct ofi_req *r, int idx, size_t size
 	r->ssize = size < off ? size : off;
 }
 
-/* Send r is posted or queued on lane 0 (the others follow): the group's buffer is used. */
+/* Lane l's part of send r is posted or queued: the group's buffer is used there. */
 static void lane_sent(struct ofi_lane *l, int idx)
 {
 	struct ofi_group *g = &l->ring[l->seq % OFI_MAX_INFLIGHT];
@@ -219,9 +219,7 @@ static void lane_sent(struct ofi_lane *l, int idx)
  */
 static int post_lanes(struct ofi_comm *c, struct ofi_req *r, int idx)
 {
-	for (int j = 0; j < c->nlanes; j++) {
-		/* receives from the last lane to lane 0, whose announcement goes last */
-		int k = r->is_send ? j : c->nlanes - 1 - j;
+	for (int k = 0; k < c->nlanes; k++) {
 		struct ofi_lane *l = &c->lane[k];
 		int backlogged, rc;
 
@@ -229,18 +227,18 @@ static int post_lanes(struct ofi_comm *c, struct ofi_req *r, int idx)
 		lane_check(c, l);
 		backlogged = ofi_lane_backlogged(l);
 		rc = backlogged ? -FI_EAGAIN : ofi_post_part(l, r);
-		if (rc == -FI_EAGAIN && j == 0 &&
-		    (r->is_send || (!backlogged && !r->l[k].posted))) {
+		if (rc == -FI_EAGAIN && k == 0 &&
+		    (r->is_send || (!backlogged && !r->l[0].posted))) {
 			lane_progress(c, l); /* what the provider waits for */
 			pthread_mutex_unlock(&l->dev->ep_lock);
-			progress_lanes(c, r->is_send || c->nlanes == 1 ? 1 : 0);
+			progress_lanes(c, 1);
 			return 1;
 		}
 		if (rc == -FI_EAGAIN) {
 			ofi_lane_defer(l, r);
 			rc = 0;
 		}
-		if (!rc && r->is_send && k == 0)
+		if (!rc && r->is_send)
 			lane_sent(l, idx);
 		pthread_mutex_unlock(&l->dev->ep_lock);
 		if (rc) {
@@ -335,52 +333,21 @@ static void weights_to_counters(struct ofi_comm *c)
 							 0.5);
 }
 
-/* A fused receive's announcement on the wire (ofi.h): buffer i's entry and its parts. */
-static void wire_entry(struct ofi_comm *c, struct ofi_req *r, int i, int tag, uint32_t lanes,
-		       const size_t *len)
-{
-	union ofi_announce_wire *w = ofi_req_wire(r, c->nlanes);
-	unsigned char *p = w->bytes + ofi_announce_len((uint32_t)r->n) +
-			   (size_t)i * (size_t)c->nlanes * sizeof(uint64_t);
-
-	w->a.e[i].size = ofi_req_recv(r)->size[i];
-	w->a.e[i].tag = tag;
-	w->a.e[i].lanes = lanes;
-	for (int k = 0; k < c->nlanes; k++, p += sizeof(uint64_t)) {
-		uint64_t part = len[k];
-
-		memcpy(p, &part, sizeof(part));
-	}
-}
-
-/* Cut each buffer into one part per lane, by the sender's weights, and write the
- * announcement: lane 0's, which carries every lane's parts (ofi.h). */
+/* Cut each buffer into one part per lane, by the sender's weights, and write each
+ * lane's announcement. */
 static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
 {
 	struct ofi_recv_part *recv = ofi_req_recv(r);
-
-	if (c->nlanes > 1) {
-		struct ofi_announce *h = &ofi_req_wire(r, c->nlanes)->a;
-
-		h->dst = c->lane[0].peer_id;
-		h->n = (uint16_t)r->n;
-		h->token = c->lane[0].peer_token;
-		h->seq = c->seq;
-		h->kind = OFI_MSG_ANNOUNCE;
-		h->first = r->first;
-	}
 
 	for (int k = 0; k < c->nlanes; k++) {
 		struct ofi_lane *l = &c->lane[k];
 		struct ofi_recv_lane *part = &ofi_req_recv(r)->rl[k];
 
-		/* the header: only entries 0..n-1 are read, and written below */
-		part->ann.dst = l->peer_id;
-		part->ann.n = (uint16_t)r->n;
-		part->ann.token = l->peer_token;
-		part->ann.seq = c->seq;
-		part->ann.kind = OFI_MSG_ANNOUNCE;
-		part->ann.first = r->first;
+		part->ann = (struct ofi_announce){ .dst = l->peer_id,
+						   .n = (uint16_t)r->n,
+						   .token = l->peer_token,
+						   .seq = c->seq,
+						   .first = r->first };
 		for (int i = 0; i <= r->n; i++)
 			part->op[i] = (struct ofi_op){ .type = i < r->n ? OFI_OP_RECV
 									: OFI_OP_ANNOUNCE_SEND,
@@ -401,7 +368,6 @@ static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
 	}
 	for (int i = 0; i < r->n; i++) {
 		size_t len[BRAID_STRIPE_MAX_LANES] = { recv->size[i] }, off = 0;
-		uint32_t lanes = 0;
 		int first = 0;
 
 		if (c->nlanes > 1)
@@ -415,14 +381,10 @@ static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
 			recv->rl[k].off[i] = off;
 			recv->rl[k].ann.e[i].size = len[k];
 			recv->rl[k].ann.e[i].tag = tags[i];
+			recv->rl[k].ann.e[i].flags = posted ? OFI_PART_POSTED : 0;
 			recv->rl[k].op[i].counts = (uint8_t)(k == first);
-			lanes |= (uint32_t)posted << k;
 			off += len[k];
 		}
-		for (int k = 0; k < c->nlanes; k++)
-			recv->rl[k].ann.e[i].lanes = lanes;
-		if (c->nlanes > 1) /* the wire form: the buffer, then its parts (ofi.h) */
-			wire_entry(c, r, i, tags[i], lanes, len);
 	}
 }
 
@@ -581,13 +543,10 @@ static void receiver_completed(struct ofi_comm *c, struct ofi_req *r, size_t *si
 	}
 }
 
-/* Every part of r on lane k posted (lane 0 of a receive: its announcement too), and every
- * completion in. ep_lock held. */
-static int lane_complete(const struct ofi_req *r, int k)
+/* Every part of r on a lane posted, and every completion in. ep_lock held. */
+static int lane_complete(const struct ofi_req *r, const struct ofi_req_lane *rl)
 {
-	const struct ofi_req_lane *rl = &r->l[k];
-
-	return rl->pending == 0 && rl->posted == (r->is_send ? 1 : r->n + (k == 0));
+	return rl->pending == 0 && rl->posted == (r->is_send ? 1 : r->n + 1);
 }
 
 ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
@@ -606,11 +565,11 @@ ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
 		pthread_mutex_lock(&l->dev->ep_lock);
 		/* A request of several lanes waits on each lane's device: every one moves
 		 * (docs/multirail.md, deadlock rules); one NIC done needs no CQ read. */
-		if (!lane_complete(r, k) || c->nlanes > 1)
+		if (!lane_complete(r, rl) || c->nlanes > 1)
 			lane_progress(c, l);
 		else if (l->error != ncclSuccess)
 			comm_fail(c, l->error);
-		if (lane_complete(r, k))
+		if (lane_complete(r, rl))
 			lanes_done |= (uint8_t)(1u << k);
 		else
 			complete = 0;

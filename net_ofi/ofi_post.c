@@ -32,23 +32,20 @@ int ofi_post_send(struct ofi_lane *l, struct ofi_req *r)
 	return 0;
 }
 
-/* Stops quietly at -FI_EAGAIN. The announcement goes last, on lane 0 only (the comm's
- * lanes are posted from the last to lane 0), so a sender rarely sends into a buffer not
- * posted yet; when a lane's receives wait in its backlog, the provider holds what comes
- * early as unexpected (exact tags, never truncated: the parts are announced). */
+/* Stops quietly at -FI_EAGAIN. The announcement goes last, so a sender never sends into a
+ * buffer that is not posted yet. */
 int ofi_post_recv(struct ofi_lane *l, struct ofi_req *r)
 {
 	struct ofi_recv_part *recv = ofi_req_recv(r);
 	struct ofi_recv_lane *part = &recv->rl[l->k];
 	struct ofi_req_lane *rl = &r->l[l->k];
 	struct ofi_dev *d = l->dev;
-	int nlanes = l->comm->nlanes;
 
-	while (rl->posted < r->n + (l->k == 0)) {
+	while (rl->posted < r->n + 1) {
 		int i = rl->posted;
 		ssize_t rc;
 
-		if (i < r->n && !(part->ann.e[i].lanes & (1u << l->k))) {
+		if (i < r->n && !(part->ann.e[i].flags & OFI_PART_POSTED)) {
 			rl->posted++; /* no part here: nothing comes */
 			rl->done_mask |= (uint8_t)(1u << i);
 			continue;
@@ -64,18 +61,17 @@ int ofi_post_recv(struct ofi_lane *l, struct ofi_req *r)
 			if (!rc)
 				d->rx_posted++;
 		} else {
-			const void *ann = nlanes > 1 ? (const void *)ofi_req_wire(r, nlanes)
-						     : (const void *)&part->ann;
-			size_t len = ofi_announce_wire_len(part->ann.n, nlanes);
+			size_t len = ofi_announce_len(part->ann.n);
 
 			if (len <= d->inject_size) {
-				rc = fi_tinject(d->ep, ann, len, l->peer_addr, OFI_TAG_ANNOUNCE);
+				rc = fi_tinject(d->ep, &part->ann, len, l->peer_addr,
+						OFI_TAG_ANNOUNCE);
 				if (!rc) {
 					rl->posted++; /* no completion will come */
 					continue;
 				}
 			} else {
-				rc = fi_tsend(d->ep, ann, len, l->pool_desc, l->peer_addr,
+				rc = fi_tsend(d->ep, &part->ann, len, l->pool_desc, l->peer_addr,
 					      OFI_TAG_ANNOUNCE, &part->op[i].fictx);
 			}
 		}

@@ -17,6 +17,7 @@
 
 #include <rdma/fabric.h>
 
+#include "plugin/ncclib_env.h"
 #include "tools/cmds.h"
 
 /* The file a dlopen() handle came from. */
@@ -348,6 +349,42 @@ static void check_name_list(struct doctor *d, const struct name_list *k)
 	}
 }
 
+/* Every NCCL_IB_* variable of NCCL 2.30's IB transport that is set, and what braid does
+ * with it: the table the plugin reports from at init (plugin/ncclib_env.c). */
+static void check_ncclib_vars(struct doctor *d)
+{
+	size_t n;
+	const struct braid_ncclib_var *v = braid_ncclib_vars(&n);
+
+	for (size_t i = 0; i < n; i++) {
+		const char *val = getenv(v[i].name);
+		char id[64], fix[160];
+
+		/* these two have their own checks above */
+		if (!val || !strcmp(v[i].name, "NCCL_IB_HCA") ||
+		    !strcmp(v[i].name, "NCCL_IB_DISABLE"))
+			continue;
+		snprintf(id, sizeof(id), "env.%s", v[i].name);
+		switch (v[i].how) {
+		case BRAID_NCCLIB_HONOURED:
+			doc_add(d, DOC_PASS, id, NULL,
+				"%s=%s: braid reads it with NCCL's meaning (%s)", v[i].name, val,
+				v[i].braid);
+			break;
+		case BRAID_NCCLIB_WARN:
+			snprintf(fix, sizeof(fix),
+				 "see docs/ib.md for %s; unset it if it is not needed", v[i].name);
+			doc_add(d, DOC_WARN, id, fix, "%s=%s: braid does not honour it: %s",
+				v[i].name, val, v[i].braid);
+			break;
+		default:
+			doc_add(d, DOC_INFO, id, NULL, "%s=%s: braid does not read it: %s",
+				v[i].name, val, v[i].braid);
+			break;
+		}
+	}
+}
+
 static void check_env(struct doctor *d)
 {
 	const char *net = getenv("NCCL_NET"), *dis = getenv("NCCL_IB_DISABLE");
@@ -396,6 +433,8 @@ void doc_check_lib(struct doctor *d)
 	}
 	if (doc_want(d, "plugin"))
 		check_plugin(d);
-	if (doc_want(d, "env"))
+	if (doc_want(d, "env")) {
 		check_env(d);
+		check_ncclib_vars(d);
+	}
 }

@@ -31,9 +31,9 @@ endif
 $(TOOLS_SRCS:%.c=$(BUILD)/obj/%.o): DEP_CFLAGS += -DBRAID_VERSION='"$(BRAID_VERSION)"'
 $(TOOLS_SRCS:%.c=$(BUILD)/obj/%.o): VERSION
 
-# The host facts braid doctor shares with the plugin (GID choice, peer memory) and the
-# parameter table they read (BRAID_* with NCCL_* aliases).
-TOOLS_LINK_PLUGIN := $(addprefix $(BUILD)/obj/plugin/,gid.o peermem.o params.o log.o)
+# The host facts braid doctor shares with the plugin (GID choice, peer memory), the
+# parameter table they read (BRAID_* with NCCL_* aliases) and the NCCL_IB_* table.
+TOOLS_LINK_PLUGIN := $(addprefix $(BUILD)/obj/plugin/,gid.o peermem.o params.o log.o ncclib_env.o)
 
 $(BUILD)/braid: $(TOOLS_SRCS:%.c=$(BUILD)/obj/%.o) $(TOOLS_LINK_TOPO) $(TOOLS_LINK_PLUGIN)
 	@mkdir -p $(dir $@)

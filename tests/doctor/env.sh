@@ -38,4 +38,23 @@ status env.NCCL_SOCKET_IFNAME FAIL "NCCL_SOCKET_IFNAME naming a missing interfac
 rc 2 "NCCL_SOCKET_IFNAME=ens9"
 NCCL_SOCKET_IFNAME=eth doc --root "$ROOT" --only env
 status env.NCCL_SOCKET_IFNAME PASS "NCCL_SOCKET_IFNAME=eth, a prefix of eth2"
+
+# NCCL_IB_* variables of NCCL's IB transport (plugin/ncclib_env.c): each one set is listed
+# with what braid does with it, as the plugin says at init; unset ones are not listed.
+doc --root "$ROOT" --only env
+has_not 'env.NCCL_IB_PKEY' "NCCL_IB_PKEY unset: not listed"
+NCCL_IB_PKEY=1 doc --root "$ROOT" --only env
+status env.NCCL_IB_PKEY PASS "NCCL_IB_PKEY, honoured (BRAID_IB_PKEY)"
+has 'BRAID_IB_PKEY' "NCCL_IB_PKEY: braid's knob named"
+rc 0 "NCCL_IB_PKEY=1"
+NCCL_IB_FIFO_TC=106 doc --root "$ROOT" --only env
+status env.NCCL_IB_FIFO_TC WARN "NCCL_IB_FIFO_TC, not honoured and it changes behaviour"
+rc 1 "NCCL_IB_FIFO_TC=106"
+NCCL_IB_DISABLE=1 NCCL_IB_HCA=mlx5 doc --root "$ROOT" --only env
+[ "$(grep -c 'env.NCCL_IB_DISABLE' "$OUT")" = 1 ] && [ "$(grep -c 'env.NCCL_IB_HCA' "$OUT")" = 1 ] &&
+	pass "NCCL_IB_DISABLE and NCCL_IB_HCA: one line each (their own checks)" ||
+	{ fail "NCCL_IB_DISABLE or NCCL_IB_HCA listed twice:"; show; }
+NCCL_IB_USE_INLINE=1 doc --root "$ROOT" --only env
+status env.NCCL_IB_USE_INLINE INFO "NCCL_IB_USE_INLINE, not read"
+rc 0 "NCCL_IB_USE_INLINE=1"
 finish

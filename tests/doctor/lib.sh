@@ -45,6 +45,10 @@ status() {
 has() {
 	if grep -Eq -- "$1" "$OUT"; then pass "$2"; else fail "$2: no line matches /$1/ in:"; show; fi
 }
+# has_not ERE WHAT: no line of the output matches
+has_not() {
+	if grep -Eq -- "$1" "$OUT"; then fail "$2: a line matches /$1/ in:"; show; else pass "$2"; fi
+}
 rc() {
 	if [ "$RC" -eq "$1" ]; then pass "$2: exit $1"; else fail "$2: exit $RC, expected $1:"; show; fi
 }

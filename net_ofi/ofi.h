@@ -496,6 +496,9 @@ int ofi_post_announce_bufs(struct ofi_dev *d);
 /* Read the shared CQ and post deferred operations; 0 or a -errno from fi_cq_read other
  * than -FI_EAGAIN. */
 int ofi_dev_progress(struct ofi_dev *d);
+/* Closing: l's backlog is posted no more (its requests may hold buffers NCCL has
+ * deregistered already, as ncclCommAbort does). */
+void ofi_lane_undefer(struct ofi_lane *l);
 /* Closing: fi_cancel everything l has posted, off the deferred list. */
 void ofi_lane_cancel(struct ofi_lane *l);
 

@@ -176,6 +176,17 @@ static void comm_free(struct ofi_comm *c)
 
 	if (!c)
 		return;
+	/* What waits in a backlog is never posted now: the goodbye's progress would post it
+	 * with registrations NCCL may have dropped before closing (ncclCommAbort). */
+	for (int k = 0; k < c->nlanes; k++) {
+		struct ofi_lane *l = &c->lane[k];
+
+		if (!l->id)
+			continue;
+		pthread_mutex_lock(&l->dev->ep_lock);
+		ofi_lane_undefer(l);
+		pthread_mutex_unlock(&l->dev->ep_lock);
+	}
 	if ((c->magic == BRAID_MAGIC_SEND || c->magic == BRAID_MAGIC_RECV) && c->link)
 		comm_say_bye(c);
 	c->magic = BRAID_MAGIC_DEAD;

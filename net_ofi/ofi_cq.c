@@ -222,7 +222,7 @@ int ofi_dev_progress(struct ofi_dev *d)
 	return rc;
 }
 
-static void undefer(struct ofi_lane *l)
+void ofi_lane_undefer(struct ofi_lane *l)
 {
 	struct ofi_lane **pp;
 
@@ -239,7 +239,7 @@ void ofi_lane_cancel(struct ofi_lane *l)
 	const struct braid_pool *reqs = &l->comm->reqs;
 	struct fid_ep *ep = l->dev->ep;
 
-	undefer(l);
+	ofi_lane_undefer(l);
 	/* Completed operations are simply not found (-FI_ENOENT); the others complete once,
 	 * with FI_ECANCELED, and the caller reaps them. */
 	for (uint32_t i = 0; i < reqs->nelem; i++) {

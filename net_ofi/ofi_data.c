@@ -219,6 +219,14 @@ static void lane_sent(struct ofi_lane *l, int idx)
  */
 static int post_lanes(struct ofi_comm *c, struct ofi_req *r, int idx)
 {
+	/* After the peer's goodbye an announced buffer is still a match, as NCCL's isend
+	 * sees only its FIFO: a send the provider cannot take now (tcp;ofi_rxm cannot reach
+	 * an endpoint the peer closed with its last comm) is taken all the same, and
+	 * test() says what became of it, rather than "not now" for ever. It is not queued:
+	 * the receive it answers is gone, and NCCL may deregister the buffer before it
+	 * closes the comm (ncclCommAbort). */
+	int peer_bye = r->is_send && c->link->state == BRAID_LINK_BYE;
+
 	for (int k = 0; k < c->nlanes; k++) {
 		struct ofi_lane *l = &c->lane[k];
 		int backlogged, rc;
@@ -227,7 +235,7 @@ static int post_lanes(struct ofi_comm *c, struct ofi_req *r, int idx)
 		lane_check(c, l);
 		backlogged = ofi_lane_backlogged(l);
 		rc = backlogged ? -FI_EAGAIN : ofi_post_part(l, r);
-		if (rc == -FI_EAGAIN && k == 0 &&
+		if (rc == -FI_EAGAIN && k == 0 && !peer_bye &&
 		    (r->is_send || (!backlogged && !r->l[0].posted))) {
 			lane_progress(c, l); /* what the provider waits for */
 			pthread_mutex_unlock(&l->dev->ep_lock);
@@ -235,7 +243,8 @@ static int post_lanes(struct ofi_comm *c, struct ofi_req *r, int idx)
 			return 1;
 		}
 		if (rc == -FI_EAGAIN) {
-			ofi_lane_defer(l, r);
+			if (!peer_bye)
+				ofi_lane_defer(l, r);
 			rc = 0;
 		}
 		if (!rc && r->is_send)

@@ -10,6 +10,11 @@ export BRAID_BACKEND=ofi BRAID_OFI_PROVIDER=shm BRAID_SOCKET_IFNAME=lo
 mark=$(mktemp /tmp/braid-shm-mark.XXXXXX)
 "$CONF_BIN" --plugin "$PLUGIN_SO" "$@"
 rc=$?
+# abort-close is named-only (docs/contract.md): the whole suite above, then it
+if [ $rc -eq 0 ] && [ $# -eq 0 ]; then
+	"$CONF_BIN" --plugin "$PLUGIN_SO" --scenario abort-close
+	rc=$?
+fi
 for f in $(find /dev/shm -maxdepth 1 -newer "$mark" -regex '.*/[0-9]+:[0-9]+:[0-9]+' 2>/dev/null); do
 	pid=${f##*/}
 	pid=${pid%%:*}

@@ -5,5 +5,5 @@ set -u
 . "$(dirname "$0")/lib.sh"
 export SOFTVERBS_DEVICES=svroce0:roce:1 BRAID_IB_HCA==svroce0 BRAID_SOCKET_IFNAME=lo
 "$CONF_BIN" --plugin "$PLUGIN_SO" "$@" || exit 1
-# abort-close is named-only (net_ofi over tcp;ofi_rxm does not pass it yet: docs/contract.md)
+# abort-close is named-only (docs/contract.md): the whole suite above, then it
 [ $# -gt 0 ] || exec "$CONF_BIN" --plugin "$PLUGIN_SO" --scenario abort-close

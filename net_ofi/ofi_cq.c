@@ -18,10 +18,9 @@
 static void weights_arrived(struct ofi_lane *l, const struct ofi_announce *m, size_t len)
 {
 	struct ofi_comm *c = l->comm;
-	uint64_t lanes_mask = c->nlanes >= 4 ? ~0ULL : (1ULL << (16 * c->nlanes)) - 1;
 
 	if (c->is_send || l->k != 0 || c->nlanes < 2 || len != ofi_announce_len(0) || m->n ||
-	    !m->first || (m->first & ~lanes_mask)) {
+	    !braid_stripe_wire_valid(m->first, c->nlanes)) {
 		if (l->error == ncclSuccess)
 			BRAID_WARN("ofi: %s comm lane %u on %s peer %s: protocol error: a weight "
 				   "message (%zu bytes, weights %#llx) for a comm of %d NIC(s)",

@@ -408,22 +408,23 @@ int braid_stripe_wire_moved(uint64_t sent, uint64_t now)
 	return 0;
 }
 
+int braid_stripe_wire_valid(uint64_t wire, int nlanes)
+{
+	uint64_t mine = nlanes >= BRAID_STRIPE_MAX_LANES ? ~0ULL : (1ULL << (16 * nlanes)) - 1;
+
+	return nlanes >= 1 && (wire & mine) && !(wire & ~mine);
+}
+
 int braid_stripe_follow(struct braid_stripe *st, uint64_t wire)
 {
-	unsigned v[BRAID_STRIPE_MAX_LANES];
 	double sum = 0;
 
-	for (int i = 0; i < BRAID_STRIPE_MAX_LANES; i++) {
-		v[i] = (unsigned)(wire >> (16 * i)) & 0xffffu;
-		if (i >= st->nlanes && v[i])
-			return -EINVAL;
-		if (i < st->nlanes)
-			sum += v[i];
-	}
-	if (sum <= 0)
+	if (!braid_stripe_wire_valid(wire, st->nlanes))
 		return -EINVAL;
 	for (int i = 0; i < st->nlanes; i++)
-		st->lane[i].weight = v[i] / sum;
+		sum += (double)((wire >> (16 * i)) & 0xffffu);
+	for (int i = 0; i < st->nlanes; i++)
+		st->lane[i].weight = (double)((wire >> (16 * i)) & 0xffffu) / sum;
 	return 0;
 }
 

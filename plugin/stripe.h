@@ -155,11 +155,15 @@ uint64_t braid_stripe_weights_wire(const struct braid_stripe *st);
  * BRAID_STRIPE_WIRE_HYSTERESIS: a new form is worth sending. */
 int braid_stripe_wire_moved(uint64_t sent, uint64_t now);
 
+/* 1 when a wire form fits a comm of nlanes lanes: some of its first nlanes values is not
+ * 0 and no lane past nlanes has one (else a garbled message, or a peer with another
+ * number of lanes). */
+int braid_stripe_wire_valid(uint64_t wire, int nlanes);
+
 /*
  * Take the other side's weights (a wire form) as this side's: weights become each lane's
  * value over the sum of the first nlanes values. Returns 0, or -EINVAL and changes
- * nothing when those values are all 0 or a lane past nlanes has one (a garbled message,
- * or a peer with another number of lanes).
+ * nothing when the form is not valid for this comm (braid_stripe_wire_valid).
  */
 int braid_stripe_follow(struct braid_stripe *st, uint64_t wire);
 

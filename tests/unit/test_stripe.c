@@ -504,6 +504,11 @@ static void weights_wire(void **state)
 	assert_true(braid_stripe_wire_moved(w, w + BRAID_STRIPE_WIRE_HYSTERESIS));
 	assert_true(braid_stripe_wire_moved(w, w - ((uint64_t)BRAID_STRIPE_WIRE_HYSTERESIS << 32)));
 
+	assert_true(braid_stripe_wire_valid(w, 3));
+	assert_false(braid_stripe_wire_valid(w, 2)); /* lane 2 has a weight */
+	assert_false(braid_stripe_wire_valid(0, 3));
+	assert_false(braid_stripe_wire_valid(w | (1ULL << 48), 3));
+	assert_true(braid_stripe_wire_valid(~0ULL, 4));
 	assert_int_equal(braid_stripe_follow(&b, 0), -EINVAL);
 	assert_int_equal(braid_stripe_follow(&b, w | (1ULL << 48)), -EINVAL);
 	assert_near(braid_stripe_weight(&b, 0), 0.5, 1e-4);

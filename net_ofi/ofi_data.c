@@ -382,9 +382,15 @@ static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
 		if (c->nlanes > 1)
 			braid_stripe_split(&c->stripe, recv->size[i], len, &first);
 		for (int k = 0; k < c->nlanes; k++) {
-			/* a lane without bytes of it posts no receive (a 0-byte buffer: the
-			 * first lane does) */
-			int posted = len[k] || k == first;
+			/* Every lane posts a receive, with 0 bytes where it has none of the
+			 * buffer: its message gates the completion. A lane that posted none
+			 * let the receive complete, and the next group be announced on that
+			 * lane, before the sender's isend had marked the group used there
+			 * (another thread read the announcement in between: "announcement of
+			 * group 34 while at group 2", the threads scenario over netns-fused).
+			 * The protocol keeps the flag for when the sender marks every lane
+			 * before it posts any. */
+			int posted = 1;
 
 			recv->rl[k].len[i] = len[k];
 			recv->rl[k].off[i] = off;

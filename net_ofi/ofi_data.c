@@ -390,13 +390,11 @@ static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
 			 * group 34 while at group 2", the threads scenario over netns-fused).
 			 * The protocol keeps the flag for when the sender marks every lane
 			 * before it posts any. */
-			int posted = 1;
-
 			recv->rl[k].len[i] = len[k];
 			recv->rl[k].off[i] = off;
 			recv->rl[k].ann.e[i].size = len[k];
 			recv->rl[k].ann.e[i].tag = tags[i];
-			recv->rl[k].ann.e[i].flags = posted ? OFI_PART_POSTED : 0;
+			recv->rl[k].ann.e[i].flags = OFI_PART_POSTED;
 			recv->rl[k].op[i].counts = (uint8_t)(k == first);
 			off += len[k];
 		}

@@ -211,6 +211,7 @@ struct ib_qp {
 	uint32_t remote_qpn;
 	uint32_t flow_label;
 	uint16_t sport;      /* RoCEv2 UDP source port the label gives (0: not RoCEv2) */
+	uint32_t max_inline; /* bytes a write may carry inline (BRAID_IB_USE_INLINE; 0: none) */
 	uint32_t rq_reposts; /* receives consumed and not yet posted again */
 	struct braid_ctr_qp *ctr;
 };
@@ -246,6 +247,7 @@ struct ib_comm {
 	char peer[64];
 	char peer_gid[48];
 	int traffic_class;
+	int sl;
 
 	int counted; /* rails whose port's ncomms this comm holds a place in */
 	int nqps;
@@ -321,8 +323,8 @@ uint16_t ib_rocev2_sport(uint32_t lqpn, uint32_t rqpn, uint32_t flow_label);
 int ib_qp_post_recvs(struct ib_comm *c, struct ib_qp *q, uint32_t count);
 /* One signaled RDMA READ or WRITE of [addr, addr + len) (lkey) against raddr (rkey);
  * ibv_post_send's return. */
-int ib_qp_post_rdma(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, const void *addr,
-		    uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey);
+int ib_qp_post_rdma(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, unsigned int flags,
+		    const void *addr, uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey);
 const char *ib_mtu_str(enum ibv_mtu mtu);
 
 /* ib_mr.c */

@@ -91,6 +91,18 @@ static int comm_count(struct ib_comm *c, const char *peer)
 	return 0;
 }
 
+/* Messages above this are cut over the QPs. BRAID_IB_SPLIT_BYTES when set; else
+ * NCCL_IB_SPLIT_DATA_ON_QPS when set, with NCCL's meaning (1: every message over all QPs;
+ * 0: each on one QP, the QPs in turn); else BRAID_IB_SPLIT_BYTES' default. */
+static size_t split_bytes(void)
+{
+	int64_t nccl = braid_param_int(BRAID_P_IB_SPLIT_DATA_ON_QPS);
+
+	if (nccl < 0 || strcmp(braid_param_source(BRAID_P_IB_SPLIT_BYTES), "default"))
+		return (size_t)braid_param_int(BRAID_P_IB_SPLIT_BYTES);
+	return nccl ? 0 : SIZE_MAX;
+}
+
 static struct ib_comm *comm_new(const struct braid_vdev *vd, struct braid_link *lk, int is_send,
 				int *err)
 {
@@ -121,7 +133,8 @@ static struct ib_comm *comm_new(const struct braid_vdev *vd, struct braid_link *
 	c->link = lk;
 	snprintf(c->peer, sizeof(c->peer), "%s", lk->peer);
 	c->traffic_class = (int)braid_param_int(BRAID_P_IB_TC);
-	c->split_bytes = (size_t)braid_param_int(BRAID_P_IB_SPLIT_BYTES);
+	c->sl = (int)braid_param_int(BRAID_P_IB_SL);
+	c->split_bytes = split_bytes();
 	return c;
 }
 
@@ -250,6 +263,8 @@ static void fill_wire(struct ib_comm *c, struct ib_wire *w, const uint32_t *psn)
 	w->nqps = (uint8_t)c->nqps;
 	w->nrails = (uint8_t)c->nrails;
 	w->pkey = c->dev->pkey;
+	w->tc = (uint8_t)c->traffic_class;
+	w->sl = (uint8_t)c->sl;
 	for (int k = 0; k < c->nrails; k++) {
 		const struct ib_dev *d = c->rails[k].dev;
 		struct ib_wire_rail *wr = &w->rails[k];
@@ -351,6 +366,12 @@ static int connect_qps(struct ib_comm *c, const struct ib_wire *w, const uint32_
 
 	memcpy(rgid.raw, w->rails[0].gid, 16);
 	ib_gid_str(&rgid, c->peer_gid, sizeof(c->peer_gid));
+	/* The receive side's QPs go in the class and level of the send side (NCCL's remMeta->tc
+	 * and ->sl), which a comm's own trafficClass (v10+) may have set. */
+	if (!c->is_send) {
+		c->traffic_class = w->tc;
+		c->sl = w->sl;
+	}
 	for (int i = 0; i < c->nqps; i++) {
 		struct ib_qp *qp = &c->qps[i];
 		const struct ib_wire_rail *pr = &w->rails[i % w->nrails];

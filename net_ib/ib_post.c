@@ -273,7 +273,7 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 {
 	struct ib_comm *c = to_ib_comm(recv_comm);
 	struct ib_req *r;
-	uint32_t slot = c->seq % IB_RING;
+	uint32_t slot = c->seq % IB_RING, len;
 	int rc;
 
 	if (ib_comm_error(c) || refuse_after_bye(c))
@@ -310,9 +310,11 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 		for (int k = 0; k < c->nrails; k++)
 			r->fifo[i].rkey[k] = ib_mr_on(m, k)->rkey;
 	}
-	rc = ib_qp_post_rdma(c->qps[0].qp, ib_wr_id(r, IB_WR_FIFO), IBV_WR_RDMA_WRITE, r->fifo,
-			     (uint32_t)(n * (int)sizeof(r->fifo[0])), c->pool_mr->lkey,
-			     c->rem_fifo_addr + (uint64_t)slot * sizeof(r->fifo), c->rem_fifo_rkey);
+	len = (uint32_t)n * (uint32_t)sizeof(r->fifo[0]);
+	rc = ib_qp_post_rdma(c->qps[0].qp, ib_wr_id(r, IB_WR_FIFO), IBV_WR_RDMA_WRITE,
+			     len <= c->qps[0].max_inline ? IBV_SEND_INLINE : 0, r->fifo, len,
+			     c->pool_mr->lkey, c->rem_fifo_addr + (uint64_t)slot * sizeof(r->fifo),
+			     c->rem_fifo_rkey);
 	if (rc) {
 		BRAID_WARN("ib: receive comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): posting "
 			   "the FIFO write failed: %s",

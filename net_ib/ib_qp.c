@@ -75,6 +75,10 @@ int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int rail, int is_send)
 	ia.cap.max_recv_wr = is_send ? 1 : IB_RQ_DEPTH;
 	ia.cap.max_send_sge = 1;
 	ia.cap.max_recv_sge = 1;
+	/* NCCL_IB_USE_INLINE: room for one FIFO element, as NCCL asks; the provider may give
+	 * more (it writes back what it gave), and a group's write goes inline if it fits. */
+	if (!is_send && braid_param_int(BRAID_P_IB_USE_INLINE))
+		ia.cap.max_inline_data = sizeof(struct ib_fifo_elem);
 	q->qp = ibv.create_qp(h->pd, &ia);
 	if (!q->qp) {
 		rc = errno ? errno : EIO;
@@ -82,6 +86,7 @@ int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int rail, int is_send)
 			   strerror(rc));
 		return -rc;
 	}
+	q->max_inline = ia.cap.max_inline_data;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
 	a.pkey_index = (uint16_t)rl->dev->pkey_index;
@@ -97,8 +102,8 @@ int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int rail, int is_send)
 	return 0;
 }
 
-int ib_qp_post_rdma(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, const void *addr,
-		    uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey)
+int ib_qp_post_rdma(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, unsigned int flags,
+		    const void *addr, uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
 	struct ibv_send_wr wr, *bad;
@@ -108,7 +113,7 @@ int ib_qp_post_rdma(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, co
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = op;
-	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.send_flags = IBV_SEND_SIGNALED | flags;
 	wr.wr.rdma.remote_addr = raddr;
 	wr.wr.rdma.rkey = rkey;
 	return ibv_post_send(qp, &wr, &bad);
@@ -139,6 +144,7 @@ int ib_qp_connect(struct ib_comm *c, struct ib_qp *q, int i, uint32_t rqpn, uint
 	struct ib_dev *d = c->rails[q->rail].dev;
 	struct ibv_qp_attr a;
 	int roce = d->link_layer == IBV_LINK_LAYER_ETHERNET;
+	int fifo_tc = (int)braid_param_int(BRAID_P_IB_FIFO_TC);
 	int rc;
 
 	q->remote_qpn = rqpn;
@@ -150,7 +156,7 @@ int ib_qp_connect(struct ib_comm *c, struct ib_qp *q, int i, uint32_t rqpn, uint
 	a.max_dest_rd_atomic = 1;
 	a.min_rnr_timer = 12;
 	a.ah_attr.port_num = (uint8_t)d->port;
-	a.ah_attr.sl = (uint8_t)braid_param_int(BRAID_P_IB_SL);
+	a.ah_attr.sl = (uint8_t)c->sl;
 	/* IB: LID routing, with a GRH only when the peer is in another subnet. */
 	if (!roce && memcmp(rgid->raw, d->gid.raw, 8) == 0) {
 		a.ah_attr.is_global = 0;
@@ -161,7 +167,11 @@ int ib_qp_connect(struct ib_comm *c, struct ib_qp *q, int i, uint32_t rqpn, uint
 		a.ah_attr.grh.dgid = *rgid;
 		a.ah_attr.grh.sgid_index = (uint8_t)d->gid_index;
 		a.ah_attr.grh.hop_limit = 255;
-		a.ah_attr.grh.traffic_class = (uint8_t)c->traffic_class;
+		/* NCCL_IB_FIFO_TC: on RoCE the receive side's QPs, whose packets are the FIFO
+		 * writes and the data's ACKs, take the control class (NCCL's receiver QPs). */
+		a.ah_attr.grh.traffic_class = (uint8_t)(roce && !c->is_send && fifo_tc >= 0
+								? fifo_tc
+								: c->traffic_class);
 		q->flow_label = 0;
 		if (roce && d->gid_type == IBV_GID_TYPE_ROCE_V2 &&
 		    braid_param_int(BRAID_P_IB_FLOW_LABEL))

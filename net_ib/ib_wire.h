@@ -13,7 +13,9 @@
 #include "net_ib/ib.h"
 
 #define IB_WIRE_MAGIC 0x62726962u /* "brib" */
-#define IB_WIRE_VERSION 3         /* 3: several NICs per comm; 2: the nonce moved to link.c */
+/* 4: the sender's traffic class and service level; 3: several NICs per comm; 2: the nonce
+ * moved to link.c */
+#define IB_WIRE_VERSION 4
 
 struct ib_wire_rail {
 	uint8_t link_layer;
@@ -32,7 +34,10 @@ struct ib_wire {
 	uint16_t len; /* sizeof(struct ib_wire) */
 	uint8_t nqps;
 	uint8_t nrails;
-	uint16_t pkey;      /* the P_Key of the sender's QPs (BRAID_IB_PKEY); 0: unknown */
+	uint16_t pkey; /* the P_Key of the sender's QPs (BRAID_IB_PKEY); 0: unknown */
+	uint8_t tc;    /* the connecting side's traffic class and service level, which */
+	uint8_t sl;    /* the accepting side's QPs take, as NCCL's receiver takes them */
+	uint16_t pad;
 	uint64_t fifo_addr; /* on the sender's rail 0, where the receiver's QP 0 writes */
 	uint32_t fifo_rkey;
 	uint32_t qpn[IB_MAX_QPS];

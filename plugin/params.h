@@ -107,6 +107,9 @@ enum braid_param_type {
 	X(IB_TC, "BRAID_IB_TC", BRAID_PARAM_INT, "0", 0, 255, NULL, "NCCL_IB_TC",                  \
 	  "Traffic class of the GRH (RoCE: DSCP << 2 | ECN). A communicator's trafficClass "       \
 	  "(NCCL v10+) overrides it.")                                                             \
+	X(IB_FIFO_TC, "BRAID_IB_FIFO_TC", BRAID_PARAM_INT, "-1", -1, 255, NULL, "NCCL_IB_FIFO_TC", \
+	  "RoCE: traffic class of the receive side's QPs, which carry the control (FIFO) writes "  \
+	  "and the ACKs of the data, as NCCL's IB transport. -1: the data's (BRAID_IB_TC).")       \
 	X(IB_SL, "BRAID_IB_SL", BRAID_PARAM_INT, "0", 0, 15, NULL, "NCCL_IB_SL",                   \
 	  "InfiniBand service level of every QP.")                                                 \
 	X(IB_PKEY, "BRAID_IB_PKEY", BRAID_PARAM_INT, "0", 0, 65535, NULL, "NCCL_IB_PKEY",          \
@@ -128,6 +131,15 @@ enum braid_param_type {
 	  NULL,                                                                                    \
 	  "Messages larger than this are split evenly across the connection's QPs; smaller "       \
 	  "ones take the QPs in turn.")                                                            \
+	X(IB_SPLIT_DATA_ON_QPS, "BRAID_IB_SPLIT_DATA_ON_QPS", BRAID_PARAM_INT, "-1", -1, 1, NULL,  \
+	  "NCCL_IB_SPLIT_DATA_ON_QPS",                                                             \
+	  "NCCL's switch, onto BRAID_IB_SPLIT_BYTES: 1 splits every message over the QPs, 0 "      \
+	  "none (messages take the QPs in turn). -1: BRAID_IB_SPLIT_BYTES decides, as it does "    \
+	  "whenever it is set itself.")                                                            \
+	X(IB_USE_INLINE, "BRAID_IB_USE_INLINE", BRAID_PARAM_BOOL, "0", 0, 1, NULL,                 \
+	  "NCCL_IB_USE_INLINE",                                                                    \
+	  "Post the control (FIFO) writes inline (IBV_SEND_INLINE) where the QP's inline size "    \
+	  "holds them, as NCCL's IB transport does with this set.")                                \
 	X(IB_FLOW_LABEL, "BRAID_IB_FLOW_LABEL", BRAID_PARAM_BOOL, "1", 0, 1, NULL, NULL,           \
 	  "Give every RoCEv2 QP a distinct, deterministic, non-zero flow label (hence UDP "        \
 	  "source port). 0 leaves it 0, as NCCL does: the port then comes from the QP numbers.")   \

@@ -47,14 +47,17 @@ NCCL_IB_PKEY=1 doc --root "$ROOT" --only env
 status env.NCCL_IB_PKEY PASS "NCCL_IB_PKEY, honoured (BRAID_IB_PKEY)"
 has 'BRAID_IB_PKEY' "NCCL_IB_PKEY: braid's knob named"
 rc 0 "NCCL_IB_PKEY=1"
-NCCL_IB_FIFO_TC=106 doc --root "$ROOT" --only env
-status env.NCCL_IB_FIFO_TC WARN "NCCL_IB_FIFO_TC, not honoured and it changes behaviour"
-rc 1 "NCCL_IB_FIFO_TC=106"
+NCCL_IB_ROUTABLE_FLID_GID_INDEX=2 doc --root "$ROOT" --only env
+status env.NCCL_IB_ROUTABLE_FLID_GID_INDEX WARN "NCCL_IB_ROUTABLE_FLID_GID_INDEX, not honoured and it changes behaviour"
+rc 1 "NCCL_IB_ROUTABLE_FLID_GID_INDEX=2"
 NCCL_IB_DISABLE=1 NCCL_IB_HCA=mlx5 doc --root "$ROOT" --only env
 [ "$(grep -c 'env.NCCL_IB_DISABLE' "$OUT")" = 1 ] && [ "$(grep -c 'env.NCCL_IB_HCA' "$OUT")" = 1 ] &&
 	pass "NCCL_IB_DISABLE and NCCL_IB_HCA: one line each (their own checks)" ||
 	{ fail "NCCL_IB_DISABLE or NCCL_IB_HCA listed twice:"; show; }
-NCCL_IB_USE_INLINE=1 doc --root "$ROOT" --only env
-status env.NCCL_IB_USE_INLINE INFO "NCCL_IB_USE_INLINE, not read"
-rc 0 "NCCL_IB_USE_INLINE=1"
+NCCL_IB_USE_INLINE=1 NCCL_IB_FIFO_TC=98 doc --root "$ROOT" --only env
+status env.NCCL_IB_USE_INLINE PASS "NCCL_IB_USE_INLINE, honoured (BRAID_IB_USE_INLINE)"
+status env.NCCL_IB_FIFO_TC PASS "NCCL_IB_FIFO_TC, honoured (BRAID_IB_FIFO_TC)"
+NCCL_IB_OOO_RQ=1 doc --root "$ROOT" --only env
+status env.NCCL_IB_OOO_RQ INFO "NCCL_IB_OOO_RQ, not read"
+rc 0 "NCCL_IB_OOO_RQ=1"
 finish

@@ -27,26 +27,8 @@ run() { # BRAID_IB_FLOW_LABEL value
 	"$STAT" -a >"$snap" || die "softverbs-stat -a failed"
 }
 
-# "ib: send comm to ... ready ..., 4 QP(s): 0xA->0xB fl 0xF sport S, ...": both processes
-# have a send comm (perf's control messages go both ways); take the one that carried the
-# data, by softverbs' byte counts.
-qps_of_line() {
-	sed -E 's/.*QP\(s\): //; s/:[0-9]+$//' | tr ',' '\n' |
-		sed -E 's/^ *(0x[0-9a-f]+)->(0x[0-9a-f]+) fl (0x[0-9a-f]+|0) sport ([0-9]+).*/\1 \2 \3 \4/'
-}
-qp_bytes() { grep -E "^qp pid=[0-9]+ qpn=0x0*${1#0x} " "$snap" | sed -E 's/.* tx_bytes=([0-9]+) .*/\1/'; }
-send_qps() {
-	local best=-1 pick="" line q b
-	while read -r line; do
-		q=$(echo "$line" | qps_of_line)
-		b=$(qp_bytes "$(echo "$q" | head -n 1 | awk '{ print $1 }')")
-		[ "${b:-0}" -gt "$best" ] && { best=${b:-0}; pick=$q; }
-	done < <(grep 'ib: send comm to .* ready' "$log")
-	echo "$pick"
-}
-
 run 1
-qps=$(send_qps)
+qps=$(ib_send_qps "$log" "$snap")
 echo "send comm QPs (qpn remote_qpn flow_label sport):"; echo "$qps"
 [ "$(echo "$qps" | wc -l)" -eq 4 ] || die "expected 4 QPs on the send comm"
 echo "$qps" | awk '$3 == "0" { exit 1 }' || die "a QP has flow label 0"
@@ -55,7 +37,7 @@ echo "$qps" | awk '$3 == "0" { exit 1 }' || die "a QP has flow label 0"
 # softverbs' own view: same source ports for those QPNs.
 echo "softverbs-stat -a, after the run:"; grep '^qp' "$snap"
 while read -r qpn _ _ sport; do
-	line=$(grep -E "^qp pid=[0-9]+ qpn=0x0*${qpn#0x} " "$snap") || die "softverbs-stat has no QP $qpn"
+	line=$(ib_qp_row "$snap" "$qpn") || die "softverbs-stat has no QP $qpn"
 	sv_sport=$(echo "$line" | sed -E 's/.* sport=([0-9]+) .*/\1/')
 	[ "$sv_sport" = "$sport" ] || die "QP $qpn: braid says sport $sport, softverbs uses $sv_sport"
 done <<<"$qps"
@@ -68,8 +50,7 @@ done <<<"$qps"
 # Issue 18 makes the QPs lanes weighted by their goodput: once it lands, "a quarter each"
 # is no longer the rule, and this check must state the split that policy promises.
 echo "$qps" | awk '{ print $1 }' | while read -r qpn; do
-	grep -E "^qp pid=[0-9]+ qpn=0x0*${qpn#0x} " "$snap" |
-		sed -E 's/.* tx_bytes=([0-9]+) .* tx_msgs=([0-9]+) .*/\1 \2/'
+	ib_qp_row "$snap" "$qpn" | sed -E 's/.* tx_bytes=([0-9]+) .* tx_msgs=([0-9]+) .*/\1 \2/'
 done >"$snap.tmp"
 awk -v n=$((ITERS + WARMUP)) -v chunk=$((MSG / 4)) '{ b[NR] = $1; m[NR] = $2; s += $1 } END {
 	for (i = 1; i <= NR; i++) if (b[i] != n * chunk || m[i] != n) {
@@ -81,7 +62,7 @@ awk -v n=$((ITERS + WARMUP)) -v chunk=$((MSG / 4)) '{ b[NR] = $1; m[NR] = $2; s 
 	die "large messages are not split evenly over the QPs"
 
 run 0
-qps=$(send_qps)
+qps=$(ib_send_qps "$log" "$snap")
 echo "BRAID_IB_FLOW_LABEL=0:"; echo "$qps"
 echo "$qps" | awk '$3 != "0" { exit 1 }' || die "BRAID_IB_FLOW_LABEL=0 still set a label"
 echo "flow labels: ok"

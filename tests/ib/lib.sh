@@ -19,3 +19,21 @@ ib_cleanup() {
 }
 trap ib_cleanup EXIT
 trap 'exit 1' INT TERM
+
+# The QPs of the send comm that carried a braid perf run's data, one per line: "qpn
+# remote_qpn flow_label sport". From LOG's "ib: send comm to ... ready ..., 4 QP(s): 0xA->0xB
+# fl 0xF sport S, ..." lines (NCCL_DEBUG=INFO): both processes have a send comm (perf's
+# control messages go both ways), so the one picked is the one whose first QP sent the most
+# bytes in SNAP (softverbs-stat -a).
+ib_qp_row() { grep -E "^qp pid=[0-9]+ qpn=0x0*${2#0x} " "$1"; } # SNAP QPN
+ib_send_qps() { # LOG SNAP
+	local best=-1 pick="" line q b
+	while read -r line; do
+		q=$(echo "$line" | sed -E 's/.*QP\(s\): //; s/:[0-9]+$//' | tr ',' '\n' |
+			sed -E 's/^ *(0x[0-9a-f]+)->(0x[0-9a-f]+) fl (0x[0-9a-f]+|0) sport ([0-9]+).*/\1 \2 \3 \4/')
+		b=$(ib_qp_row "$2" "$(echo "$q" | head -n 1 | awk '{ print $1 }')" |
+			sed -E 's/.* tx_bytes=([0-9]+) .*/\1/')
+		[ "${b:-0}" -gt "$best" ] && { best=${b:-0}; pick=$q; }
+	done < <(grep 'ib: send comm to .* ready' "$1")
+	echo "$pick"
+}

@@ -351,6 +351,7 @@ static void qp_set_flow(struct sv_qp *qp)
 		qp->stats->uplink = qp->uplink;
 		qp->stats->sip = sip;
 		qp->stats->dip = dip;
+		qp->stats->tc = qp->attr.ah_attr.is_global ? qp->attr.ah_attr.grh.traffic_class : 0;
 	}
 }
 
@@ -628,10 +629,13 @@ static int post_one_send(struct sv_qp *qp, struct ibv_send_wr *wr)
 	w->psn = qp->next_psn;
 	qp->next_psn = (qp->next_psn + 1) & 0xffffff;
 	w->post_ns = sv_now_ns();
-	if (wr->send_flags & IBV_SEND_INLINE)
+	if (wr->send_flags & IBV_SEND_INLINE) {
 		copy_inline(w, wr);
-	else if (wr->num_sge)
+		if (qp->stats)
+			__atomic_fetch_add(&qp->stats->inline_msgs, 1, __ATOMIC_RELAXED);
+	} else if (wr->num_sge) {
 		memcpy(w->sge, wr->sg_list, sizeof(*w->sge) * (size_t)wr->num_sge);
+	}
 	qp->sq_tail++;
 	return 0;
 }

@@ -104,14 +104,15 @@ static void report_names_what_is_ignored(void **state)
 	assert_int_equal(braid_ncclib_report(), 0);
 	assert_int_equal(unit_warns, 0);
 
-	setenv("NCCL_IB_TC", "106", 1);       /* honoured: no line */
-	setenv("NCCL_IB_FIFO_TC", "98", 1);   /* ignoring it changes the control class: WARN */
-	setenv("NCCL_IB_USE_INLINE", "1", 1); /* a tunable: INFO */
+	setenv("NCCL_IB_TC", "106", 1);                    /* honoured: no line */
+	setenv("NCCL_IB_ROUTABLE_FLID_GID_INDEX", "2", 1); /* ignoring it changes the GID: WARN */
+	setenv("NCCL_IB_OOO_RQ", "1", 1);                  /* a tunable: INFO */
 	assert_int_equal(braid_ncclib_report(), 2);
 	assert_int_equal(unit_warns, 1);
 	assert_non_null(
-		strstr(unit_log, "NCCL_IB_FIFO_TC=98 is set, and braid does not honour it"));
-	assert_non_null(strstr(unit_log, "NCCL_IB_USE_INLINE=1 is set, and braid does not read"));
+		strstr(unit_log,
+		       "NCCL_IB_ROUTABLE_FLID_GID_INDEX=2 is set, and braid does not honour it"));
+	assert_non_null(strstr(unit_log, "NCCL_IB_OOO_RQ=1 is set, and braid does not read"));
 	assert_null(strstr(unit_log, "NCCL_IB_TC"));
 }
 

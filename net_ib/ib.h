@@ -70,6 +70,8 @@ struct ibv_dl {
 				       unsigned int access);
 	struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *pd, uint64_t offset, size_t len,
 					uint64_t iova, int fd, int access);
+	int (*query_ece)(struct ibv_qp *qp, struct ibv_ece *ece);
+	int (*set_ece)(struct ibv_qp *qp, struct ibv_ece *ece);
 };
 extern struct ibv_dl ibv;
 int ibv_dl_open(char *why, size_t whylen);
@@ -212,6 +214,8 @@ struct ib_qp {
 	uint32_t flow_label;
 	uint16_t sport;      /* RoCEv2 UDP source port the label gives (0: not RoCEv2) */
 	uint32_t max_inline; /* bytes a write may carry inline (BRAID_IB_USE_INLINE; 0: none) */
+	uint8_t ece_ok;      /* ece holds the QP's ECE (NCCL_IB_ECE_ENABLE, ib_qp_take_ece) */
+	struct ibv_ece ece;
 	uint32_t rq_reposts; /* receives consumed and not yet posted again */
 	struct braid_ctr_qp *ctr;
 };
@@ -323,6 +327,7 @@ uint16_t ib_rocev2_sport(uint32_t lqpn, uint32_t rqpn, uint32_t flow_label);
 int ib_qp_post_recvs(struct ib_comm *c, struct ib_qp *q, uint32_t count);
 /* One signaled RDMA READ or WRITE of [addr, addr + len) (lkey) against raddr (rkey);
  * ibv_post_send's return. */
+int ib_qp_take_ece(struct ib_comm *c, struct ib_qp *q, const struct ibv_ece *peer);
 int ib_qp_post_rdma(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, unsigned int flags,
 		    const void *addr, uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey);
 const char *ib_mtu_str(enum ibv_mtu mtu);

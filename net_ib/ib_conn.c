@@ -282,8 +282,16 @@ static void fill_wire(struct ib_comm *c, struct ib_wire *w, const uint32_t *psn)
 		w->fifo_rkey = c->fifo_mr->rkey;
 	}
 	for (int i = 0; i < c->nqps; i++) {
-		w->qpn[i] = c->qps[i].qp->qp_num;
+		const struct ib_qp *q = &c->qps[i];
+
+		w->qpn[i] = q->qp->qp_num;
 		w->psn[i] = psn[i];
+		if (q->ece_ok) {
+			w->ece_mask |= (uint16_t)(1u << i);
+			w->ece[i].vendor_id = q->ece.vendor_id;
+			w->ece[i].options = q->ece.options;
+			w->ece[i].comp_mask = q->ece.comp_mask;
+		}
 	}
 }
 
@@ -377,10 +385,15 @@ static int connect_qps(struct ib_comm *c, const struct ib_wire *w, const uint32_
 		const struct ib_wire_rail *pr = &w->rails[i % w->nrails];
 		const struct ib_dev *d = c->rails[qp->rail].dev;
 		enum ibv_mtu mtu = (enum ibv_mtu)(pr->mtu < d->mtu ? pr->mtu : d->mtu);
+		struct ibv_ece ece = { w->ece[i].vendor_id, w->ece[i].options,
+				       w->ece[i].comp_mask };
 		int rc;
 
 		qp->peer_rail = (uint8_t)(i % w->nrails);
 		memcpy(rgid.raw, pr->gid, 16);
+		rc = ib_qp_take_ece(c, qp, (w->ece_mask & (1u << i)) ? &ece : NULL);
+		if (rc)
+			return rc;
 		rc = ib_qp_connect(c, qp, i, w->qpn[i], w->psn[i], lpsn[i], &rgid, pr->lid, mtu);
 
 		if (rc)
@@ -409,14 +422,15 @@ static int connect_qps(struct ib_comm *c, const struct ib_wire *w, const uint32_
 
 static void log_ready(struct ib_comm *c)
 {
-	char labels[IB_MAX_QPS * 48] = "";
+	char labels[IB_MAX_QPS * 64] = "";
 	size_t used = 0;
 
 	for (int i = 0; i < c->nqps && used < sizeof(labels); i++)
 		used += (size_t)snprintf(labels + used, sizeof(labels) - used,
-					 "%s%#x->%#x fl %#x sport %u", i ? ", " : "",
+					 "%s%#x->%#x fl %#x sport %u ece %#x", i ? ", " : "",
 					 c->qps[i].qp->qp_num, c->qps[i].remote_qpn,
-					 c->qps[i].flow_label, c->qps[i].sport);
+					 c->qps[i].flow_label, c->qps[i].sport,
+					 c->qps[i].ece_ok ? c->qps[i].ece.options : 0);
 	BRAID_INFO(NCCL_NET, "ib: %s comm %s %s on %s:%d%s ready, peer GID %s, %d QP(s): %s",
 		   c->is_send ? "send" : "receive", c->is_send ? "to" : "from", c->peer,
 		   c->dev->name, c->dev->port, c->nrails > 1 ? " and more NICs" : "", c->peer_gid,

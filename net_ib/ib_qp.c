@@ -87,6 +87,9 @@ int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int rail, int is_send)
 		return -rc;
 	}
 	q->max_inline = ia.cap.max_inline_data;
+	/* The ECE this QP offers (NCCL_IB_ECE_ENABLE); a NIC or library without ECE has none. */
+	q->ece_ok = braid_param_int(BRAID_P_IB_ECE_ENABLE) && ibv.query_ece && ibv.set_ece &&
+		    !ibv.query_ece(q->qp, &q->ece);
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
 	a.pkey_index = (uint16_t)rl->dev->pkey_index;
@@ -97,6 +100,43 @@ int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int rail, int is_send)
 	if (rc) {
 		BRAID_WARN("ib: QP %#x on %s:%d to INIT failed: %s", q->qp->qp_num, rl->dev->name,
 			   rl->dev->port, strerror(rc));
+		return -rc;
+	}
+	return 0;
+}
+
+/*
+ * Enhanced Connection Establishment, as NCCL's IB transport negotiates it: the connecting
+ * side sends the options its QP offers (queried at create), the accepting side sets them
+ * on its QP, which keeps those its NIC supports, and sends back what its QP accepted; the
+ * connecting side sets that. Both before RTR. peer: the other side's ECE for this QP,
+ * NULL when it has none (then neither side uses it). 0, or -errno when the NIC refuses.
+ */
+int ib_qp_take_ece(struct ib_comm *c, struct ib_qp *q, const struct ibv_ece *peer)
+{
+	const struct ib_dev *d = c->rails[q->rail].dev;
+	struct ibv_ece e;
+	int rc;
+
+	if (!q->ece_ok || !peer) {
+		q->ece_ok = 0;
+		return 0;
+	}
+	e = *peer;
+	rc = ibv.set_ece(q->qp, &e);
+	if (!rc && !c->is_send)
+		rc = ibv.query_ece(q->qp, &q->ece);
+	else if (!rc)
+		q->ece = *peer;
+	if (rc == EOPNOTSUPP || rc == ENOTSUP) {
+		q->ece_ok = 0;
+		return 0;
+	}
+	if (rc) {
+		BRAID_WARN("ib: QP %#x on %s:%d: setting the peer's ECE (vendor %#x options %#x) "
+			   "failed: %s; NCCL_IB_ECE_ENABLE=0 turns ECE off",
+			   q->qp->qp_num, d->name, d->port, peer->vendor_id, peer->options,
+			   strerror(rc));
 		return -rc;
 	}
 	return 0;

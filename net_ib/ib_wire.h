@@ -34,14 +34,17 @@ struct ib_wire {
 	uint16_t len; /* sizeof(struct ib_wire) */
 	uint8_t nqps;
 	uint8_t nrails;
-	uint16_t pkey; /* the P_Key of the sender's QPs (BRAID_IB_PKEY); 0: unknown */
-	uint8_t tc;    /* the connecting side's traffic class and service level, which */
-	uint8_t sl;    /* the accepting side's QPs take, as NCCL's receiver takes them */
-	uint16_t pad;
+	uint16_t pkey;      /* the P_Key of the sender's QPs (BRAID_IB_PKEY); 0: unknown */
+	uint8_t tc;         /* the connecting side's traffic class and service level, which */
+	uint8_t sl;         /* the accepting side's QPs take, as NCCL's receiver takes them */
+	uint16_t ece_mask;  /* QPs whose ece[] entry holds ECE */
 	uint64_t fifo_addr; /* on the sender's rail 0, where the receiver's QP 0 writes */
 	uint32_t fifo_rkey;
 	uint32_t qpn[IB_MAX_QPS];
 	uint32_t psn[IB_MAX_QPS];
+	struct {
+		uint32_t vendor_id, options, comp_mask;
+	} ece[IB_MAX_QPS]; /* connecting side: offered; accepting side: accepted */
 	struct ib_wire_rail rails[BRAID_VDEV_MAX_NICS];
 } __attribute__((packed));
 

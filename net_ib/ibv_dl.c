@@ -55,6 +55,8 @@ int ibv_dl_open(char *why, size_t whylen)
 		SYM("_ibv_query_gid_ex", query_gid_ex, 0),
 		SYM("ibv_reg_mr_iova2", reg_mr_iova2, 0),
 		SYM("ibv_reg_dmabuf_mr", reg_dmabuf_mr, 0),
+		SYM("ibv_query_ece", query_ece, 0),
+		SYM("ibv_set_ece", set_ece, 0),
 	};
 	void *lib;
 

@@ -110,6 +110,10 @@ enum braid_param_type {
 	X(IB_FIFO_TC, "BRAID_IB_FIFO_TC", BRAID_PARAM_INT, "-1", -1, 255, NULL, "NCCL_IB_FIFO_TC", \
 	  "RoCE: traffic class of the receive side's QPs, which carry the control (FIFO) writes "  \
 	  "and the ACKs of the data, as NCCL's IB transport. -1: the data's (BRAID_IB_TC).")       \
+	X(IB_ECE_ENABLE, "BRAID_IB_ECE_ENABLE", BRAID_PARAM_BOOL, "1", 0, 1, NULL,                 \
+	  "NCCL_IB_ECE_ENABLE",                                                                    \
+	  "Negotiate Enhanced Connection Establishment (ibv_query_ece/ibv_set_ece) on NICs "       \
+	  "that offer it, as NCCL's IB transport does.")                                           \
 	X(IB_SL, "BRAID_IB_SL", BRAID_PARAM_INT, "0", 0, 15, NULL, "NCCL_IB_SL",                   \
 	  "InfiniBand service level of every QP.")                                                 \
 	X(IB_PKEY, "BRAID_IB_PKEY", BRAID_PARAM_INT, "0", 0, 65535, NULL, "NCCL_IB_PKEY",          \

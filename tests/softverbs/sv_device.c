@@ -205,6 +205,7 @@ static void load_devices(void)
 			sv_ndevs++;
 	}
 	sv_pkeys_load(sv_devs, sv_ndevs);
+	sv_ece_load(sv_devs, sv_ndevs);
 }
 
 struct sv_device *sv_devices(int *n)

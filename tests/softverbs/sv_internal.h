@@ -66,6 +66,7 @@ struct sv_device {
 	int nports;
 	__be64 node_guid;
 	struct sv_port port[SV_MAX_PORTS];
+	uint32_t ece_options; /* SOFTVERBS_ECE (sv_ece.c); 0: no ECE */
 };
 
 struct sv_context {
@@ -142,6 +143,8 @@ struct sv_qp {
 	struct ibv_qp_cap cap;
 	struct ibv_qp_attr attr; /* as last modified */
 	int ordinal;             /* n-th QP of this process, from 1 */
+	bool ece_set;            /* ibv_set_ece took ece_options (sv_ece.c) */
+	uint32_t ece_options;
 
 	/* Send queue: monotonic counters, slot = counter % sq_size.
 	 * [sq_head, sq_send) sent and waiting for a response,
@@ -357,6 +360,9 @@ int sv_pkey_table_len(const struct sv_device *d);
 uint16_t sv_pkey_at(const struct sv_port *p, int index);
 bool sv_pkey_match(uint16_t a, uint16_t b);
 void sv_pkeys_load(struct sv_device *devs, int ndevs);
+
+/* sv_ece.c */
+void sv_ece_load(struct sv_device *devs, int ndevs);
 void sv_async_event(struct sv_context *ctx, enum ibv_event_type type, void *elem, int port);
 void sv_set_port_state(enum ibv_port_state state);
 

@@ -224,16 +224,6 @@ SV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 	return NULL;
 }
 
-SV_EXPORT int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
-{
-	return EOPNOTSUPP;
-}
-
-SV_EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
-{
-	return EOPNOTSUPP;
-}
-
 /* Data lands in order: each message is applied whole, in PSN order. */
 SV_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags)
 {

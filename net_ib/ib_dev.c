@@ -308,24 +308,7 @@ static int add_port(struct ib_hca *h, int port, const struct ibv_port_attr *pa, 
 		return -1;
 	d->nqps = qps ? qps : d->link_layer == IBV_LINK_LAYER_ETHERNET ? 4 : 1;
 	pci_path_of(d);
-	d->ctr = braid_counters_dev(ib.ndevs);
-	snprintf(d->ctr->name, sizeof(d->ctr->name), "%.56s:%d", d->name, port & 0xff);
-	snprintf(d->ctr->provider, sizeof(d->ctr->provider), "verbs %s",
-		 d->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "IB");
-	d->ctr->in_use = 1;
 	ib.ndevs++;
-	{
-		char gs[64];
-
-		ib_gid_str(&d->gid, gs, sizeof(gs));
-		BRAID_INFO(NCCL_INIT | NCCL_NET,
-			   "ib: device %d = %s:%d, %s, %d Mb/s, MTU %s, LID %u, GID %d %s (%s): %s, "
-			   "%d QP(s) per connection, P_Key 0x%04x at index %d",
-			   ib.ndevs - 1, d->name, port,
-			   d->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
-			   d->speed_mbps, ib_mtu_str(d->mtu), d->lid, d->gid_index, gs,
-			   gid_type_name(d->gid_type), d->gid_why, d->nqps, d->pkey, d->pkey_index);
-	}
 	return 0;
 }
 
@@ -348,6 +331,68 @@ static void record_fallback(const char *list)
 	/* The gpudirect fields are the core's, from ptrSupport (plugin/gpudirect.h). */
 	r->qp_rec_size = sizeof(struct braid_ctr_qp);
 	r->max_qps = BRAID_CTR_MAX_QPS;
+}
+
+/* NCCL's key: the PCI address in the last component of the device's path; no path: last. */
+static int64_t pci_order_key(const struct ib_dev *d)
+{
+	const char *s = strrchr(d->pci_path, '/');
+	unsigned int dom, bus, dev, fn;
+
+	s = s ? s + 1 : d->pci_path;
+	if (sscanf(s, "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4)
+		return INT64_MAX;
+	return (int64_t)dom << 24 | (int64_t)bus << 16 | (int64_t)dev << 8 | fn;
+}
+
+static void log_device(int i, const struct ib_dev *d)
+{
+	char gs[64];
+
+	ib_gid_str(&d->gid, gs, sizeof(gs));
+	BRAID_INFO(NCCL_INIT | NCCL_NET,
+		   "ib: device %d = %s:%d, %s, %d Mb/s, MTU %s, LID %u, GID %d %s (%s): %s, "
+		   "%d QP(s) per connection, P_Key 0x%04x at index %d",
+		   i, d->name, d->port,
+		   d->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand", d->speed_mbps,
+		   ib_mtu_str(d->mtu), d->lid, d->gid_index, gs, gid_type_name(d->gid_type),
+		   d->gid_why, d->nqps, d->pkey, d->pkey_index);
+}
+
+/*
+ * NCCL_IB_DEVICE_PCI_ORDER (default 1): number the devices in PCI order, the same on every
+ * node of one build whatever order the verbs library lists them in, as NCCL sorts its
+ * ncclIbDevs. Stable, so the ports of one NIC keep their order. Then each device gets the
+ * counter record of its final index.
+ */
+static void order_devices(void)
+{
+	char list[512] = "";
+	size_t used = 0;
+
+	for (int i = 1; braid_param_int(BRAID_P_IB_DEVICE_PCI_ORDER) && i < ib.ndevs; i++) {
+		struct ib_dev d = ib.devs[i];
+		int j = i;
+
+		for (; j > 0 && pci_order_key(&ib.devs[j - 1]) > pci_order_key(&d); j--)
+			ib.devs[j] = ib.devs[j - 1];
+		ib.devs[j] = d;
+	}
+	for (int i = 0; i < ib.ndevs; i++) {
+		struct ib_dev *d = &ib.devs[i];
+
+		d->ctr = braid_counters_dev(i);
+		snprintf(d->ctr->name, sizeof(d->ctr->name), "%.56s:%d", d->name, d->port & 0xff);
+		snprintf(d->ctr->provider, sizeof(d->ctr->provider), "verbs %s",
+			 d->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "IB");
+		d->ctr->in_use = 1;
+		log_device(i, d);
+		if (used < sizeof(list))
+			used += (size_t)snprintf(list + used, sizeof(list) - used, " [%d]%s:%d", i,
+						 d->name, d->port);
+	}
+	BRAID_INFO(NCCL_INIT | NCCL_NET, "ib: devices%s:%s",
+		   braid_param_int(BRAID_P_IB_DEVICE_PCI_ORDER) ? " in PCI order" : "", list);
 }
 
 int ib_init(const struct braid_backend_env *env, char *why, size_t whylen)
@@ -452,6 +497,7 @@ int ib_init(const struct braid_backend_env *env, char *why, size_t whylen)
 		return -1;
 	}
 	(void)nports;
+	order_devices();
 	record_fallback(ports);
 	return 0;
 }

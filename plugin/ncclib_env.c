@@ -31,8 +31,8 @@ static const struct braid_ncclib_var vars[] = {
 	{ "NCCL_IB_PKEY", "0", "index of the partition key (P_Key) of the QPs", H, "BRAID_IB_PKEY",
 	  "connect.cc:17" },
 	{ "NCCL_IB_DEVICE_PCI_ORDER", "1",
-	  "number the devices in PCI order, the same on every node", I,
-	  "braid numbers devices in verbs discovery order", "init.cc:30" },
+	  "number the devices in PCI order, the same on every node", H, "BRAID_IB_DEVICE_PCI_ORDER",
+	  "init.cc:30" },
 	{ "NCCL_IB_DISABLE", "0", "do not use NCCL's IB transport", W,
 	  "braid's ib backend is chosen by BRAID_BACKEND (set it to ofi)", "init.cc:27" },
 	{ "NCCL_IB_MERGE_NICS", "1", "fuse the ports of one dual-port NIC into one device", C,
@@ -77,7 +77,10 @@ static const struct braid_ncclib_var vars[] = {
 	  "register with relaxed ordering (2: where supported)", H, "BRAID_IB_PCI_RELAXED_ORDERING",
 	  "init.cc:11" },
 	{ "NCCL_IB_ADAPTIVE_ROUTING", "-2 (on for InfiniBand)", "post for adaptive routing", W,
-	  "braid posts the same way with adaptive routing or without", "init.cc:12" },
+	  "not yet: NCCL posts a message above the threshold as an RDMA WRITE and then a "
+	  "0-byte WRITE_WITH_IMM; braid's receiver counts each chunk's bytes from its "
+	  "WRITE_WITH_IMM, so the split needs the sizes sent another way first",
+	  "init.cc:12" },
 	{ "NCCL_IB_AR_THRESHOLD", "-2 (8192)", "smallest message posted the adaptive-routing way",
 	  I, "see NCCL_IB_ADAPTIVE_ROUTING", "p2p.cc:13" },
 	{ "NCCL_IB_RECEIVER_SIDE_MATCHING_SCHEME", "-2", "how a receiver matches out-of-order data",

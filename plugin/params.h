@@ -123,6 +123,10 @@ enum braid_param_type {
 	  NULL, "NCCL_IB_PCI_RELAXED_ORDERING",                                                    \
 	  "Register memory with IBV_ACCESS_RELAXED_ORDERING: 0 never, 1 or 2 where libibverbs "    \
 	  "has ibv_reg_mr_iova2 (the API that carries the flag), as NCCL decides.")                \
+	X(IB_DEVICE_PCI_ORDER, "BRAID_IB_DEVICE_PCI_ORDER", BRAID_PARAM_BOOL, "1", 0, 1, NULL,     \
+	  "NCCL_IB_DEVICE_PCI_ORDER",                                                              \
+	  "Number the verbs devices in PCI order (the same on every node), as NCCL's IB "          \
+	  "transport does; 0: in the order libibverbs lists them.")                                \
 	X(IB_TIMEOUT, "BRAID_IB_TIMEOUT", BRAID_PARAM_INT, "20", 1, 31, NULL, "NCCL_IB_TIMEOUT",   \
 	  "QP local ACK timeout exponent: 4.096 us * 2^value before a retry.")                     \
 	X(IB_RETRY_CNT, "BRAID_IB_RETRY_CNT", BRAID_PARAM_INT, "7", 0, 7, NULL,                    \

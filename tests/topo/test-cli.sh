@@ -275,8 +275,11 @@ and d["devices"] is None and d["gpus"] is not None'
 			'[x["rail_id"] for x in devs] == [0, 1, 2, 3, None]
 and all(x["plane_id"] is None for x in devs)'
 		run "${mlx[@]}" -- --xml "$dir/8gpu-nic-per-pair-renamed.xml"
+		# NCCL_IB_DEVICE_PCI_ORDER (default 1): devices numbered by PCI slot, so device i
+		# is the same slot, with the same rail, on both hosts, whatever their names.
 		jcheck "ids, other host (NICs named in reverse): the same rail per PCI slot" \
-			'[x["rail_id"] for x in devs] == [3, 2, 1, 0, None]'
+			'[(x["name"], x["rail_id"]) for x in devs] == [("mlx5_3", 0), ("mlx5_2", 1),
+("mlx5_1", 2), ("mlx5_0", 3), ("mlx5_4", None)]'
 		# NCCL_IB_HCA's hca:port:rail:plane: the list's rails win and are the only ones
 		run "${mlx[@]}" "NCCL_IB_HCA==mlx5_0:1:7:2,mlx5_1:1::3,mlx5_2,mlx5_3" -- \
 			--xml "$dir/8gpu-nic-per-pair.xml"

@@ -52,13 +52,42 @@ static void mr_release(struct braid_mr_range *r)
 	mr_free(braid_container_of(r, struct ib_mr, range));
 }
 
+/* The cache's registration of r's pages on HCA dev (braid_mr_backend). */
+static int reg_range(void *dev, struct braid_mr_range *r)
+{
+	struct ib_mr *m = braid_container_of(r, struct ib_mr, range);
+	struct ib_hca *h = dev;
+	int rc;
+
+	m->hca = h;
+	m->mr = reg_pages(h, r->base, r->len);
+	if (m->mr)
+		return 0;
+	rc = errno ? errno : EIO;
+	BRAID_WARN("ib: ibv_reg_mr(%p, %zu bytes, %s) on %s failed: %s", (void *)r->base, r->len,
+		   r->type == NCCL_PTR_CUDA ? "CUDA" : "host", h->name, strerror(rc));
+	return -rc;
+}
+
+static struct braid_mr_range *mr_alloc(void)
+{
+	struct ib_mr *m = calloc(1, sizeof(*m));
+
+	/* cppcheck-suppress memleak ; the record is reached through its range (container_of) */
+	return m ? &m->range : NULL;
+}
+
+static const struct braid_mr_backend ib_mr_backend = {
+	.alloc = mr_alloc,
+	.reg = reg_range,
+	.release = mr_release,
+};
+
 static ncclResult_t reg_host(struct ib_hca *h, void *data, size_t size, int type,
 			     struct ib_mr **mhandle)
 {
-	int use_cache = (int)braid_param_int(BRAID_P_MR_CACHE);
-	struct braid_mr_range *hit;
+	struct braid_mr_range *r;
 	struct ib_mr *m;
-	int rc = 0;
 
 	if (type == NCCL_PTR_CUDA && !h->gdr_peermem) {
 		/* Registering it anyway would pin whatever host pages the address maps, not
@@ -71,34 +100,10 @@ static ncclResult_t reg_host(struct ib_hca *h, void *data, size_t size, int type
 					 : "");
 		return ncclInvalidUsage;
 	}
-	pthread_mutex_lock(&h->lock);
-	hit = use_cache ? braid_mr_cache_get(&h->cache, data, size, type) : NULL;
-	if (hit) {
-		pthread_mutex_unlock(&h->lock);
-		*mhandle = braid_container_of(hit, struct ib_mr, range);
-		return ncclSuccess;
-	}
-	m = calloc(1, sizeof(*m));
-	if (!m) {
-		pthread_mutex_unlock(&h->lock);
+	if (braid_mr_cache_get_or_reg(&h->cache, &h->lock, (int)braid_param_int(BRAID_P_MR_CACHE),
+				      &ib_mr_backend, h, data, size, type, &r))
 		return ncclSystemError;
-	}
-	braid_mr_range_init(&m->range, data, size, type);
-	m->hca = h;
-	m->mr = reg_pages(h, m->range.base, m->range.len);
-	if (!m->mr) {
-		rc = errno ? errno : EIO;
-		BRAID_WARN("ib: ibv_reg_mr(%p, %zu bytes, %s) on %s failed: %s",
-			   (void *)m->range.base, m->range.len,
-			   type == NCCL_PTR_CUDA ? "CUDA" : "host", h->name, strerror(rc));
-	}
-	if (!rc && use_cache)
-		rc = braid_mr_cache_add(&h->cache, &m->range);
-	pthread_mutex_unlock(&h->lock);
-	if (rc) {
-		mr_free(m);
-		return ncclSystemError;
-	}
+	m = braid_container_of(r, struct ib_mr, range);
 	m->magic = BRAID_MAGIC_MR;
 	*mhandle = m;
 	return ncclSuccess;
@@ -140,14 +145,8 @@ static ncclResult_t reg_dmabuf(struct ib_hca *h, void *data, size_t size, int ty
 
 static void put_one(struct ib_mr *m)
 {
-	struct ib_hca *h = m->hca;
-	int last;
-
-	pthread_mutex_lock(&h->lock);
-	last = braid_mr_cache_put(&h->cache, &m->range); /* dma-buf: not in it, just counted */
-	pthread_mutex_unlock(&h->lock);
-	if (last)
-		mr_free(m);
+	/* dma-buf: not in the cache, just counted */
+	braid_mr_cache_unref(&m->hca->cache, &m->hca->lock, &ib_mr_backend, &m->range);
 }
 
 /* The handle of a comm over several NICs: one registration per rail, or the first error. */

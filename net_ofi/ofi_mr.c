@@ -60,54 +60,47 @@ static void dev_mr_release(struct braid_mr_range *r)
 	dev_mr_free(braid_container_of(r, struct ofi_dev_mr, range));
 }
 
+/* The cache's registration of r's pages on endpoint dev (braid_mr_backend). */
+static int reg_range(void *dev, struct braid_mr_range *r)
+{
+	struct ofi_dev_mr *m = braid_container_of(r, struct ofi_dev_mr, range);
+	struct ofi_dev *d = dev;
+
+	m->dev = d;
+	if (r->type == NCCL_PTR_CUDA) /* both leave nothing behind when they fail */
+		return reg_cuda(d, (void *)r->base, r->len, &m->mr, &m->desc);
+	return ofi_mr_reg_raw(d, (void *)r->base, r->len, FI_SEND | FI_RECV, &m->mr, &m->desc);
+}
+
+static struct braid_mr_range *dev_mr_alloc(void)
+{
+	struct ofi_dev_mr *m = calloc(1, sizeof(*m));
+
+	/* cppcheck-suppress memleak ; the record is reached through its range (container_of) */
+	return m ? &m->range : NULL;
+}
+
+static const struct braid_mr_backend ofi_mr_backend = {
+	.alloc = dev_mr_alloc,
+	.reg = reg_range,
+	.release = dev_mr_release,
+};
+
 /* The buffer's registration on d, from its cache or new. */
 static int dev_mr_get(struct ofi_dev *d, void *data, size_t size, int type, struct ofi_dev_mr **out)
 {
-	int use_cache = braid_param_int(BRAID_P_MR_CACHE);
-	struct braid_mr_range *hit;
-	struct ofi_dev_mr *m;
-	int rc;
+	struct braid_mr_range *r;
 
-	pthread_mutex_lock(&d->lock);
-	hit = use_cache ? braid_mr_cache_get(&d->cache, data, size, type) : NULL;
-	if (hit) {
-		pthread_mutex_unlock(&d->lock);
-		*out = braid_container_of(hit, struct ofi_dev_mr, range);
-		return 0;
-	}
-	m = calloc(1, sizeof(*m));
-	if (!m) {
-		pthread_mutex_unlock(&d->lock);
+	if (braid_mr_cache_get_or_reg(&d->cache, &d->lock, (int)braid_param_int(BRAID_P_MR_CACHE),
+				      &ofi_mr_backend, d, data, size, type, &r))
 		return -1;
-	}
-	braid_mr_range_init(&m->range, data, size, type);
-	m->dev = d;
-	if (type == NCCL_PTR_CUDA)
-		rc = reg_cuda(d, (void *)m->range.base, m->range.len, &m->mr, &m->desc);
-	else
-		rc = ofi_mr_reg_raw(d, (void *)m->range.base, m->range.len, FI_SEND | FI_RECV,
-				    &m->mr, &m->desc);
-	if (!rc && use_cache)
-		rc = braid_mr_cache_add(&d->cache, &m->range);
-	pthread_mutex_unlock(&d->lock);
-	if (rc) {
-		dev_mr_free(m);
-		return -1;
-	}
-	*out = m;
+	*out = braid_container_of(r, struct ofi_dev_mr, range);
 	return 0;
 }
 
 static void dev_mr_put(struct ofi_dev_mr *m)
 {
-	struct ofi_dev *d = m->dev;
-	int last;
-
-	pthread_mutex_lock(&d->lock);
-	last = braid_mr_cache_put(&d->cache, &m->range);
-	pthread_mutex_unlock(&d->lock);
-	if (last)
-		dev_mr_free(m);
+	braid_mr_cache_unref(&m->dev->cache, &m->dev->lock, &ofi_mr_backend, &m->range);
 }
 
 static void mr_free(struct ofi_mr *m)

@@ -67,6 +67,50 @@ int braid_mr_cache_put(struct braid_mr_cache *c, struct braid_mr_range *r)
 	return 1;
 }
 
+int braid_mr_cache_get_or_reg(struct braid_mr_cache *c, pthread_mutex_t *lock, int use_cache,
+			      const struct braid_mr_backend *b, void *dev, const void *data,
+			      size_t size, int type, struct braid_mr_range **out)
+{
+	struct braid_mr_range *r;
+	int rc;
+
+	pthread_mutex_lock(lock);
+	r = use_cache ? braid_mr_cache_get(c, data, size, type) : NULL;
+	if (r) {
+		pthread_mutex_unlock(lock);
+		*out = r;
+		return 0;
+	}
+	r = b->alloc();
+	if (!r) {
+		pthread_mutex_unlock(lock);
+		return -ENOMEM;
+	}
+	braid_mr_range_init(r, data, size, type);
+	rc = b->reg(dev, r);
+	if (!rc && use_cache)
+		rc = braid_mr_cache_add(c, r);
+	pthread_mutex_unlock(lock);
+	if (rc) {
+		b->release(r);
+		return rc;
+	}
+	*out = r;
+	return 0;
+}
+
+void braid_mr_cache_unref(struct braid_mr_cache *c, pthread_mutex_t *lock,
+			  const struct braid_mr_backend *b, struct braid_mr_range *r)
+{
+	int last;
+
+	pthread_mutex_lock(lock);
+	last = braid_mr_cache_put(c, r);
+	pthread_mutex_unlock(lock);
+	if (last)
+		b->release(r);
+}
+
 void braid_mr_cache_drain(struct braid_mr_cache *c, void (*release)(struct braid_mr_range *r))
 {
 	for (int i = 0; i < c->n; i++)

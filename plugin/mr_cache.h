@@ -9,6 +9,7 @@
 #ifndef BRAID_MR_CACHE_H
 #define BRAID_MR_CACHE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,6 +45,29 @@ struct braid_mr_range *braid_mr_cache_get(struct braid_mr_cache *c, const void *
 int braid_mr_cache_add(struct braid_mr_cache *c, struct braid_mr_range *r);
 /* Drop one reference: 1 when it was the last (the range has left the cache), else 0. */
 int braid_mr_cache_put(struct braid_mr_cache *c, struct braid_mr_range *r);
+/*
+ * What a backend gives the cache to register a buffer: alloc(), a zeroed record of its own
+ * holding the range (NULL when out of memory); reg(), which registers the range's whole
+ * pages on dev into the record, 0 or a negative error (with its own WARN); release(), which
+ * deregisters the record if reg() got that far, and frees it.
+ */
+struct braid_mr_backend {
+	struct braid_mr_range *(*alloc)(void);
+	int (*reg)(void *dev, struct braid_mr_range *r);
+	void (*release)(struct braid_mr_range *r);
+};
+
+/*
+ * The buffer's registration on dev: a cached one with one more reference, or a new one
+ * (cached when use_cache). lock guards c (the backend's device lock) and is held across
+ * the registration. 0 and *out, or -ENOMEM, or reg()'s error.
+ */
+int braid_mr_cache_get_or_reg(struct braid_mr_cache *c, pthread_mutex_t *lock, int use_cache,
+			      const struct braid_mr_backend *b, void *dev, const void *data,
+			      size_t size, int type, struct braid_mr_range **out);
+/* Drop one reference under lock; the last one deregisters (b->release). */
+void braid_mr_cache_unref(struct braid_mr_cache *c, pthread_mutex_t *lock,
+			  const struct braid_mr_backend *b, struct braid_mr_range *r);
 /* At shutdown: hand every range still cached (NCCL does not always deregister) to release. */
 void braid_mr_cache_drain(struct braid_mr_cache *c, void (*release)(struct braid_mr_range *r));
 

@@ -9,6 +9,8 @@
 #   port down              SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS -> port down (async event)
 set -u
 . "$(dirname "$0")/lib.sh"
+BRAID=$BUILD/braid
+[ -x "$BRAID" ] || die "$BRAID is missing: run make first"
 export SOFTVERBS_DEVICES=svroce0:roce:1 BRAID_IB_HCA==svroce0 BRAID_SOCKET_IFNAME=lo
 BOUND_S=15
 log=$SV_FABRIC.log

@@ -5,10 +5,6 @@
 SV_DIR=$(cd "$BUILD/softverbs" 2>/dev/null && pwd) || die "$BUILD/softverbs is missing: run make first"
 [ -f "$SV_DIR/libibverbs.so.1" ] || die "$SV_DIR/libibverbs.so.1 is missing: run make first"
 export LD_LIBRARY_PATH="$SV_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-# The braid command and softverbs' counter reader, which the perf-driven tests use.
-BRAID=$BUILD/braid STAT=$SV_DIR/softverbs-stat
-[ -x "$BRAID" ] || die "$BRAID is missing: run make first"
-[ -x "$STAT" ] || die "$STAT is missing: run make first"
 # Unix socket paths live under the fabric directory: keep it short.
 SV_FABRIC=$(mktemp -d /tmp/svib.XXXXXX)
 export SOFTVERBS_FABRIC=$SV_FABRIC

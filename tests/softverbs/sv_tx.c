@@ -285,15 +285,16 @@ static void tx_resp(struct sv_resp *r)
 
 	if (r->conn->dead)
 		return;
-	if (sv_writev_full(r->conn->fd, iov, n)) {
-		pthread_mutex_lock(&sv_eng.lock);
-		sv_conn_lost(r->conn);
-		pthread_mutex_unlock(&sv_eng.lock);
-		return;
-	}
+	/* Counted before the write: the requester may complete its READ, and a
+	 * test read the stats, before this thread runs again after writev(). */
 	if (bytes && r->qp) {
 		pthread_mutex_lock(&sv_eng.lock);
 		account_tx(r->qp, bytes);
+		pthread_mutex_unlock(&sv_eng.lock);
+	}
+	if (sv_writev_full(r->conn->fd, iov, n)) {
+		pthread_mutex_lock(&sv_eng.lock);
+		sv_conn_lost(r->conn);
 		pthread_mutex_unlock(&sv_eng.lock);
 	}
 }

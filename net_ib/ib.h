@@ -96,9 +96,11 @@ struct ib_fifo_elem {
 } __attribute__((aligned(8)));
 _Static_assert(sizeof(struct ib_fifo_elem) == 48, "FIFO element layout");
 
-/* imm of a data write: [0..2] buffer, [3..10] seq, [11..15] chunks - 1, [24..31]
- * IB_IMM_MAGIC. */
+/* imm of a data write: [0..2] buffer, [3..10] seq, [11..15] chunks - 1, [16] the chunk's
+ * size is in the receiver's record (adaptive routing), [17..20] the chunk's number then,
+ * [24..31] IB_IMM_MAGIC. */
 #define IB_IMM_MAGIC 0xb7u
+#define IB_IMM_AR (1u << 16)
 static inline uint32_t ib_imm(uint32_t seq, int idx, int nchunks)
 {
 	return (uint32_t)idx | ((seq & 0xffu) << 3) | ((uint32_t)(nchunks - 1) << 11) |
@@ -109,6 +111,26 @@ static inline int ib_imm_chunks(uint32_t imm)
 {
 	return (int)((imm >> 11) & 31) + 1;
 }
+
+static inline uint32_t ib_imm_ar(uint32_t imm, int chunk)
+{
+	return imm | IB_IMM_AR | ((uint32_t)chunk << 17);
+}
+
+static inline int ib_imm_ar_chunk(uint32_t imm)
+{
+	return (int)((imm >> 17) & 15);
+}
+
+/*
+ * Adaptive routing (NCCL_IB_ADAPTIVE_ROUTING): the chunk sizes of the messages posted
+ * that way, one record per ring slot. The sender writes each chunk's size here and sends
+ * it with the chunk's WRITE_WITH_IMM into the receiver's copy, where the receiver reads
+ * it once the immediate arrives (the write's byte_len is the record's, not the data's).
+ */
+struct ib_ar_rec {
+	uint32_t len[BRAID_MAX_RECVS][IB_MAX_QPS];
+};
 
 struct ib_hca; /* one verbs device */
 
@@ -129,6 +151,7 @@ struct ib_dev {
 	char gid_why[192];
 	int speed_mbps;
 	int nqps;      /* QPs per connection for this port */
+	int ar;        /* post for adaptive routing (BRAID_IB_ADAPTIVE_ROUTING) */
 	int port_down; /* atomic: set by IBV_EVENT_PORT_ERR, cleared by ACTIVE */
 	int ncomms;    /* atomic: comms holding QPs on this port (BRAID_MAX_COMMS) */
 	struct braid_ctr_dev *ctr;
@@ -259,6 +282,16 @@ struct ib_comm {
 	uint32_t psn[IB_MAX_QPS]; /* our QPs' first PSNs (set-up only) */
 	uint32_t next_qp;
 	size_t split_bytes;
+	/* Adaptive routing: sender, post that way (every rail's port does, and the peer gave
+	 * its records) the messages above ar_above (INT64_MAX: none; signed, as NCCL compares:
+	 * -1 takes every message); receiver, records offered. ar_recs is registered on each
+	 * rail. */
+	int ar;
+	int64_t ar_above;
+	struct ib_ar_rec *ar_recs; /* [IB_RING] */
+	struct ibv_mr *ar_mr[BRAID_VDEV_MAX_NICS];
+	uint64_t rem_ar_addr; /* sender: the receiver's records, with its key per rail */
+	uint32_t rem_ar_rkey[BRAID_VDEV_MAX_NICS];
 
 	struct braid_pool reqs;
 	struct ibv_mr *pool_mr; /* receive requests hold the FIFO entries we write */
@@ -292,6 +325,14 @@ struct ib_comm {
 static inline struct ib_comm *to_ib_comm(void *comm)
 {
 	return comm;
+}
+
+/* A sender's send queue: adaptive routing posts two WRs a chunk (the data, unsignaled, and
+ * its WRITE_WITH_IMM), and a QP in error completes both. c->ar is the local choice here,
+ * made before the peer answers. */
+static inline int ib_sq_depth(const struct ib_comm *c)
+{
+	return c->ar ? 2 * IB_SQ_DEPTH : IB_SQ_DEPTH;
 }
 
 static inline struct ib_req *to_ib_req(void *request)

@@ -64,6 +64,10 @@ static void comm_free(struct ib_comm *c)
 			ibv.destroy_cq(c->rails[k].cq);
 	if (c->fifo_mr)
 		ibv.dereg_mr(c->fifo_mr);
+	for (int k = 0; k < BRAID_VDEV_MAX_NICS; k++)
+		if (c->ar_mr[k])
+			ibv.dereg_mr(c->ar_mr[k]);
+	braid_numa_free(c->ar_recs, IB_RING * sizeof(*c->ar_recs));
 	if (c->pool_mr)
 		ibv.dereg_mr(c->pool_mr);
 	braid_numa_free(c->fifo, IB_RING * sizeof(*c->fifo));
@@ -103,6 +107,41 @@ static size_t split_bytes(void)
 	return nccl ? 0 : SIZE_MAX;
 }
 
+/* Adaptive routing when every rail's port has it (NCCL's comm->ar, init.cc); the sender
+ * uses it once the peer also offers its records (link_finish). */
+static void ar_setup(struct ib_comm *c)
+{
+	int64_t t = braid_param_int(BRAID_P_IB_AR_THRESHOLD);
+
+	c->ar = 1;
+	for (int k = 0; k < c->nrails; k++)
+		c->ar = c->ar && c->rails[k].dev->ar;
+	c->ar_above = t == -2 ? 8192 : t;
+}
+
+/* The adaptive-routing records, registered on every rail (the receiver's for the sender's
+ * writes, the sender's for its QPs to read); 0 or -errno. */
+static int ar_register(struct ib_comm *c)
+{
+	int access = IBV_ACCESS_LOCAL_WRITE | (c->is_send ? 0 : IBV_ACCESS_REMOTE_WRITE);
+
+	c->ar_recs = braid_numa_alloc(IB_RING * sizeof(*c->ar_recs), c->dev->numa_node);
+	if (!c->ar_recs)
+		return -ENOMEM;
+	for (int k = 0; k < c->nrails; k++) {
+		c->ar_mr[k] = ibv.reg_mr(c->rails[k].hca->pd, c->ar_recs,
+					 IB_RING * sizeof(*c->ar_recs), access);
+		if (!c->ar_mr[k]) {
+			int rc = errno ? errno : EIO;
+
+			BRAID_WARN("ib: registering the adaptive-routing records on %s failed: %s",
+				   c->rails[k].hca->name, strerror(rc));
+			return -rc;
+		}
+	}
+	return 0;
+}
+
 static struct ib_comm *comm_new(const struct braid_vdev *vd, struct braid_link *lk, int is_send,
 				int *err)
 {
@@ -135,6 +174,7 @@ static struct ib_comm *comm_new(const struct braid_vdev *vd, struct braid_link *
 	c->traffic_class = (int)braid_param_int(BRAID_P_IB_TC);
 	c->sl = (int)braid_param_int(BRAID_P_IB_SL);
 	c->split_bytes = split_bytes();
+	ar_setup(c);
 	return c;
 }
 
@@ -161,7 +201,7 @@ static int connector_nqps(const struct ib_comm *c)
 static int comm_build(struct ib_comm *c, int nqps)
 {
 	struct ib_hca *h = c->hca;
-	int per_qp = c->is_send ? IB_SQ_DEPTH + 1 : IB_RQ_DEPTH + IB_RING + 8;
+	int per_qp = c->is_send ? ib_sq_depth(c) + 1 : IB_RQ_DEPTH + IB_RING + 8;
 	int flush = !c->is_send && flush_wanted(c) ? IB_FLUSH_DEPTH : 0;
 	int rc;
 
@@ -186,6 +226,11 @@ static int comm_build(struct ib_comm *c, int nqps)
 	}
 	for (int i = 0; i < nqps; i++) {
 		rc = ib_qp_create(c, &c->qps[i], i % c->nrails, c->is_send);
+		if (rc)
+			return rc;
+	}
+	if (c->ar) {
+		rc = ar_register(c);
 		if (rc)
 			return rc;
 	}
@@ -280,6 +325,11 @@ static void fill_wire(struct ib_comm *c, struct ib_wire *w, const uint32_t *psn)
 	if (c->fifo_mr) {
 		w->fifo_addr = (uint64_t)(uintptr_t)c->fifo;
 		w->fifo_rkey = c->fifo_mr->rkey;
+	}
+	if (!c->is_send && c->ar_recs) {
+		w->ar_addr = (uint64_t)(uintptr_t)c->ar_recs;
+		for (int k = 0; k < c->nrails; k++)
+			w->ar_rkey[k] = c->ar_mr[k]->rkey;
 	}
 	for (int i = 0; i < c->nqps; i++) {
 		const struct ib_qp *q = &c->qps[i];
@@ -465,9 +515,22 @@ static int link_hello(void *comm, void *blob, uint32_t *len)
 static int link_finish(void *comm, const void *blob, uint32_t len)
 {
 	struct ib_comm *c = to_ib_comm(comm);
+	const struct ib_wire *w = blob;
 	int rc = check_wire(c, blob, len, c->nqps, "connect to");
 
-	return rc ? rc : connect_qps(c, blob, c->psn);
+	if (rc)
+		return rc;
+	if (c->ar && !w->ar_addr)
+		BRAID_INFO(NCCL_NET,
+			   "ib: send comm to %s posts without adaptive routing: the "
+			   "peer's ports have it off (BRAID_IB_ADAPTIVE_ROUTING)",
+			   c->peer);
+	c->ar = c->ar && w->ar_addr;
+	if (!c->ar)
+		c->ar_above = INT64_MAX;
+	c->rem_ar_addr = w->ar_addr;
+	memcpy(c->rem_ar_rkey, w->ar_rkey, sizeof(c->rem_ar_rkey));
+	return connect_qps(c, blob, c->psn);
 }
 
 static int link_answer(void *listen_comm, struct braid_link *lk, const void *blob, uint32_t len,

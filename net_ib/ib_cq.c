@@ -68,10 +68,11 @@ static void handle_wc_error(struct ib_comm *c, const struct ibv_wc *wc)
 {
 	int qi = qp_index(c, wc->qp_num);
 	unsigned kind = (unsigned)(wc->wr_id & 3);
+	struct ib_req *r = (struct ib_req *)(uintptr_t)(wc->wr_id & ~3ULL);
 
-	if (kind == IB_WR_SEND || kind == IB_WR_FIFO || kind == IB_WR_FLUSH) {
-		struct ib_req *r = (struct ib_req *)(uintptr_t)(wc->wr_id & ~3ULL);
-
+	/* An adaptive-routing data write (no request: its WRITE_WITH_IMM carries that) only
+	 * completes in error; it fails the comm below. */
+	if (r && (kind == IB_WR_SEND || kind == IB_WR_FIFO || kind == IB_WR_FLUSH)) {
 		/* a flushed request fails with what failed the comm */
 		req_fail(r, wc->status == IBV_WC_WR_FLUSH_ERR && c->error ? c->error
 									  : wc_result(wc->status));
@@ -110,8 +111,10 @@ static void handle_wc_error(struct ib_comm *c, const struct ibv_wc *wc)
 	ib_comm_fail(c, wc_result(wc->status));
 }
 
-/* A data chunk landed in one of our buffers. */
-static void data_arrived(struct ib_comm *c, const struct ibv_wc *wc)
+/* A data chunk landed in one of our buffers: len bytes of it (bad: a malformed
+ * adaptive-routing chunk). */
+static inline __attribute__((always_inline)) void
+data_arrived(struct ib_comm *c, const struct ibv_wc *wc, uint32_t len, int bad)
 {
 	uint32_t imm = ntohl(wc->imm_data);
 	uint32_t seq8 = (imm >> 3) & 0xff;
@@ -120,7 +123,8 @@ static void data_arrived(struct ib_comm *c, const struct ibv_wc *wc)
 	int qi = qp_index(c, wc->qp_num);
 
 	if ((imm >> 24) != IB_IMM_MAGIC || !r || (r->seq & 0xff) != seq8 || idx >= r->n ||
-	    (r->chunks_want[idx] && r->chunks_want[idx] != nch) || r->chunks_got[idx] >= nch) {
+	    (r->chunks_want[idx] && r->chunks_want[idx] != nch) || r->chunks_got[idx] >= nch ||
+	    bad) {
 		if (!c->warned) {
 			c->warned = 1;
 			BRAID_WARN("ib: receive comm %s:%d QP %#x (peer %s, GID %s): protocol error: "
@@ -133,13 +137,13 @@ static void data_arrived(struct ib_comm *c, const struct ibv_wc *wc)
 	}
 	r->chunks_want[idx] = (uint8_t)nch;
 	r->chunks_got[idx]++;
-	r->size[idx] += wc->byte_len;
+	r->size[idx] += len;
 	if (qi >= 0 && c->qps[qi].ctr) {
-		braid_ctr_add(&c->qps[qi].ctr->rx_bytes, wc->byte_len);
+		braid_ctr_add(&c->qps[qi].ctr->rx_bytes, len);
 		braid_ctr_add(&c->qps[qi].ctr->rx_msgs, 1);
 	}
 	if (qi >= 0 && c->nrails > 1 && c->rails[c->qps[qi].rail].ctr) {
-		braid_ctr_add(&c->rails[c->qps[qi].rail].ctr->bytes, wc->byte_len);
+		braid_ctr_add(&c->rails[c->qps[qi].rail].ctr->bytes, len);
 		braid_ctr_add(&c->rails[c->qps[qi].rail].ctr->chunks, 1);
 	}
 	if (r->chunks_got[idx] == nch) {
@@ -147,6 +151,27 @@ static void data_arrived(struct ib_comm *c, const struct ibv_wc *wc)
 		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_bytes), r->size[idx]);
 		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_msgs), 1);
 	}
+}
+
+/*
+ * An adaptive-routing chunk (ib_post.c post_write_ar): what landed is its 4-byte size, in
+ * the record of its slot, buffer and number. Out of line, so that it costs nothing when
+ * off. A chunk that is no such thing, or whose size overflows its buffer, is malformed.
+ */
+static __attribute__((noinline)) void ar_data_arrived(struct ib_comm *c, const struct ibv_wc *wc)
+{
+	uint32_t imm = ntohl(wc->imm_data), seq8 = (imm >> 3) & 0xff, idx = imm & 7, len = 0;
+	const struct ib_req *r = c->slot[seq8 % IB_RING];
+	int chunk = ib_imm_ar_chunk(imm);
+	int bad = !c->ar_recs || chunk >= ib_imm_chunks(imm) || wc->byte_len != sizeof(len) || !r ||
+		  idx >= (uint32_t)r->n;
+
+	if (!bad) {
+		len = __atomic_load_n(&c->ar_recs[seq8 % IB_RING].len[idx][chunk],
+				      __ATOMIC_RELAXED);
+		bad = r->size[idx] + len > r->cap[idx];
+	}
+	data_arrived(c, wc, len, bad);
 }
 
 /* A sender's chunk on a rail completed: the rail's part of r is done once all are. */
@@ -212,7 +237,10 @@ static void handle_wc(struct ib_comm *c, const struct ibv_wc *wc)
 	case IB_WR_FLUSH: r->pending--; break;
 	case IB_WR_RECV:
 		c->qps[wc->wr_id >> 2].rq_reposts++;
-		data_arrived(c, wc);
+		if (wc->imm_data & htonl(IB_IMM_AR))
+			ar_data_arrived(c, wc);
+		else
+			data_arrived(c, wc, wc->byte_len, 0);
 		break;
 	default: break;
 	}

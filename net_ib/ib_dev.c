@@ -273,6 +273,7 @@ static int add_port(struct ib_hca *h, int port, const struct ibv_port_attr *pa, 
 {
 	struct ib_dev *d = &ib.devs[ib.ndevs];
 	int qps = (int)braid_param_int(BRAID_P_IB_QPS_PER_CONN);
+	int64_t ar;
 
 	memset(d, 0, sizeof(*d));
 	snprintf(d->name, sizeof(d->name), "%s", h->name);
@@ -307,6 +308,9 @@ static int add_port(struct ib_hca *h, int port, const struct ibv_port_attr *pa, 
 	if (choose_pkey(d, h->ctx, pa->pkey_tbl_len, why, whylen))
 		return -1;
 	d->nqps = qps ? qps : d->link_layer == IBV_LINK_LAYER_ETHERNET ? 4 : 1;
+	/* NCCL's default: on for InfiniBand (init.cc), where switches route adaptively */
+	ar = braid_param_int(BRAID_P_IB_ADAPTIVE_ROUTING);
+	d->ar = ar == -2 ? d->link_layer == IBV_LINK_LAYER_INFINIBAND : ar != 0;
 	pci_path_of(d);
 	ib.ndevs++;
 	return 0;
@@ -352,11 +356,11 @@ static void log_device(int i, const struct ib_dev *d)
 	ib_gid_str(&d->gid, gs, sizeof(gs));
 	BRAID_INFO(NCCL_INIT | NCCL_NET,
 		   "ib: device %d = %s:%d, %s, %d Mb/s, MTU %s, LID %u, GID %d %s (%s): %s, "
-		   "%d QP(s) per connection, P_Key 0x%04x at index %d",
+		   "%d QP(s) per connection, P_Key 0x%04x at index %d, adaptive routing %s",
 		   i, d->name, d->port,
 		   d->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand", d->speed_mbps,
 		   ib_mtu_str(d->mtu), d->lid, d->gid_index, gs, gid_type_name(d->gid_type),
-		   d->gid_why, d->nqps, d->pkey, d->pkey_index);
+		   d->gid_why, d->nqps, d->pkey, d->pkey_index, d->ar ? "on" : "off");
 }
 
 /*

@@ -36,30 +36,32 @@ static const struct ib_fifo_elem *group_ready(struct ib_comm *c)
 	return e;
 }
 
-/* Bytes [off, off + len) of the message, over QP qi, into the receiver's buffer e: with
- * the keys of the QP's rail here and of the peer's rail it reaches there. */
-static int post_write(struct ib_comm *c, int qi, struct ib_req *r, const char *data, size_t off,
-		      uint32_t len, const struct ib_mr *m, const struct ib_fifo_elem *e,
-		      uint32_t imm)
+/* The WRITE_WITH_IMM of bytes [off, off + len) of the message over q into the receiver's
+ * buffer e: with the keys of the QP's rail here and of the peer's rail it reaches there. */
+static inline void data_wr(struct ibv_send_wr *wr, struct ibv_sge *sge, const struct ib_qp *q,
+			   struct ib_req *r, const char *data, size_t off, uint32_t len,
+			   const struct ib_mr *m, const struct ib_fifo_elem *e, uint32_t imm)
 {
-	struct ib_qp *q = &c->qps[qi];
-	const struct ib_rail *rl = &c->rails[q->rail];
-	struct ibv_sge sge = { .addr = (uintptr_t)(data + off),
-			       .length = len,
-			       .lkey = ib_mr_on(m, q->rail)->lkey };
-	struct ibv_send_wr wr, *bad;
-	int rc;
+	sge->addr = (uintptr_t)(data + off);
+	sge->length = len;
+	sge->lkey = ib_mr_on(m, q->rail)->lkey;
+	memset(wr, 0, sizeof(*wr));
+	wr->wr_id = ib_wr_id(r, IB_WR_SEND);
+	wr->sg_list = sge; /* not NULL even with num_sge 0: some providers read it regardless */
+	wr->num_sge = len ? 1 : 0;
+	wr->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr->send_flags = IBV_SEND_SIGNALED;
+	wr->imm_data = htonl(imm);
+	wr->wr.rdma.remote_addr = e->addr + off;
+	wr->wr.rdma.rkey = e->rkey[q->peer_rail];
+}
 
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = ib_wr_id(r, IB_WR_SEND);
-	wr.sg_list = &sge; /* not NULL even with num_sge 0: some providers read it regardless */
-	wr.num_sge = len ? 1 : 0;
-	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.imm_data = htonl(imm);
-	wr.wr.rdma.remote_addr = e->addr + off;
-	wr.wr.rdma.rkey = e->rkey[q->peer_rail];
-	rc = ibv_post_send(q->qp, &wr, &bad);
+static inline int post_wr(struct ib_comm *c, struct ib_qp *q, struct ibv_send_wr *wr, uint32_t len)
+{
+	const struct ib_rail *rl = &c->rails[q->rail];
+	struct ibv_send_wr *bad;
+	int rc = ibv_post_send(q->qp, wr, &bad);
+
 	if (rc) {
 		BRAID_WARN("ib: send comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): "
 			   "ibv_post_send of %u bytes failed: %s",
@@ -72,6 +74,55 @@ static int post_write(struct ib_comm *c, int qi, struct ib_req *r, const char *d
 		braid_ctr_add(&q->ctr->tx_msgs, 1);
 	}
 	return 0;
+}
+
+/* Bytes [off, off + len) of the message, over QP qi, into the receiver's buffer e. */
+static int post_write(struct ib_comm *c, int qi, struct ib_req *r, const char *data, size_t off,
+		      uint32_t len, const struct ib_mr *m, const struct ib_fifo_elem *e,
+		      uint32_t imm)
+{
+	struct ib_qp *q = &c->qps[qi];
+	struct ibv_sge sge;
+	struct ibv_send_wr wr;
+
+	data_wr(&wr, &sge, q, r, data, off, len, m, e, imm);
+	return post_wr(c, q, &wr, len);
+}
+
+/*
+ * The same for adaptive routing, as NCCL's IB transport posts it (p2p.cc): the chunk goes
+ * as a plain, unsignaled RDMA WRITE, which the fabric may spread over its paths, and then
+ * a signaled WRITE_WITH_IMM on the same QP, whose completion at the receiver comes after
+ * the data. That second write carries the chunk's size into the receiver's record of the
+ * buffer, where NCCL's 0-byte one carries it in the immediate (braid's names the slot, the
+ * buffer and the chunk). Out of line: nothing of it is on the path of a message below the
+ * threshold.
+ */
+static __attribute__((noinline)) int post_write_ar(struct ib_comm *c, int qi, struct ib_req *r,
+						   const char *data, size_t off, uint32_t len,
+						   const struct ib_mr *m,
+						   const struct ib_fifo_elem *e, uint32_t imm,
+						   int chunk)
+{
+	struct ib_qp *q = &c->qps[qi];
+	uint32_t *rec = &c->ar_recs[r->seq % IB_RING].len[imm & 7][chunk];
+	struct ibv_sge sge, rec_sge = { .addr = (uintptr_t)rec,
+					.length = sizeof(*rec),
+					.lkey = c->ar_mr[q->rail]->lkey };
+	struct ibv_send_wr wr, tail;
+
+	*rec = len;
+	data_wr(&tail, &sge, q, r, data, off, len, m, e, ib_imm_ar(imm, chunk));
+	wr = tail;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.send_flags = 0;
+	wr.wr_id = IB_WR_SEND; /* no request: completes only in error */
+	wr.next = &tail;
+	tail.sg_list = &rec_sge;
+	tail.num_sge = 1;
+	tail.wr.rdma.remote_addr = c->rem_ar_addr + (uint64_t)((char *)rec - (char *)c->ar_recs);
+	tail.wr.rdma.rkey = c->rem_ar_rkey[q->peer_rail];
+	return post_wr(c, q, &wr, len);
 }
 
 /* After the peer's goodbye no new request of this comm can ever complete. */
@@ -137,10 +188,11 @@ static int plan_message(struct ib_comm *c, size_t size, struct ib_plan *p)
 
 /*
  * The chunks of plan p: rail k's over its QPs in turn from next_qp, each into e at its
- * offset. 0, or the first post's error (*posted went out).
+ * offset, for adaptive routing when ar. 0, or the first post's error (*posted went out).
  */
-static int post_plan(struct ib_comm *c, struct ib_req *r, const char *data, const struct ib_plan *p,
-		     const struct ib_mr *m, const struct ib_fifo_elem *e, uint32_t imm, int *posted)
+static inline __attribute__((always_inline)) int
+post_plan(struct ib_comm *c, struct ib_req *r, const char *data, const struct ib_plan *p,
+	  const struct ib_mr *m, const struct ib_fifo_elem *e, uint32_t imm, int ar, int *posted)
 {
 	int fused = c->nrails > 1, rc = 0;
 	uint64_t now = fused ? braid_now_ns() : 0;
@@ -160,7 +212,8 @@ static int post_plan(struct ib_comm *c, struct ib_req *r, const char *data, cons
 			int q = k + (int)((c->next_qp + (uint32_t)j) % nq) * c->nrails;
 			uint32_t n = (uint32_t)(left < p->chunk[k] ? left : p->chunk[k]);
 
-			rc = post_write(c, q, r, data, off, n, m, e, imm);
+			rc = ar ? post_write_ar(c, q, r, data, off, n, m, e, imm, *posted)
+				: post_write(c, q, r, data, off, n, m, e, imm);
 			if (rc)
 				break;
 			r->rail_pending[k] += (uint8_t)fused;
@@ -174,6 +227,15 @@ static int post_plan(struct ib_comm *c, struct ib_req *r, const char *data, cons
 		}
 	}
 	return rc;
+}
+
+/* post_plan for adaptive routing, out of line: a message below the threshold pays one
+ * comparison for the feature. */
+static __attribute__((noinline)) int
+post_plan_ar(struct ib_comm *c, struct ib_req *r, const char *data, const struct ib_plan *p,
+	     const struct ib_mr *m, const struct ib_fifo_elem *e, uint32_t imm, int *posted)
+{
+	return post_plan(c, r, data, p, m, e, imm, 1, posted);
 }
 
 ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
@@ -243,7 +305,12 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 			   c->dev->max_msg_sz, c->dev->name);
 		return ncclInvalidArgument;
 	}
-	rc = post_plan(c, r, data, &plan, m, &e, ib_imm(c->seq, idx, plan.total), &posted);
+	if ((int64_t)size > c->ar_above)
+		rc = post_plan_ar(c, r, data, &plan, m, &e, ib_imm(c->seq, idx, plan.total),
+				  &posted);
+	else
+		rc = post_plan(c, r, data, &plan, m, &e, ib_imm(c->seq, idx, plan.total), 0,
+			       &posted);
 	c->next_qp++;
 	if (rc) {
 		ib_comm_fail(c, ncclSystemError);

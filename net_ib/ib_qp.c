@@ -71,7 +71,7 @@ int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int rail, int is_send)
 	ia.recv_cq = rl->cq;
 	ia.qp_type = IBV_QPT_RC;
 	/* sender: data writes; receiver: FIFO writes and the receives the data consumes */
-	ia.cap.max_send_wr = is_send ? IB_SQ_DEPTH : IB_RING + 8;
+	ia.cap.max_send_wr = is_send ? ib_sq_depth(c) : IB_RING + 8;
 	ia.cap.max_recv_wr = is_send ? 1 : IB_RQ_DEPTH;
 	ia.cap.max_send_sge = 1;
 	ia.cap.max_recv_sge = 1;

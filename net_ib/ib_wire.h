@@ -13,9 +13,9 @@
 #include "net_ib/ib.h"
 
 #define IB_WIRE_MAGIC 0x62726962u /* "brib" */
-/* 4: the sender's traffic class and service level; 3: several NICs per comm; 2: the nonce
- * moved to link.c */
-#define IB_WIRE_VERSION 4
+/* 5: the receiver's adaptive-routing records; 4: the sender's traffic class and service
+ * level; 3: several NICs per comm; 2: the nonce moved to link.c */
+#define IB_WIRE_VERSION 5
 
 struct ib_wire_rail {
 	uint8_t link_layer;
@@ -40,6 +40,8 @@ struct ib_wire {
 	uint16_t ece_mask;  /* QPs whose ece[] entry holds ECE */
 	uint64_t fifo_addr; /* on the sender's rail 0, where the receiver's QP 0 writes */
 	uint32_t fifo_rkey;
+	uint64_t ar_addr; /* accepting side: its struct ib_ar_rec[IB_RING]; 0: none */
+	uint32_t ar_rkey[BRAID_VDEV_MAX_NICS]; /* of ar_addr, per rail of the accepting side */
 	uint32_t qpn[IB_MAX_QPS];
 	uint32_t psn[IB_MAX_QPS];
 	struct {

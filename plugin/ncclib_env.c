@@ -76,13 +76,12 @@ static const struct braid_ncclib_var vars[] = {
 	{ "NCCL_IB_PCI_RELAXED_ORDERING", "2",
 	  "register with relaxed ordering (2: where supported)", H, "BRAID_IB_PCI_RELAXED_ORDERING",
 	  "init.cc:11" },
-	{ "NCCL_IB_ADAPTIVE_ROUTING", "-2 (on for InfiniBand)", "post for adaptive routing", W,
-	  "not yet: NCCL posts a message above the threshold as an RDMA WRITE and then a "
-	  "0-byte WRITE_WITH_IMM; braid's receiver counts each chunk's bytes from its "
-	  "WRITE_WITH_IMM, so the split needs the sizes sent another way first",
+	{ "NCCL_IB_ADAPTIVE_ROUTING", "-2 (on for InfiniBand)", "post for adaptive routing", H,
+	  "BRAID_IB_ADAPTIVE_ROUTING: the data as RDMA WRITEs, then per QP a WRITE_WITH_IMM of "
+	  "its size into the receiver's record (NCCL's is 0 bytes: its immediate holds the size)",
 	  "init.cc:12" },
 	{ "NCCL_IB_AR_THRESHOLD", "-2 (8192)", "smallest message posted the adaptive-routing way",
-	  I, "see NCCL_IB_ADAPTIVE_ROUTING", "p2p.cc:13" },
+	  H, "BRAID_IB_AR_THRESHOLD", "p2p.cc:13" },
 	{ "NCCL_IB_RECEIVER_SIDE_MATCHING_SCHEME", "-2", "how a receiver matches out-of-order data",
 	  I, "braid matches by request slot", "p2p.cc:17" },
 	/* resiliency (NCCL 2.29.7 failover, 2.30.3 recovery) */

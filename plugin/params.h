@@ -148,6 +148,17 @@ enum braid_param_type {
 	  "NCCL_IB_USE_INLINE",                                                                    \
 	  "Post the control (FIFO) writes inline (IBV_SEND_INLINE) where the QP's inline size "    \
 	  "holds them, as NCCL's IB transport does with this set.")                                \
+	X(IB_ADAPTIVE_ROUTING, "BRAID_IB_ADAPTIVE_ROUTING", BRAID_PARAM_INT, "-2", -2, 1, NULL,    \
+	  "NCCL_IB_ADAPTIVE_ROUTING",                                                              \
+	  "Post for adaptive routing, as NCCL's IB transport: a message above "                    \
+	  "BRAID_IB_AR_THRESHOLD goes as plain RDMA WRITEs, each QP's followed by a small "        \
+	  "WRITE_WITH_IMM that carries its size. -2: on for InfiniBand ports, off for RoCE; any "  \
+	  "other value: 0 off, else on (NCCL's reading). A fused device posts this way only "      \
+	  "when all its NICs do.")                                                                 \
+	X(IB_AR_THRESHOLD, "BRAID_IB_AR_THRESHOLD", BRAID_PARAM_INT, "8192", -2, 1073741824, NULL, \
+	  "NCCL_IB_AR_THRESHOLD",                                                                  \
+	  "With adaptive routing on, messages larger than this many bytes are posted that way "    \
+	  "(-2, NCCL's default: 8192; -1: every message).")                                        \
 	X(IB_FLOW_LABEL, "BRAID_IB_FLOW_LABEL", BRAID_PARAM_BOOL, "1", 0, 1, NULL, NULL,           \
 	  "Give every RoCEv2 QP a distinct, deterministic, non-zero flow label (hence UDP "        \
 	  "source port). 0 leaves it 0, as NCCL does: the port then comes from the QP numbers.")   \

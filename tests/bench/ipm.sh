@@ -23,7 +23,7 @@
 # scheduled, so REPEAT pairs run and each column is their median. tests/bench/ipm_callgrind.py does the sums.
 #
 # Usage: tests/bench/ipm.sh [CASE...]   from the repository root, after make.
-#   Cases: ofi-tcp ofi-shm ib-1qp ib-4qp ofi-tcp-fused ib-fused (default: all);
+#   Cases: ofi-tcp ofi-shm ib-1qp ib-4qp ib-ib ofi-tcp-fused ib-fused (default: all);
 #   ofi-tcp-fused needs root (a network namespace with a veth pair). aws-tcp: another
 #   plugin (aws-ofi-nccl) on libfabric tcp, with PLUGIN and EXTRA_ENV set.
 #   BUILD (build), PLUGIN (the plugin .so), SIZES ("8 1048576"), N8/M8 (2000/1000 for
@@ -46,7 +46,7 @@ EXTRA_ENV=${EXTRA_ENV:-}
 for v in $(compgen -e); do
 	case $v in BRAID_* | NCCL_* | FI_* | SOFTVERBS_*) unset "$v" ;; esac
 done
-ALL_CASES="ofi-tcp ofi-shm ib-1qp ib-4qp ofi-tcp-fused ib-fused"
+ALL_CASES="ofi-tcp ofi-shm ib-1qp ib-4qp ib-ib ofi-tcp-fused ib-fused"
 CASES=${*:-$ALL_CASES}
 here=$(cd "$(dirname "$0")" && pwd)
 ipm=$BUILD/tests/bench/ipm
@@ -109,6 +109,8 @@ case_env() {
 	# 4: the RoCE default (plugin/params.h), named so that a new default changes no row
 	ib-4qp) echo "${ib[@]}" SOFTVERBS_DEVICES=svroce0:roce:1 BRAID_IB_HCA==svroce0 \
 		BRAID_IB_QPS_PER_CONN=4 ;;
+	# An InfiniBand port with NCCL's defaults: 1 QP, adaptive routing above 8 KiB
+	ib-ib) echo "${ib[@]}" SOFTVERBS_DEVICES=svib0:ib:1 BRAID_IB_HCA==svib0 ;;
 	# Fused: the equal split. Adaptive weights follow the goodput measured while the
 	# run is slowed down by callgrind and by the machine's load, and with them the
 	# work requests per message (1 MiB on ib-fused, three runs: 3,556 to 6,334

@@ -47,6 +47,12 @@ run_fault "remote access error" SOFTVERBS_FAULT_REMOTE_ACCESS=100 'remote access
 # The port stays down: queued WRs fail once their retry budget is spent, and the QPs
 # are destroyed while it is down.
 run_fault "port down" SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS=1000 'port 1 is down|retry counter'
+# The same with adaptive routing: the data goes as unsignaled WRITEs, which complete (in
+# error) without a request of their own.
+for ar in "SOFTVERBS_FAULT_CUT_AFTER_BYTES=8000000 transport.retry.counter.exceeded" \
+	"SOFTVERBS_FAULT_REMOTE_ACCESS=100 remote.access.error|access"; do
+	run_fault "adaptive routing, ${ar%%=*}" "NCCL_IB_ADAPTIVE_ROUTING=1 ${ar% *}" "${ar##* }"
+done
 
 # A fused device (svroce0+svroce1): the link of one QP on svroce1 (the 2nd QP the process
 # creates: QP i of a comm is on NIC i % 2) is cut. The comm fails, and its WARN names

@@ -13,7 +13,7 @@
  * Output, one record per line, space separated key=value pairs:
  *   uplink id=U tx_bytes=N tx_msgs=N
  *   qp pid=P qpn=0xQ dest_qpn=0xQ sport=S uplink=U sip=A dip=A tx_bytes=N rx_bytes=N
- *      tx_msgs=N rx_msgs=N tc=T ece=0xE inline_msgs=N
+ *      tx_msgs=N rx_msgs=N tc=T ece=0xE inline_msgs=N imm_msgs=N
  *   device pid=P name=NAME rate_mbps=R tx_bytes=N tx_msgs=N   (R 0: no limit)
  */
 #include <arpa/inet.h>
@@ -75,11 +75,12 @@ static void show_file(const char *path, int all)
 		inet_ntop(AF_INET, &q->dip, dip, sizeof(dip));
 		printf("qp pid=%d qpn=0x%06x dest_qpn=0x%06x sport=%u uplink=%d sip=%s dip=%s "
 		       "tx_bytes=%llu rx_bytes=%llu tx_msgs=%llu rx_msgs=%llu tc=%u ece=%#x "
-		       "inline_msgs=%llu\n",
+		       "inline_msgs=%llu imm_msgs=%llu\n",
 		       f->pid, q->qpn, q->dest_qpn, q->sport, q->uplink, sip, dip,
 		       (unsigned long long)ld(&q->tx_bytes), (unsigned long long)ld(&q->rx_bytes),
 		       (unsigned long long)ld(&q->tx_msgs), (unsigned long long)ld(&q->rx_msgs),
-		       q->tc, q->ece, (unsigned long long)ld(&q->inline_msgs));
+		       q->tc, q->ece, (unsigned long long)ld(&q->inline_msgs),
+		       (unsigned long long)ld(&q->imm_msgs));
 	}
 	for (unsigned int i = 0; i < f->ndevices && i < SV_STATS_MAX_DEVICES; i++) {
 		const struct sv_stats_device *d = &f->device[i];

@@ -636,6 +636,9 @@ static int post_one_send(struct sv_qp *qp, struct ibv_send_wr *wr)
 	} else if (wr->num_sge) {
 		memcpy(w->sge, wr->sg_list, sizeof(*w->sge) * (size_t)wr->num_sge);
 	}
+	if (qp->stats &&
+	    (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM || wr->opcode == IBV_WR_SEND_WITH_IMM))
+		__atomic_fetch_add(&qp->stats->imm_msgs, 1, __ATOMIC_RELAXED);
 	qp->sq_tail++;
 	return 0;
 }

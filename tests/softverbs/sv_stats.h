@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define SV_STATS_MAGIC 0x53565354u /* "SVST" */
-#define SV_STATS_VERSION 3
+#define SV_STATS_VERSION 4
 #define SV_STATS_MAX_UPLINKS 64
 #define SV_STATS_MAX_QPS 1024
 #define SV_STATS_MAX_DEVICES 8
@@ -36,6 +36,7 @@ struct sv_stats_qp {
 	uint32_t tc;          /* traffic class of the QP's GRH (0: no GRH) */
 	uint32_t ece;         /* ECE options ibv_set_ece gave the QP (0: none) */
 	uint64_t inline_msgs; /* requests posted with IBV_SEND_INLINE */
+	uint64_t imm_msgs;    /* requests posted with an immediate (SEND/WRITE_WITH_IMM) */
 };
 
 /* A device of SOFTVERBS_DEVICES, as this process sees it. */

@@ -150,10 +150,11 @@ struct ib_dev {
 	uint16_t pkey;  /* the key at pkey_index; 0 when the library cannot say */
 	char gid_why[192];
 	int speed_mbps;
-	int nqps;      /* QPs per connection for this port */
-	int ar;        /* post for adaptive routing (BRAID_IB_ADAPTIVE_ROUTING) */
-	int port_down; /* atomic: set by IBV_EVENT_PORT_ERR, cleared by ACTIVE */
-	int ncomms;    /* atomic: comms holding QPs on this port (BRAID_MAX_COMMS) */
+	int nqps;        /* QPs per connection for this port */
+	int ar;          /* post for adaptive routing (BRAID_IB_ADAPTIVE_ROUTING) */
+	int data_direct; /* the port's data-direct device (<name>_dma, NCCL_IB_DATA_DIRECT) */
+	int port_down;   /* atomic: set by IBV_EVENT_PORT_ERR, cleared by ACTIVE */
+	int ncomms;      /* atomic: comms holding QPs on this port (BRAID_MAX_COMMS) */
 	struct braid_ctr_dev *ctr;
 	char pci_path[256];
 	int numa_node; /* of the HCA, from topo/; -1 unknown */
@@ -191,6 +192,7 @@ struct ib_hca {
 	struct braid_mr_cache cache;
 	struct ib_rail *comms; /* the rails of live comms, for async event dispatch */
 	int gdr_peermem, gdr_dmabuf;
+	char dd_path[256]; /* NCCL_IB_DATA_DIRECT: the data-direct PCI path ("": none) */
 };
 
 enum ib_req_kind { IB_REQ_SEND = 1, IB_REQ_RECV = 2, IB_REQ_FLUSH = 3 };
@@ -372,6 +374,11 @@ int ib_qp_take_ece(struct ib_comm *c, struct ib_qp *q, const struct ibv_ece *pee
 int ib_qp_post_rdma(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, unsigned int flags,
 		    const void *addr, uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey);
 const char *ib_mtu_str(enum ibv_mtu mtu);
+
+/* ib_mlx5.c: mlx5 data-direct DMA through libmlx5, opened at run time */
+int ib_mlx5_data_direct(struct ib_hca *h, struct ibv_device *dev);
+struct ibv_mr *ib_mlx5_reg_dmabuf_dd(struct ibv_pd *pd, uint64_t offset, size_t len, uint64_t iova,
+				     int fd, int access);
 
 /* ib_mr.c */
 ncclResult_t ib_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);

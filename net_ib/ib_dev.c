@@ -399,6 +399,30 @@ static void order_devices(void)
 		   braid_param_int(BRAID_P_IB_DEVICE_PCI_ORDER) ? " in PCI order" : "", list);
 }
 
+/*
+ * NCCL_IB_DATA_DIRECT on an HCA with a data-direct path (ib_mlx5.c): each of its ports,
+ * devices first.. of ib.devs, becomes (1) or is followed by (2) its data-direct device,
+ * named <device>_dma, at that PCI path, as NCCL's init.cc lists them.
+ */
+static void add_data_direct(struct ib_hca *h, int first)
+{
+	int both = braid_param_int(BRAID_P_IB_DATA_DIRECT) == 2;
+
+	for (int i = ib.ndevs - 1; i >= first; i--) {
+		struct ib_dev *d = &ib.devs[i];
+
+		if (both) {
+			memmove(d + 2, d + 1, (size_t)(ib.ndevs - i - 1) * sizeof(*d));
+			d[1] = d[0];
+			d++;
+			ib.ndevs++;
+		}
+		snprintf(d->name, sizeof(d->name), "%.59s_dma", h->name);
+		snprintf(d->pci_path, sizeof(d->pci_path), "%s", h->dd_path);
+		d->data_direct = 1;
+	}
+}
+
 int ib_init(const struct braid_backend_env *env, char *why, size_t whylen)
 {
 	const char *spec = braid_param_str(BRAID_P_IB_HCA);
@@ -425,7 +449,8 @@ int ib_init(const struct braid_backend_env *env, char *why, size_t whylen)
 		return -1;
 	}
 	ib.hcas = calloc((size_t)nlist, sizeof(*ib.hcas));
-	ib.devs = calloc((size_t)nlist * 4 + 4, sizeof(*ib.devs));
+	/* up to 4 ports an HCA, and each port twice with NCCL_IB_DATA_DIRECT=2 */
+	ib.devs = calloc((size_t)nlist * 8 + 8, sizeof(*ib.devs));
 	if (!ib.hcas || !ib.devs) {
 		ibv.free_device_list(list);
 		ib_fini();
@@ -483,6 +508,8 @@ int ib_init(const struct braid_backend_env *env, char *why, size_t whylen)
 		/* Async events are drained without blocking from the data path. */
 		fcntl(h->ctx->async_fd, F_SETFL, fcntl(h->ctx->async_fd, F_GETFL) | O_NONBLOCK);
 		detect_gdr(h);
+		if (ib_mlx5_data_direct(h, list[i]))
+			add_data_direct(h, first_dev);
 		for (int d = first_dev; d < ib.ndevs; d++)
 			ib.devs[d].hca = h;
 		ib.nhcas++;
@@ -539,7 +566,9 @@ ncclResult_t ib_get_props(int devidx, struct braid_dev_props *p)
 	if (h->gdr_dmabuf)
 		p->ptr_support |= NCCL_PTR_DMABUF;
 	p->reg_is_global = (int)braid_param_int(BRAID_P_MR_CACHE);
-	p->force_flush = 0;
+	/* As NCCL: the data-direct device needs the flush (its control path is C2C, its data
+	 * path PCIe: paths.cc). */
+	p->force_flush = d->data_direct;
 	p->speed_mbps = d->speed_mbps;
 	p->port = d->port;
 	p->latency_us = 0;

@@ -109,9 +109,12 @@ static ncclResult_t reg_host(struct ib_hca *h, void *data, size_t size, int type
 	return ncclSuccess;
 }
 
-static ncclResult_t reg_dmabuf(struct ib_hca *h, void *data, size_t size, int type, uint64_t offset,
-			       int fd, struct ib_mr **mhandle)
+/* On device d's HCA; for its data-direct path when d is the data-direct device, as NCCL's
+ * reg.cc registers. */
+static ncclResult_t reg_dmabuf(const struct ib_dev *d, void *data, size_t size, int type,
+			       uint64_t offset, int fd, struct ib_mr **mhandle)
 {
+	struct ib_hca *h = d->hca;
 	struct ib_mr *m;
 
 	if (!h->gdr_dmabuf || !ibv.reg_dmabuf_mr) {
@@ -130,11 +133,17 @@ static ncclResult_t reg_dmabuf(struct ib_hca *h, void *data, size_t size, int ty
 					    .refs = 1 };
 	m->dmabuf = 1;
 	m->hca = h;
-	m->mr = ibv.reg_dmabuf_mr(h->pd, offset, size, (uint64_t)(uintptr_t)data, fd,
-				  ib_access_flags());
+	if (d->data_direct)
+		m->mr = ib_mlx5_reg_dmabuf_dd(h->pd, offset, size, (uint64_t)(uintptr_t)data, fd,
+					      ib_access_flags());
+	else
+		m->mr = ibv.reg_dmabuf_mr(h->pd, offset, size, (uint64_t)(uintptr_t)data, fd,
+					  ib_access_flags());
 	if (!m->mr) {
-		BRAID_WARN("ib: ibv_reg_dmabuf_mr(fd %d, offset %llu, %zu bytes) on %s failed: %s",
-			   fd, (unsigned long long)offset, size, h->name, strerror(errno));
+		BRAID_WARN("ib: %s(fd %d, offset %llu, %zu bytes) on %s failed: %s",
+			   d->data_direct ? "mlx5dv_reg_dmabuf_mr (data direct)"
+					  : "ibv_reg_dmabuf_mr",
+			   fd, (unsigned long long)offset, size, d->name, strerror(errno));
 		free(m);
 		return ncclSystemError;
 	}
@@ -160,10 +169,9 @@ static ncclResult_t reg_rails(struct ib_comm *c, void *data, size_t size, int ty
 		return ncclSystemError;
 	braid_mr_range_init(&w->range, data, size, type);
 	for (int k = 0; k < c->nrails && rc == ncclSuccess; k++) {
-		struct ib_hca *h = c->rails[k].hca;
-
-		rc = fd >= 0 ? reg_dmabuf(h, data, size, type, offset, fd, &w->part[k])
-			     : reg_host(h, data, size, type, &w->part[k]);
+		rc = fd >= 0 ? reg_dmabuf(c->rails[k].dev, data, size, type, offset, fd,
+					  &w->part[k])
+			     : reg_host(c->rails[k].hca, data, size, type, &w->part[k]);
 		if (rc == ncclSuccess)
 			w->nparts = k + 1;
 	}
@@ -197,7 +205,7 @@ ncclResult_t ib_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uin
 		return ib_reg_mr(comm, data, size, type, mhandle);
 	if (c->nrails > 1)
 		return reg_rails(c, data, size, type, offset, fd, mhandle);
-	return reg_dmabuf(c->hca, data, size, type, offset, fd, (struct ib_mr **)mhandle);
+	return reg_dmabuf(c->dev, data, size, type, offset, fd, (struct ib_mr **)mhandle);
 }
 
 ncclResult_t ib_dereg_mr(void *comm, void *mhandle)

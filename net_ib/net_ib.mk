@@ -7,7 +7,7 @@ IB_TESTS := tests/ib/conformance-roce.sh tests/ib/conformance-ib.sh \
 	tests/ib/slow-poster.sh tests/ib/gpudirect.sh tests/ib/conformance-fused.sh \
 	tests/ib/ncclib-env.sh tests/ib/ncclib-posting.sh tests/ib/adaptive-routing.sh tests/ib/ece.sh \
 	tests/ib/pci-order.sh \
-	tests/ib/pkey.sh \
+	tests/ib/pkey.sh tests/ib/data-direct.sh \
 	tests/ib/relaxed-ordering.sh tests/ib/roce-version.sh tests/ib/async-race.sh
 TESTS += $(IB_TESTS)
 
@@ -34,3 +34,13 @@ $(IB_ASYNC_RACE): $(BUILD)/obj/tests/ib/async_race.o \
 	$(CC) $(BRAID_LDFLAGS) -o $@ $^ $(HWLOC_LIBS) -ldl -lpthread
 
 ALL_TARGETS += $(IB_ASYNC_RACE)
+
+# A libmlx5 stand-in with rdma-core's symbol versions, for net_ib's data-direct path
+# (tests/ib/mlx5_standin.c, tests/ib/data-direct.sh); never shipped or installed.
+IB_MLX5_SI := $(BUILD)/tests/ib/mlx5/libmlx5.so.1
+$(IB_MLX5_SI): $(BUILD)/obj/tests/ib/mlx5_standin.o tests/ib/mlx5_standin.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ $< -Wl,-soname,libmlx5.so.1 \
+		-Wl,--version-script,tests/ib/mlx5_standin.map -Wl,-z,defs $(BRAID_LDFLAGS) -ldl
+
+ALL_TARGETS += $(IB_MLX5_SI)

@@ -39,8 +39,9 @@ static const struct braid_ncclib_var vars[] = {
 	  "BRAID_MERGE and NCCL's makeVDevice decide fusion", "init.cc:29" },
 	{ "NCCL_IB_MERGE_VFS", "1", "treat the virtual functions of one NIC as one device", I,
 	  "braid treats each VF as a NIC of its own", "init.cc:28" },
-	{ "NCCL_IB_DATA_DIRECT", "1", "mlx5 data-direct DMA where the NIC offers it (Grace)", W,
-	  "braid does not use data direct", "init.cc:13" },
+	{ "NCCL_IB_DATA_DIRECT", "1", "mlx5 data-direct DMA where the NIC offers it (Grace)", H,
+	  "BRAID_IB_DATA_DIRECT, through libmlx5 opened at run time (net_ib/ib_mlx5.c)",
+	  "init.cc:13" },
 	/* connection and QPs */
 	{ "NCCL_IB_TIMEOUT", "20", "QP local ACK timeout exponent", H, "BRAID_IB_TIMEOUT",
 	  "connect.cc:15" },

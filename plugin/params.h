@@ -159,6 +159,12 @@ enum braid_param_type {
 	  "NCCL_IB_AR_THRESHOLD",                                                                  \
 	  "With adaptive routing on, messages larger than this many bytes are posted that way "    \
 	  "(-2, NCCL's default: 8192; -1: every message).")                                        \
+	X(IB_DATA_DIRECT, "BRAID_IB_DATA_DIRECT", BRAID_PARAM_INT, "1", 0, 2, NULL,                \
+	  "NCCL_IB_DATA_DIRECT",                                                                   \
+	  "mlx5 data-direct DMA (Grace systems), as NCCL's IB transport: where libmlx5 names a "   \
+	  "port's data-direct PCI path, 1 offers the port as <device>_dma (that path, dma-buf "    \
+	  "registered for data direct, forceFlush set) in place of the port, 2 offers both, 0 "    \
+	  "the port alone.")                                                                       \
 	X(IB_FLOW_LABEL, "BRAID_IB_FLOW_LABEL", BRAID_PARAM_BOOL, "1", 0, 1, NULL, NULL,           \
 	  "Give every RoCEv2 QP a distinct, deterministic, non-zero flow label (hence UDP "        \
 	  "source port). 0 leaves it 0, as NCCL does: the port then comes from the QP numbers.")   \

@@ -2,6 +2,7 @@
 /*
  * gdr-probe: what NCCL sees of GPUDirect. Loads the built plugin as NCCL does, inits it,
  * and prints (key=value on stdout, the plugin's log on stderr):
+ *   devices       the device count, then devN: each device's name, forceFlush and PCI path
  *   ptr_support   device 0's ptrSupport, and the HOST / CUDA / DMABUF bits by name
  *   init_warns    WARN lines logged by init
  *   fb_*          the fallback record, read from /dev/shm/braid-<pid> as a tool would
@@ -115,6 +116,14 @@ int main(int argc, char **argv)
 	    api.get_props(&api, 0, &p) != ncclSuccess) {
 		fprintf(stderr, "no device 0\n");
 		return 1;
+	}
+	printf("devices=%d\n", ndev);
+	for (int i = 0; i < ndev; i++) {
+		struct net_props q;
+
+		if (api.get_props(&api, i, &q) == ncclSuccess)
+			printf("dev%d=%s force_flush=%d pci=%s\n", i, q.name, q.force_flush,
+			       q.pci_path);
 	}
 	printf("ptr_support=0x%x%s%s%s\n", (unsigned)p.ptr_support,
 	       p.ptr_support & NCCL_PTR_HOST ? " HOST" : "",

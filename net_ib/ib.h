@@ -153,8 +153,10 @@ struct ib_dev {
 	int nqps;        /* QPs per connection for this port */
 	int ar;          /* post for adaptive routing (BRAID_IB_ADAPTIVE_ROUTING) */
 	int data_direct; /* the port's data-direct device (<name>_dma, NCCL_IB_DATA_DIRECT) */
-	int port_down;   /* atomic: set by IBV_EVENT_PORT_ERR, cleared by ACTIVE */
-	int ncomms;      /* atomic: comms holding QPs on this port (BRAID_MAX_COMMS) */
+	/* atomic: when IBV_EVENT_PORT_ERR came (braid_now_ns), 0 once ACTIVE again. Not
+	 * fatal, as in NCCL: a QP with traffic fails after its retry budget. */
+	uint64_t down_ns;
+	int ncomms; /* atomic: comms holding QPs on this port (BRAID_MAX_COMMS) */
 	struct braid_ctr_dev *ctr;
 	char pci_path[256];
 	int numa_node; /* of the HCA, from topo/; -1 unknown */
@@ -356,10 +358,15 @@ struct ib_state {
 };
 extern struct ib_state ib;
 void ib_gid_str(const union ibv_gid *gid, char *buf, size_t len);
+
+/* ib_async.c */
 /* Drain the HCA's async events (non-blocking) and mark the comms and ports they hit. */
 void ib_async_poll(struct ib_hca *h);
 void ib_rail_register(struct ib_rail *rl);
 void ib_rail_unregister(struct ib_rail *rl);
+/* A QP's retry budget, ns: what an RC QP with traffic survives of a dead path
+ * (4.096 us x 2^NCCL_IB_TIMEOUT per try, NCCL_IB_RETRY_CNT + 1 tries). */
+uint64_t ib_retry_budget_ns(void);
 
 /* ib_qp.c */
 int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int rail, int is_send);

@@ -69,6 +69,8 @@ static void handle_wc_error(struct ib_comm *c, const struct ibv_wc *wc)
 	int qi = qp_index(c, wc->qp_num);
 	unsigned kind = (unsigned)(wc->wr_id & 3);
 	struct ib_req *r = (struct ib_req *)(uintptr_t)(wc->wr_id & ~3ULL);
+	char port[96] = "";
+	uint64_t down;
 
 	/* An adaptive-routing data write (no request: its WRITE_WITH_IMM carries that) only
 	 * completes in error; it fails the comm below. */
@@ -99,15 +101,20 @@ static void handle_wc_error(struct ib_comm *c, const struct ibv_wc *wc)
 		}
 	}
 	c->warned = 1;
+	ib_async_poll(rail_of(c, qi)->hca); /* a port that went down says so now */
+	down = __atomic_load_n(&rail_of(c, qi)->dev->down_ns, __ATOMIC_ACQUIRE);
+	if (down)
+		snprintf(port, sizeof(port), "; port %d is down (IBV_EVENT_PORT_ERR %.1f s ago)",
+			 rail_of(c, qi)->dev->port, (double)(braid_now_ns() - down) / 1e9);
 	BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): %s completion "
-		   "error: %s (status %d, vendor error %#x)",
+		   "error: %s (status %d, vendor error %#x)%s",
 		   ib_side(c), rail_of(c, qi)->dev->name, rail_of(c, qi)->dev->port, wc->qp_num,
 		   qi >= 0 ? c->qps[qi].remote_qpn : 0, c->peer, c->peer_gid,
 		   kind == IB_WR_SEND    ? "data write"
 		   : kind == IB_WR_FIFO  ? "FIFO write"
 		   : kind == IB_WR_FLUSH ? "flush READ"
 					 : "receive",
-		   ibv.wc_status_str(wc->status), (int)wc->status, wc->vendor_err);
+		   ibv.wc_status_str(wc->status), (int)wc->status, wc->vendor_err, port);
 	ib_comm_fail(c, wc_result(wc->status));
 }
 
@@ -286,15 +293,6 @@ void ib_progress(struct ib_comm *c)
 	}
 }
 
-/* The first rail whose port went down, or -1. */
-static int rail_down(const struct ib_comm *c)
-{
-	for (int k = 0; k < c->nrails; k++)
-		if (__atomic_load_n(&c->rails[k].dev->port_down, __ATOMIC_ACQUIRE))
-			return k;
-	return -1;
-}
-
 /* While something waits: is the peer process there, did an async event or a port going
  * down hit this comm? */
 void ib_check_health(struct ib_comm *c)
@@ -315,17 +313,6 @@ void ib_check_health(struct ib_comm *c)
 			   ib_side(c), c->rails[q->rail].dev->name, c->rails[q->rail].dev->port,
 			   q->qp->qp_num, q->remote_qpn, c->peer, c->peer_gid, c->async_why);
 		ib_comm_fail(c, (ncclResult_t)async);
-	} else if (rail_down(c) >= 0) {
-		const struct ib_rail *rl = &c->rails[rail_down(c)];
-		const struct ib_qp *q = &c->qps[rl - c->rails];
-
-		BRAID_WARN("ib: %s comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): port %d is "
-			   "down (IBV_EVENT_PORT_ERR) with %d request(s) in flight%s",
-			   ib_side(c), rl->dev->name, rl->dev->port, q->qp->qp_num, q->remote_qpn,
-			   c->peer, c->peer_gid, rl->dev->port, c->inflight,
-			   c->nrails > 1 ? "; the comm's other NICs are not used in its place"
-					 : "");
-		ib_comm_fail(c, ncclSystemError);
 	} else {
 		enum braid_link_state was = c->link->state;
 

@@ -8,6 +8,7 @@ CONF_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 skip() { echo "SKIP: $*"; exit 77; }
 die() { echo "FAIL: $*"; exit 1; }
+need() { for f; do [ -e "$f" ] || die "$f is missing: run make first"; done; } # built files
 # What the namespace tests need: root, ip(8), libfabric's tcp provider (else a SKIP).
 netns_prereqs() {
 	[ "$(id -u)" -eq 0 ] || skip "needs root to create network namespaces"
@@ -15,8 +16,7 @@ netns_prereqs() {
 	fi_info -p tcp >/dev/null 2>&1 || skip "libfabric has no tcp provider (fi_info -p tcp)"
 }
 
-[ -x "$CONF_BIN" ] || die "$CONF_BIN is missing: run make first"
-[ -f "$PLUGIN_SO" ] || die "$PLUGIN_SO is missing: run make first"
+need "$CONF_BIN" "$PLUGIN_SO"
 
 # Under SAN=1 the plugin's leaks are failures; only libfabric's own (internal caches
 # it never frees) are suppressed, by name, in lsan.supp.

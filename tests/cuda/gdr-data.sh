@@ -11,7 +11,7 @@
 set -u
 . "$(dirname "$0")/../ib/lib.sh"
 XFER=$BUILD/tests/cuda/gdr-xfer
-[ -x "$XFER" ] || die "$XFER is missing: run make first"
+need "$XFER"
 CUDA_DIR=$(cd "$BUILD/tests/cuda" && pwd)
 export LD_LIBRARY_PATH="$CUDA_DIR:$LD_LIBRARY_PATH"
 export SOFTVERBS_DEVICES=svroce0:roce:1 BRAID_IB_HCA==svroce0 BRAID_SOCKET_IFNAME=lo

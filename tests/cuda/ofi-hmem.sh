@@ -9,7 +9,7 @@
 set -u
 . "$(dirname "$0")/../conformance/lib.sh"
 XFER=$BUILD/tests/cuda/gdr-xfer
-[ -x "$XFER" ] || die "$XFER is missing: run make first"
+need "$XFER"
 CUDA_DIR=$(cd "$BUILD/tests/cuda" && pwd)
 command -v fi_info >/dev/null && fi_info -p tcp >/dev/null 2>&1 || skip "libfabric's tcp provider is missing"
 out=$(mktemp) err=$(mktemp)

@@ -12,9 +12,7 @@
 # receiver's size comes from those records: a wrong one fails the run.
 set -u
 . "$(dirname "$0")/lib.sh"
-BRAID=$BUILD/braid STAT=$SV_DIR/softverbs-stat
-[ -x "$BRAID" ] || die "$BRAID is missing: run make first"
-[ -x "$STAT" ] || die "$STAT is missing: run make first"
+need "$BRAID" "$STAT"
 export BRAID_SOCKET_IFNAME=lo NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ALL
 unset NCCL_IB_ADAPTIVE_ROUTING NCCL_IB_AR_THRESHOLD BRAID_IB_ADAPTIVE_ROUTING BRAID_IB_AR_THRESHOLD
 log=$SV_FABRIC.log snap=$SV_FABRIC.snap

@@ -5,5 +5,5 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 BIN=$BUILD/tests/ib/async-race
-[ -x "$BIN" ] || die "$BIN is missing: run make first"
+need "$BIN"
 timeout 120 "$BIN" || die "async-race"

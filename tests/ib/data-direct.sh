@@ -14,7 +14,7 @@ set -u
 PROBE=$BUILD/tests/ib/gdr-probe XFER=$BUILD/tests/cuda/gdr-xfer
 MLX5_DIR=$(cd "$BUILD/tests/ib/mlx5" 2>/dev/null && pwd) || die "$BUILD/tests/ib/mlx5 is missing: run make first"
 CUDA_DIR=$(cd "$BUILD/tests/cuda" 2>/dev/null && pwd) || die "$BUILD/tests/cuda is missing: run make first"
-for x in "$PROBE" "$XFER"; do [ -x "$x" ] || die "$x is missing: run make first"; done
+need "$PROBE" "$XFER"
 export SOFTVERBS_DEVICES=svroce0:roce:1,svroce1:roce:1 BRAID_IB_HCA==svroce0,svroce1
 export BRAID_SOCKET_IFNAME=lo NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
 DD=/devices/pci0000:40/0000:40:01.1/0000:42:00.0

@@ -10,8 +10,7 @@
 # The tiny scenario checks every byte it moves.
 set -u
 . "$(dirname "$0")/lib.sh"
-STAT=$SV_DIR/softverbs-stat
-[ -x "$STAT" ] || die "$STAT is missing: run make first"
+need "$STAT"
 export SOFTVERBS_DEVICES=svroce0:roce:1 BRAID_IB_HCA==svroce0 BRAID_SOCKET_IFNAME=lo
 export BRAID_IB_QPS_PER_CONN=2 NCCL_DEBUG=INFO
 dir=$SV_FABRIC.run snap=$SV_FABRIC.snap

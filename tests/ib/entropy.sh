@@ -11,7 +11,6 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 trials=${1:-8}
-BRAID=$BUILD/braid STAT=$SV_DIR/softverbs-stat
 export SOFTVERBS_DEVICES=svroce0:roce:1 BRAID_IB_HCA==svroce0 BRAID_SOCKET_IFNAME=lo
 snap=$SV_FABRIC.snap
 IB_CLEANUP+=('rm -f "$snap"')

@@ -11,8 +11,7 @@
 #   port flap under budget  down and up again 0.6 s later: survived, every byte right
 set -u
 . "$(dirname "$0")/lib.sh"
-BRAID=$BUILD/braid
-[ -x "$BRAID" ] || die "$BRAID is missing: run make first"
+need "$BRAID"
 export SOFTVERBS_DEVICES=svroce0:roce:1 BRAID_IB_HCA==svroce0 BRAID_SOCKET_IFNAME=lo
 BOUND_S=15
 log=$SV_FABRIC.log

@@ -14,7 +14,7 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 PROBE=$BUILD/tests/ib/gdr-probe
-[ -x "$PROBE" ] || die "$PROBE is missing: run make first"
+need "$PROBE"
 export SOFTVERBS_DEVICES=svroce0:roce:1 BRAID_IB_HCA==svroce0 BRAID_SOCKET_IFNAME=lo
 unset NCCL_DMABUF_ENABLE CUDA_STANDIN_DMABUF CUDA_STANDIN_DRIVER_VERSION
 CUDA_DIR=$(cd "$BUILD/tests/cuda" 2>/dev/null && pwd) || die "$BUILD/tests/cuda is missing: run make first"

@@ -3,7 +3,10 @@
 . "$(dirname "${BASH_SOURCE[0]}")/../conformance/lib.sh"
 
 SV_DIR=$(cd "$BUILD/softverbs" 2>/dev/null && pwd) || die "$BUILD/softverbs is missing: run make first"
-[ -f "$SV_DIR/libibverbs.so.1" ] || die "$SV_DIR/libibverbs.so.1 is missing: run make first"
+need "$SV_DIR/libibverbs.so.1"
+# Built in every build but the TSAN one, which makes no braid command: scripts check what
+# they use with need.
+BRAID=$BUILD/braid STAT=$SV_DIR/softverbs-stat
 export LD_LIBRARY_PATH="$SV_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # Unix socket paths live under the fabric directory: keep it short.
 SV_FABRIC=$(mktemp -d /tmp/svib.XXXXXX)

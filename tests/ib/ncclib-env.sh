@@ -6,7 +6,7 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 PROBE=$BUILD/tests/ib/gdr-probe
-[ -x "$PROBE" ] || die "$PROBE is missing: run make first"
+need "$PROBE"
 export SOFTVERBS_DEVICES=svroce0:roce:1 BRAID_IB_HCA==svroce0 BRAID_SOCKET_IFNAME=lo
 out=$SV_FABRIC.out err=$SV_FABRIC.err
 fails=0

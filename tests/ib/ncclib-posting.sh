@@ -13,9 +13,7 @@
 # Every byte perf moves is checked by perf itself (first and last iteration of each size).
 set -u
 . "$(dirname "$0")/lib.sh"
-BRAID=$BUILD/braid STAT=$SV_DIR/softverbs-stat
-[ -x "$BRAID" ] || die "$BRAID is missing: run make first"
-[ -x "$STAT" ] || die "$STAT is missing: run make first"
+need "$BRAID" "$STAT"
 export SOFTVERBS_DEVICES=svroce0:roce:1 BRAID_IB_HCA==svroce0 BRAID_SOCKET_IFNAME=lo
 export BRAID_IB_QPS_PER_CONN=4 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ALL NCCL_IB_TC=106
 log=$SV_FABRIC.log snap=$SV_FABRIC.snap

@@ -7,8 +7,7 @@
 # the devices as the plugin gives them to NCCL.
 set -u
 . "$(dirname "$0")/lib.sh"
-BRAID=$BUILD/braid
-[ -x "$BRAID" ] || die "$BRAID is missing: run make first"
+need "$BRAID"
 xml=$SV_FABRIC.xml
 IB_CLEANUP+=('rm -f "$xml"')
 sed 's/"mlx5_0"/"svroce0"/; s/"mlx5_1"/"svroce1"/; s/"mlx5_2"/"svroce2"/' \

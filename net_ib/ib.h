@@ -94,7 +94,7 @@ struct ib_fifo_elem {
 	int32_t tag;
 	uint32_t seq_end; /* == seq */
 } __attribute__((aligned(8)));
-_Static_assert(sizeof(struct ib_fifo_elem) == 48, "FIFO element layout");
+_Static_assert(sizeof(struct ib_fifo_elem) == 64, "FIFO element layout");
 
 /* imm of a data write: [0..2] buffer, [3..10] seq, [11..15] chunks - 1, [16] the chunk's
  * size is in the receiver's record (adaptive routing), [17..20] the chunk's number then,

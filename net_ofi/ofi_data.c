@@ -481,7 +481,7 @@ static void send_weights(struct ofi_comm *c)
 	struct ofi_lane *l = &c->lane[0];
 	int rc;
 
-	if (!braid_stripe_wire_moved(c->weights_sent, wire))
+	if (!braid_stripe_wire_moved(c->weights_sent, wire, c->nlanes))
 		return;
 	pthread_mutex_lock(&l->dev->ep_lock);
 	rc = ofi_post_weights(l, wire, c->weights_seq + 1);

@@ -32,14 +32,16 @@ static inline ncclResult_t braid_api_test(void *request, int *done, int *sizes)
 	} while (0)
 
 /* v9+ fields. */
-#define BRAID_FILL_V9_PROPS(out, p, dev)                            \
-	do {                                                        \
-		(out)->forceFlush = (p)->force_flush;               \
-		(out)->vProps.ndevs = (p)->vdev.n;                  \
-		for (int i_ = 0; i_ < (p)->vdev.n; i_++)            \
-			(out)->vProps.devs[i_] = (p)->vdev.nic[i_]; \
-		(out)->maxP2pBytes = (p)->max_p2p_bytes;            \
-		(out)->maxCollBytes = (p)->max_coll_bytes;          \
+#define BRAID_FILL_V9_PROPS(out, p, dev)                                                        \
+	do {                                                                                    \
+		(out)->forceFlush = (p)->force_flush;                                           \
+		(out)->vProps.ndevs = (p)->vdev.n;                                              \
+		for (int i_ = 0; i_ < (p)->vdev.n && i_ < (int)(sizeof((out)->vProps.devs) /    \
+								sizeof((out)->vProps.devs[0])); \
+		     i_++)                                                                      \
+			(out)->vProps.devs[i_] = (p)->vdev.nic[i_];                             \
+		(out)->maxP2pBytes = (p)->max_p2p_bytes;                                        \
+		(out)->maxCollBytes = (p)->max_coll_bytes;                                      \
 	} while (0)
 
 /* makeVDevice of v9..v11, whose vProps hold 4 devices. */

@@ -37,8 +37,9 @@ struct braid_obj {
 #define BRAID_MAX_RECVS 8
 #define BRAID_MAX_REQUESTS NCCL_NET_MAX_REQUESTS
 
-/* A device as NCCL sees it: 1 to 4 of the backend's NICs (NCCL_NET_MAX_DEVS_PER_NIC). */
-#define BRAID_VDEV_MAX_NICS 4
+/* A device as NCCL sees it: 1 to 8 of the backend's NICs (NCCL_NET_MAX_DEVS_PER_NIC of
+ * v12; 4 under v9 to v11, plugin/vdev.c). */
+#define BRAID_VDEV_MAX_NICS 8
 struct braid_vdev {
 	int n;
 	int nic[BRAID_VDEV_MAX_NICS]; /* backend device indices, distinct */

@@ -494,12 +494,8 @@ ncclResult_t braid_make_vdevice(int *d, int ndevs, const int *devs, int api_vers
 			   nccl_max);
 		return ncclInvalidUsage;
 	}
-	if (ndevs > BRAID_VDEV_MAX_NICS) {
-		BRAID_WARN("makeVDevice: %d devices; ncclNet v%d allows %d, but braid fuses at most "
-			   "%d NICs into one device today (BRAID_VDEV_MAX_NICS)",
-			   ndevs, api_version, nccl_max, BRAID_VDEV_MAX_NICS);
-		return ncclInvalidUsage;
-	}
+	_Static_assert(BRAID_VDEV_MAX_NICS >= NCCL_NET_MAX_DEVS_PER_NIC_V12,
+		       "braid fuses as many NICs as any ncclNet version allows");
 	return braid_vdev_make(d, ndevs, devs);
 }
 

@@ -12,11 +12,11 @@
 #include <stdint.h>
 
 #define BRAID_CTR_MAGIC 0x5254434449415242ULL /* "BRAIDCTR" little-endian */
-#define BRAID_CTR_VERSION 4
+#define BRAID_CTR_VERSION 5
 #define BRAID_CTR_MAX_DEVS 32
 #define BRAID_CTR_MAX_COMMS 1024
 #define BRAID_CTR_MAX_QPS 1024
-#define BRAID_CTR_MAX_LANES 4 /* NICs of a fused device */
+#define BRAID_CTR_MAX_LANES 8 /* NICs of a fused device (version 5; 4 before) */
 #define BRAID_CTR_PATH_FMT "/dev/shm/braid-%d"
 
 struct braid_ctr_traffic {

@@ -186,14 +186,14 @@ int braid_stripe_split(struct braid_stripe *st, size_t size, size_t len[BRAID_ST
 {
 	int n = st->nlanes, active[BRAID_STRIPE_MAX_LANES], count = n, first = -1, last = -1;
 	size_t a = st->cfg.align, mu = st->cfg.min_chunk, kmax = size / mu;
-	uint64_t units, m, u[BRAID_STRIPE_MAX_LANES] = { 0 }, sum = 0;
-	double x[BRAID_STRIPE_MAX_LANES] = { 0 }, wsum;
+	uint64_t units, m, u[BRAID_STRIPE_MAX_LANES], sum = 0;
+	double x[BRAID_STRIPE_MAX_LANES], wsum;
 
-	for (int i = 0; i < BRAID_STRIPE_MAX_LANES; i++)
-		len[i] = 0;
 	if (n == 1 || size < st->cfg.threshold || kmax < 2) {
 		int lane = stripe_pick_one(st);
 
+		for (int i = 0; i < n; i++)
+			len[i] = 0;
 		len[lane] = size;
 		*first_lane = lane;
 		return 1;
@@ -225,6 +225,8 @@ int braid_stripe_split(struct braid_stripe *st, size_t size, size_t len[BRAID_ST
 	units = size / a;
 	m = mu / a;
 	for (int i = 0; i < n; i++) {
+		x[i] = 0;
+		u[i] = 0;
 		if (!active[i])
 			continue;
 		x[i] = (double)units * st->lane[i].weight / wsum;
@@ -383,26 +385,43 @@ void braid_stripe_reaped(struct braid_stripe *st)
 	}
 }
 
+/* Bits of one lane's weight on the wire: 16 for up to 4 lanes (the form of 4-NIC
+ * devices, unchanged), 8 for 5 to 8. */
+static unsigned wire_bits(int nlanes)
+{
+	return nlanes <= 4 ? 16u : 8u;
+}
+
+static unsigned wire_lane(uint64_t wire, int i, unsigned bits)
+{
+	return (unsigned)(wire >> (bits * (unsigned)i)) & ((1u << bits) - 1);
+}
+
 uint64_t braid_stripe_weights_wire(const struct braid_stripe *st)
 {
+	unsigned bits = wire_bits(st->nlanes);
+	double top = (double)((1u << bits) - 1);
 	uint64_t wire = 0;
 
 	for (int i = 0; i < st->nlanes; i++) {
-		double w = st->lane[i].weight * 65535.0 + 0.5;
-		uint64_t v = w >= 65535.0 ? 65535u : w > 0 ? (uint64_t)w : 0;
+		double w = st->lane[i].weight * top + 0.5;
+		uint64_t v = w >= top ? (uint64_t)top : w > 0 ? (uint64_t)w : 0;
 
-		wire |= v << (16 * i);
+		wire |= v << (bits * (unsigned)i);
 	}
 	return wire;
 }
 
-int braid_stripe_wire_moved(uint64_t sent, uint64_t now)
+int braid_stripe_wire_moved(uint64_t sent, uint64_t now, int nlanes)
 {
-	for (int i = 0; i < BRAID_STRIPE_MAX_LANES; i++) {
-		unsigned a = (unsigned)(sent >> (16 * i)) & 0xffffu;
-		unsigned b = (unsigned)(now >> (16 * i)) & 0xffffu;
+	unsigned bits = wire_bits(nlanes);
+	unsigned hyst = bits == 16 ? BRAID_STRIPE_WIRE_HYSTERESIS
+				   : (BRAID_STRIPE_WIRE_HYSTERESIS * 255u + 65534u) / 65535u;
 
-		if ((a > b ? a - b : b - a) >= BRAID_STRIPE_WIRE_HYSTERESIS)
+	for (int i = 0; i < nlanes && i < BRAID_STRIPE_MAX_LANES; i++) {
+		unsigned a = wire_lane(sent, i, bits), b = wire_lane(now, i, bits);
+
+		if ((a > b ? a - b : b - a) >= hyst)
 			return 1;
 	}
 	return 0;
@@ -410,21 +429,23 @@ int braid_stripe_wire_moved(uint64_t sent, uint64_t now)
 
 int braid_stripe_wire_valid(uint64_t wire, int nlanes)
 {
-	uint64_t mine = nlanes >= BRAID_STRIPE_MAX_LANES ? ~0ULL : (1ULL << (16 * nlanes)) - 1;
+	unsigned used = wire_bits(nlanes) * (unsigned)nlanes;
+	uint64_t mine = used >= 64 ? ~0ULL : (1ULL << used) - 1;
 
-	return nlanes >= 1 && (wire & mine) && !(wire & ~mine);
+	return nlanes >= 1 && nlanes <= BRAID_STRIPE_MAX_LANES && (wire & mine) && !(wire & ~mine);
 }
 
 int braid_stripe_follow(struct braid_stripe *st, uint64_t wire)
 {
+	unsigned bits = wire_bits(st->nlanes);
 	double sum = 0;
 
 	if (!braid_stripe_wire_valid(wire, st->nlanes))
 		return -EINVAL;
 	for (int i = 0; i < st->nlanes; i++)
-		sum += (double)((wire >> (16 * i)) & 0xffffu);
+		sum += (double)wire_lane(wire, i, bits);
 	for (int i = 0; i < st->nlanes; i++)
-		st->lane[i].weight = (double)((wire >> (16 * i)) & 0xffffu) / sum;
+		st->lane[i].weight = (double)wire_lane(wire, i, bits) / sum;
 	return 0;
 }
 

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define BRAID_STRIPE_MAX_LANES 4 /* NCCL_NET_MAX_DEVS_PER_NIC */
+#define BRAID_STRIPE_MAX_LANES 8 /* NCCL_NET_MAX_DEVS_PER_NIC of v12 */
 
 /*
  * Policy constants (the reasons are in plugin/stripe.c, next to their use).
@@ -49,7 +49,8 @@ enum braid_stripe_mode {
 };
 
 /* A change of any lane's weight on the wire smaller than this (in 1/65535) is not worth a
- * message: 1%, about the noise of one rate sample. */
+ * message: 1%, about the noise of one rate sample. With 5 to 8 lanes, weights travel in
+ * 1/255 and the threshold is the same 1% (3/255). */
 #define BRAID_STRIPE_WIRE_HYSTERESIS 655u
 
 struct braid_stripe_cfg {
@@ -109,7 +110,8 @@ int braid_stripe_init(struct braid_stripe *st, int nlanes, const int *speed_mbps
 		      const struct braid_stripe_cfg *cfg);
 
 /*
- * Cut a message of size bytes: len[i] is lane i's part, the parts sum to size and are
+ * Cut a message of size bytes: len[i] is lane i's part (i < nlanes; the entries past the
+ * comm's lanes are not written), the parts sum to size and are
  * contiguous in lane order (lane 0 has [0, len[0]), the next lane with a part the bytes
  * after it, ...). Returns how many lanes have a part (>= 1), and in *first_lane the first
  * of them; a 0-byte message goes to one lane, *first_lane, with len 0.
@@ -146,14 +148,15 @@ void braid_stripe_completed(struct braid_stripe *st, int lane, size_t bytes, uin
 void braid_stripe_reaped(struct braid_stripe *st);
 
 /*
- * The weights as 64 bits for the wire: lane i's weight in 1/65535 in bits 16i..16i+15
- * (rounded; lanes past nlanes 0). The measuring side sends it, the cutting side follows.
+ * The weights as 64 bits for the wire: up to 4 lanes, lane i's weight in 1/65535 in bits
+ * 16i..16i+15; 5 to 8 lanes, in 1/255 in bits 8i..8i+7 (rounded; lanes past nlanes 0). The
+ * measuring side sends it, the cutting side, which has as many lanes, follows.
  */
 uint64_t braid_stripe_weights_wire(const struct braid_stripe *st);
 
-/* 1 when some lane's weight differs between two wire forms by at least
+/* 1 when some lane's weight differs between two wire forms of nlanes lanes by at least
  * BRAID_STRIPE_WIRE_HYSTERESIS: a new form is worth sending. */
-int braid_stripe_wire_moved(uint64_t sent, uint64_t now);
+int braid_stripe_wire_moved(uint64_t sent, uint64_t now, int nlanes);
 
 /* 1 when a wire form fits a comm of nlanes lanes: some of its first nlanes values is not
  * 0 and no lane past nlanes has one (else a garbled message, or a peer with another

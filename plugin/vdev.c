@@ -172,6 +172,11 @@ int braid_vdev_setup(const struct braid_dev_props *phys, int nphys, const struct
 	char why[160];
 	int mode = 1, ng = 0;
 
+	/* NCCL's vProps hold 4 devices before v12 (NCCL_NET_MAX_DEVS_PER_NIC), 8 from v12 */
+	if (max_nics >
+	    (api_version >= 12 ? NCCL_NET_MAX_DEVS_PER_NIC_V12 : NCCL_NET_MAX_DEVS_PER_NIC))
+		max_nics = api_version >= 12 ? NCCL_NET_MAX_DEVS_PER_NIC_V12
+					     : NCCL_NET_MAX_DEVS_PER_NIC;
 	nics = phys;
 	nnics = nphys;
 	nics_per_comm = max_nics;
@@ -201,9 +206,10 @@ int braid_vdev_setup(const struct braid_dev_props *phys, int nphys, const struct
 		}
 		for (int i = 0; i < ng; i++)
 			if (groups[i].n > max_nics) {
-				BRAID_WARN("BRAID_MERGE=\"%s\": device %d has %d NICs; this backend "
-					   "stripes over at most %d",
-					   merge, i, groups[i].n, max_nics);
+				BRAID_WARN("BRAID_MERGE=\"%s\": device %d has %d NICs; a device "
+					   "holds at most %d here (ncclNet v%d: 4 before v12, 8 "
+					   "from v12)",
+					   merge, i, groups[i].n, max_nics, api_version);
 				return -1;
 			}
 	} else if (mode == 2) {

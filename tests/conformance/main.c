@@ -87,8 +87,9 @@ const struct scenario scenarios[] = {
 	  .one_sided = true, .quick = true },
 	{ SC("props-v12", sc_props_v12, 12,
 	     "v12: every member of the properties written (struct pre-filled with two "
-	     "patterns), railId/planeId in range; makeVDevice of 5..8 and 9 devices refused "
-	     "with a WARN naming the limit"),
+	     "patterns), railId/planeId in range; makeVDevice of 5..8 devices fuses them where "
+	     "there are that many (else a WARN naming the missing one), 9 refused with a WARN "
+	     "naming the limit"),
 	  .one_sided = true, .quick = true },
 	{ SC("stall", sc_stall, 8,
 	     "a receive that waits 900 ms for its send is one stall (BRAID_STALL_MS=300), "

@@ -123,6 +123,61 @@ static int refused(struct side *s, int ndevs, int ndev, const char *want)
 	return 0;
 }
 
+/* makeVDevice of devices 0..n-1, some of which are not braid's own: refused with `want`. */
+static int refused_devs(struct side *s, int n, int ndev, const char *want)
+{
+	ncclNetVDeviceProps_v12_t vp = { .ndevs = n };
+	char warn[1024];
+	int d = -7, after = -1;
+	ncclResult_t r;
+
+	for (int i = 0; i < n; i++)
+		vp.devs[i] = i;
+	conf_step(s, "makeVDevice(devices 0..%d of %d)", n - 1, ndev);
+	r = V12(s)->makeVDevice(&d, &vp);
+	netapi_last_warn(warn, sizeof(warn));
+	if (r != ncclInvalidUsage || d != -7)
+		return conf_fail(s, "returned %s (%d), device %d", netapi_result_str(r), r, d);
+	if (!strstr(warn, want))
+		return conf_fail(s, "WARN \"%s\" does not say \"%s\"", warn, want);
+	if (s->api->devices(s->api, &after) != ncclSuccess || after != ndev)
+		return conf_fail(s, "devices() went from %d to %d", ndev, after);
+	return 0;
+}
+
+/* makeVDevice of devices 0..n-1 (n of 5..8, all there): a new device, the last, whose
+ * vProps lists exactly them and whose every v12 member is written. *ndev grows by one. */
+static int fused(struct side *s, int n, int *ndev)
+{
+	ncclNetVDeviceProps_v12_t vp = { .ndevs = n };
+	unsigned char a[sizeof(ncclNetProperties_v12_t) + GUARD] __attribute__((aligned(8)));
+	const ncclNetProperties_v12_t *p = (const void *)a;
+	int d = -7, after = -1;
+	ncclResult_t r;
+
+	for (int i = 0; i < n; i++)
+		vp.devs[i] = i;
+	conf_step(s, "makeVDevice(devices 0..%d)", n - 1);
+	r = V12(s)->makeVDevice(&d, &vp);
+	if (r != ncclSuccess)
+		return conf_fail(s, "makeVDevice of %d devices returned %s (%d)", n,
+				 netapi_result_str(r), r);
+	if (s->api->devices(s->api, &after) != ncclSuccess || after != *ndev + 1 || d != *ndev)
+		return conf_fail(s, "device %d made, devices() %d, want %d and %d", d, after, *ndev,
+				 *ndev + 1);
+	*ndev = after;
+	if (check_device(s, d) || props_filled(s, d, 0xa5, a) != ncclSuccess)
+		return conf_fail(s, "device %d's properties", d);
+	if (p->vProps.ndevs != n)
+		return conf_fail(s, "device %d: vProps.ndevs %d, want %d", d, p->vProps.ndevs, n);
+	for (int i = 0; i < n; i++)
+		if (p->vProps.devs[i] != i)
+			return conf_fail(s, "device %d: vProps.devs[%d] = %d, want %d", d, i,
+					 p->vProps.devs[i], i);
+	conf_log(s, "%d devices fused into device %d '%s'", n, d, p->name);
+	return 0;
+}
+
 int sc_props_v12(struct side *s)
 {
 	int ndev = 0, rc = 0;
@@ -131,10 +186,20 @@ int sc_props_v12(struct side *s)
 		return conf_fail(s, "devices() failed");
 	for (int d = 0; d < ndev; d++)
 		rc |= check_device(s, d);
-	/* NCCL 2.30 fuses up to 8 under v12; braid 4 today (BRAID_VDEV_MAX_NICS). */
-	for (int n = 5; n <= 8; n++)
-		rc |= refused(s, n, ndev,
-			      "at most 4 NICs into one device today (BRAID_VDEV_MAX_NICS)");
+	/* NCCL 2.30 fuses up to 8 under v12 (4 under v9 to v11): 5 to 8 distinct devices make
+	 * one whose vProps lists them, where there are that many; else the WARN names the
+	 * first one missing. */
+	for (int n = 5, phys = ndev; n <= 8 && !rc; n++) {
+		if (phys >= n) {
+			rc |= fused(s, n, &ndev);
+		} else {
+			char want[96];
+
+			snprintf(want, sizeof(want), "device %d is not one of braid's %d devices",
+				 phys, phys);
+			rc |= refused_devs(s, n, ndev, want);
+		}
+	}
 	rc |= refused(s, 9, ndev, "9 devices; ncclNet v12 fuses 1 to 8");
 	rc |= refused(s, 0, ndev, "0 devices; ncclNet v12 fuses 1 to 8");
 	return rc;

@@ -48,7 +48,7 @@ data_qps() {
 echo "== NCCL_IB_FIFO_TC=98 NCCL_IB_USE_INLINE=1 (data: NCCL_IB_TC=106)"
 run 1M NCCL_IB_FIFO_TC=98 NCCL_IB_USE_INLINE=1
 writers | sed 's/^/  tc tx_msgs inline_msgs tx_bytes: /'
-writers | awk '$1 == 98 && $3 == $2 && $4 == 48 * $2 { fifo += $2; next }
+writers | awk '$1 == 98 && $3 == $2 && $4 == 64 * $2 { fifo += $2; next }
 	$1 == 106 && $3 == 0 { if ($4 >= 1048576) data++; next }
 	{ printf "  a QP with tc %d sent %d writes (%d inline, %d bytes)\n", $1, $2, $3, $4; odd++ }
 	END { printf "  %d control writes at tc 98, all inline; %d data QPs at tc 106\n", fifo, data

@@ -20,8 +20,11 @@ ib=$HELD
 dead=$(dead_pid)
 "$MK" --file "$D/braid-$dead" --provider 'shm'
 "$MK" --file "$D/braid-$$" --provider 'shm' # pid of this shell: running, but not braid
-"$MK" --file "$D/braid-999001" --version 5 --backend MISREAD --provider MISREAD
-"$MK" --file "$D/braid-999002" --version 3 --backend MISREAD --provider MISREAD
+# The counters layout version this braid reads (plugin/counters.h), one newer and one older.
+V=$(sed -n 's/^#define BRAID_CTR_VERSION \([0-9]*\).*/\1/p' plugin/counters.h)
+NEWER=$((V + 1)) OLDER=$((V - 1))
+"$MK" --file "$D/braid-999001" --version $NEWER --backend MISREAD --provider MISREAD
+"$MK" --file "$D/braid-999002" --version $OLDER --backend MISREAD --provider MISREAD
 "$MK" --file "$D/braid-999003" --size 1000 --provider MISREAD
 "$MK" --file "$D/braid-999004" --size 8
 : >"$D/braid-999005"
@@ -78,16 +81,16 @@ expect "$out" "^  $D/braid-$$: pid $$, .*ended without removing its file \(its p
 expect_not "$out" "^pid $$ " "pid of another process: not listed as running"
 expect_before "$out" "^ended" "^not read:" "ended before not read"
 
-expect "$out" "^  $D/braid-999001: counters layout version 5, this braid stat reads version 4 \(a newer braid wrote it\): not read \(no process holds it\)$" \
-	"version 5: named with both versions"
-expect "$out" "^  $D/braid-999002: counters layout version 3, this braid stat reads version 4 \(an older braid wrote it\): not read" \
-	"version 3: named with both versions"
+expect "$out" "^  $D/braid-999001: counters layout version $NEWER, this braid stat reads version $V \(a newer braid wrote it\): not read \(no process holds it\)$" \
+	"version $NEWER: named with both versions"
+expect "$out" "^  $D/braid-999002: counters layout version $OLDER, this braid stat reads version $V \(an older braid wrote it\): not read" \
+	"version $OLDER: named with both versions"
 expect_not "$out" "MISREAD" "nothing read from files of another version, layout, truncated, linked or not braid's"
 expect "$out" "^  $D/braid-999003: truncated: 1000 of [0-9]+ bytes" "truncated file named"
 expect "$out" "^  $D/braid-999004: truncated: 8 bytes, too short for a header" "short file named"
 expect "$out" "^  $D/braid-999005: empty" "empty file named"
 expect "$out" "^  $D/braid-999006: not a braid counters file \(magic 0x" "garbage named"
-expect "$out" "^  $D/braid-999007: version 4 but another layout \(header [0-9]+, device 100, " "another layout of version 4 named"
+expect "$out" "^  $D/braid-999007: version $V but another layout \(header [0-9]+, device 100, " "another layout of version $V named"
 expect "$out" "^  $D/braid-999008: a symbolic link, not a counters file$" "symbolic link named, not followed"
 for n in 999003 999004 999005 999006 999007 999008; do
 	expect_not "$out" "^pid $n " "braid-$n not listed as a process"

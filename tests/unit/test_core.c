@@ -95,22 +95,21 @@ static void loopback_pair(void **lc, void **sc, void **rc)
 	assert_non_null(*rc);
 }
 
-/* makeVDevice: NCCL's limit per version (4 for v9..v11, 8 for v12), and braid's own (4),
- * each refused with a WARN that names it; nothing is made. Needs an init. */
+/* makeVDevice: NCCL's limit per version (4 for v9..v11, 8 for v12), refused with a WARN
+ * that names it; 5 to 8 under v12 get as far as the devices themselves (this host has
+ * fewer: the WARN names the first one missing); nothing is made. Needs an init. */
 static void make_vdevice_limits(void)
 {
 	static const int eight[NCCL_NET_MAX_DEVS_PER_NIC_V12] = { 0, 1, 2, 3, 4, 5, 6, 7 };
 	int d = -7, n0 = 0, n1 = 0;
 
 	assert_int_equal(braid_devices(&n0), ncclSuccess);
-	unit_log_reset();
-	assert_int_equal(braid_make_vdevice(&d, 8, eight, 12), ncclInvalidUsage);
-	assert_non_null(strstr(unit_log, "ncclNet v12 allows 8"));
-	assert_non_null(strstr(unit_log, "at most 4 NICs"));
-	assert_non_null(strstr(unit_log, "BRAID_VDEV_MAX_NICS"));
-	unit_log_reset();
-	assert_int_equal(braid_make_vdevice(&d, 5, eight, 12), ncclInvalidUsage);
-	assert_non_null(strstr(unit_log, "at most 4 NICs"));
+	assert_true(n0 < 5);
+	for (int n = 5; n <= 8; n++) {
+		unit_log_reset();
+		assert_int_equal(braid_make_vdevice(&d, n, eight, 12), ncclInvalidUsage);
+		assert_non_null(strstr(unit_log, "is not one of braid's"));
+	}
 	unit_log_reset();
 	assert_int_equal(braid_make_vdevice(&d, 9, eight, 12), ncclInvalidUsage);
 	assert_non_null(strstr(unit_log, "9 devices; ncclNet v12 fuses 1 to 8"));

@@ -28,20 +28,24 @@ static void assert_near(double got, double want, double tol)
 }
 
 /*
- * Every rule of a cut that holds whatever the weights: the parts sum to size, each
+ * Every rule of a cut that holds whatever the weights: the parts sum to size (lanes past
+ * the comm's untouched), each
  * boundary but the end is a multiple of align, the return value counts the parts and
  * *first_lane is the first; a message split in several parts has none under min_chunk,
  * at most size / min_chunk of them, and only from the threshold up. Returns the count.
  */
 static int checked_split(struct braid_stripe *st, size_t size, size_t len[BRAID_STRIPE_MAX_LANES])
 {
-	int first = -7, parts = 0, ret = braid_stripe_split(st, size, len, &first);
+	int first = -7, parts = 0, ret;
 	size_t off = 0;
 
+	for (int i = 0; i < BRAID_STRIPE_MAX_LANES; i++)
+		len[i] = (size_t)0x5eed + (size_t)i; /* lanes past nlanes: not written */
+	ret = braid_stripe_split(st, size, len, &first);
 	assert_in_range(first, 0, st->nlanes - 1);
 	for (int i = 0; i < BRAID_STRIPE_MAX_LANES; i++) {
 		if (i >= st->nlanes) {
-			assert_int_equal(len[i], 0);
+			assert_int_equal(len[i], (size_t)0x5eed + (size_t)i);
 			continue;
 		}
 		if (!len[i])
@@ -390,7 +394,8 @@ static double sim_run(struct sim *s, int nmsg, int warm, size_t size)
 		braid_stripe_completed(&s->st, lane, c.bytes, s->now);
 		sim_poll_slow(s);
 		if (s->cut &&
-		    braid_stripe_wire_moved(s->wire_sent, braid_stripe_weights_wire(&s->st))) {
+		    braid_stripe_wire_moved(s->wire_sent, braid_stripe_weights_wire(&s->st),
+					    s->st.nlanes)) {
 			s->wire_sent = braid_stripe_weights_wire(&s->st);
 			assert_int_equal(braid_stripe_follow(s->cut, s->wire_sent), 0);
 			s->wires++;
@@ -499,10 +504,11 @@ static void weights_wire(void **state)
 		assert_near(braid_stripe_weight(&b, i), braid_stripe_weight(&a, i), 2.0 / 65535);
 	assert_near(braid_stripe_weight(&b, 0), 0.5, 1e-4);
 
-	assert_false(braid_stripe_wire_moved(w, w));
-	assert_false(braid_stripe_wire_moved(w, w + BRAID_STRIPE_WIRE_HYSTERESIS - 1));
-	assert_true(braid_stripe_wire_moved(w, w + BRAID_STRIPE_WIRE_HYSTERESIS));
-	assert_true(braid_stripe_wire_moved(w, w - ((uint64_t)BRAID_STRIPE_WIRE_HYSTERESIS << 32)));
+	assert_false(braid_stripe_wire_moved(w, w, 3));
+	assert_false(braid_stripe_wire_moved(w, w + BRAID_STRIPE_WIRE_HYSTERESIS - 1, 3));
+	assert_true(braid_stripe_wire_moved(w, w + BRAID_STRIPE_WIRE_HYSTERESIS, 3));
+	assert_true(
+		braid_stripe_wire_moved(w, w - ((uint64_t)BRAID_STRIPE_WIRE_HYSTERESIS << 32), 3));
 
 	assert_true(braid_stripe_wire_valid(w, 3));
 	assert_false(braid_stripe_wire_valid(w, 2)); /* lane 2 has a weight */
@@ -516,6 +522,37 @@ static void weights_wire(void **state)
 	assert_int_equal(braid_stripe_follow(&b, 0x0000000100030000ULL >> 16), 0);
 	assert_near(braid_stripe_weight(&b, 0), 0.75, 1e-9);
 	assert_near(braid_stripe_weight(&b, 2), 0, 1e-9);
+}
+
+/* 5 to 8 lanes (NCCL v12's devices of up to 8 NICs): weights in 1/255, 8 bits a lane; a
+ * round trip within 1/255, the same 1% hysteresis, and what a follower must refuse. */
+static void weights_wire_8(void **state)
+{
+	static const int speeds[8] = { 800, 100, 100, 100, 100, 100, 100, 100 };
+	struct braid_stripe a, b, c7;
+	struct braid_stripe_cfg cfg;
+	uint64_t w;
+
+	(void)state;
+	braid_stripe_cfg_default(&cfg);
+	cfg.mode = BRAID_STRIPE_FOLLOW;
+	assert_int_equal(braid_stripe_init(&b, 8, NULL, &cfg), 0);
+	assert_int_equal(braid_stripe_init(&c7, 7, NULL, &cfg), 0);
+	assert_int_equal(braid_stripe_init(&a, 8, speeds, NULL), 0);
+	w = braid_stripe_weights_wire(&a);
+	assert_int_equal(w & 0xff, 136); /* 800 / 1500 of 255, rounded */
+	assert_int_equal(braid_stripe_follow(&b, w), 0);
+	for (int i = 0; i < 8; i++)
+		assert_near(braid_stripe_weight(&b, i), braid_stripe_weight(&a, i), 2.0 / 255);
+	assert_false(braid_stripe_wire_moved(w, w + 2, 8)); /* under 1 %: 3/255 */
+	assert_true(braid_stripe_wire_moved(w, w + 3, 8));
+	assert_true(braid_stripe_wire_moved(w, w + (3ULL << 56), 8));
+	assert_true(braid_stripe_wire_valid(w, 8));
+	assert_false(braid_stripe_wire_valid(w, 7)); /* lane 7 has a weight */
+	assert_int_equal(braid_stripe_follow(&c7, w), -EINVAL);
+	assert_true(braid_stripe_wire_valid(w >> 8, 7));
+	assert_false(braid_stripe_wire_valid(w, 9));
+	assert_int_equal(braid_stripe_init(&a, 9, NULL, NULL), -EINVAL);
 }
 
 /* Guards convergence and false alarms with equal lanes: 2 and 4 lanes at R, started from
@@ -728,6 +765,7 @@ int main(void)
 		cmocka_unit_test(sim_equal_lanes),
 		cmocka_unit_test(sim_follow_sender),
 		cmocka_unit_test(weights_wire),
+		cmocka_unit_test(weights_wire_8),
 		cmocka_unit_test(idle_lane_is_not_slow),
 		cmocka_unit_test(slow_lane_sustained_and_latched),
 		cmocka_unit_test(one_odd_sample_is_damped),

@@ -174,19 +174,24 @@ static void merge_list_errors(void **state)
 		{ "mlx5_0+mlx5_9", "no NIC named \"mlx5_9\"" },
 		{ "mlx5_0+mlx5_0", "named twice" },
 		{ "mlx5_0,mlx5_0", "named twice" },
-		{ "mlx5_0+mlx5_1+mlx5_2+mlx5_3+mlx5_4", "more than 4 NICs" },
+		{ "mlx5_0+mlx5_1+mlx5_2+mlx5_3+mlx5_4+mlx5_5+mlx5_6+mlx5_7+mlx5_8",
+		  "more than 8 NICs" },
 		{ "mlx5_0++mlx5_1", "empty name" },
 		{ "mlx5_0,", "trailing comma" },
 		{ "mlx5_0:2", "no NIC named" },
 	};
+	struct braid_dev_props nine[9]; /* mlx5_0 .. mlx5_8: one more than a device holds */
 	struct braid_vdev g[8];
 	char why[160];
 	int n;
 
 	(void)state;
+	memset(nine, 0, sizeof(nine));
+	for (int i = 0; i < 9; i++)
+		snprintf(nine[i].name, sizeof(nine[i].name), "mlx5_%d", i);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		why[0] = '\0';
-		assert_int_equal(braid_vdev_parse_list(bad[i].text, nic, 5, g, 8, &n, why,
+		assert_int_equal(braid_vdev_parse_list(bad[i].text, nine, 9, g, 8, &n, why,
 						       sizeof(why)),
 				 -1);
 		if (!strstr(why, bad[i].why))

@@ -376,9 +376,10 @@ static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
 		}
 	}
 	for (int i = 0; i < r->n; i++) {
-		size_t len[BRAID_STRIPE_MAX_LANES] = { recv->size[i] }, off = 0;
+		size_t len[BRAID_STRIPE_MAX_LANES], off = 0; /* lanes < nlanes written */
 		int first = 0;
 
+		len[0] = recv->size[i];
 		if (c->nlanes > 1)
 			braid_stripe_split(&c->stripe, recv->size[i], len, &first);
 		for (int k = 0; k < c->nlanes; k++) {

@@ -51,7 +51,7 @@ static void usage(FILE *f)
 		"--client run it between two hosts or network namespaces (start both with the\n"
 		"same options). The first and last timed iteration of every size are verified.\n"
 		"\n"
-		"  --api 8|9|10|11     ABI version to drive (ncclNetPlugin_vN), default 11\n"
+		"  --api 8..12         ABI version to drive (ncclNetPlugin_vN), default 11\n"
 		"  --backend B         ofi|ib|auto: sets BRAID_BACKEND\n"
 		"  --provider NAME     libfabric provider, e.g. 'tcp;ofi_rxm', shm: sets\n"
 		"                      BRAID_OFI_PROVIDER\n"

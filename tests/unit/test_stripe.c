@@ -696,7 +696,7 @@ static void weight_floor(void **state)
 static void deterministic_and_misuse(void **state)
 {
 	const int speeds[] = { 100, 37, 52 };
-	size_t len_a[BRAID_STRIPE_MAX_LANES], len_b[BRAID_STRIPE_MAX_LANES];
+	size_t len_a[BRAID_STRIPE_MAX_LANES] = { 0 }, len_b[BRAID_STRIPE_MAX_LANES] = { 0 };
 	struct braid_stripe a, b;
 	int fa, fb;
 

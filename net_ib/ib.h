@@ -217,13 +217,29 @@ struct ib_req {
 	 * goodput measure) */
 	uint8_t rail_pending[BRAID_VDEV_MAX_NICS];
 	uint32_t rail_bytes[BRAID_VDEV_MAX_NICS];
-	uint64_t posted_ns; /* for the stall counter */
+	uint64_t waiting_ns; /* stall counter: when test() first found it waiting (0: not yet) */
 	uint8_t stalled;
 	/* Receives only, and last: a send comm's pool holds IB_SEND_REQ_SIZE bytes per
 	 * request (256 of them), not the whole struct. */
 	struct ib_fifo_elem fifo[BRAID_MAX_RECVS]; /* receive: what we write to the sender */
 };
 #define IB_SEND_REQ_SIZE (offsetof(struct ib_req, fifo))
+
+/*
+ * What every kind of request reads, set when it leaves the pool. The pool hands an element
+ * back as it was put, not zeroed (a memset of a whole receive request, 700 bytes, cost more
+ * than the rest of irecv): each kind sets the rest of what it reads.
+ */
+static inline void ib_req_start(struct ib_req *r, struct ib_comm *c, enum ib_req_kind kind, int n)
+{
+	r->kind = (uint8_t)kind;
+	r->n = n;
+	r->pending = 0;
+	r->status = ncclSuccess;
+	r->comm = c;
+	r->waiting_ns = 0;
+	r->stalled = 0;
+}
 
 /* wr_id: a pointer or index with the kind in the low 2 bits. */
 enum { IB_WR_SEND = 0, IB_WR_FIFO = 1, IB_WR_RECV = 2, IB_WR_FLUSH = 3 };
@@ -427,6 +443,8 @@ void ib_comm_who(const void *comm, char *buf, size_t len);
 void ib_progress(struct ib_comm *c);
 /* While something waits: the peer, async events, ports (at most every BRAID_LIVENESS_MS). */
 void ib_check_health(struct ib_comm *c);
+/* The same, with the clock already read. */
+void ib_check_health_at(struct ib_comm *c, uint64_t now);
 /* The comm's sticky error, with a pending async event turned into one. */
 ncclResult_t ib_comm_error(struct ib_comm *c);
 /* Closing: read the CQ once, then what c tells its peer in its goodbye. */

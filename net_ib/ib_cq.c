@@ -297,7 +297,11 @@ void ib_progress(struct ib_comm *c)
  * down hit this comm? */
 void ib_check_health(struct ib_comm *c)
 {
-	uint64_t now = braid_now_ns();
+	ib_check_health_at(c, braid_now_ns());
+}
+
+void ib_check_health_at(struct ib_comm *c, uint64_t now)
+{
 	int async;
 
 	if (now < c->next_liveness_ns || c->error)
@@ -372,10 +376,11 @@ static int buffer_done(const struct ib_req *r, int i)
 static ncclResult_t check_request(struct ib_comm *c, struct ib_req *r)
 {
 	uint64_t bufs[BRAID_MAX_RECVS];
+	uint64_t now = braid_now_ns(); /* one clock read for both */
 	int n = 0;
 
-	braid_ctr_note_stall(c->dev->ctr, r->posted_ns, &r->stalled);
-	ib_check_health(c);
+	braid_ctr_note_stall(c->dev->ctr, &r->waiting_ns, now, &r->stalled);
+	ib_check_health_at(c, now);
 	ib_comm_error(c);
 	if (c->error != ncclSuccess)
 		return c->error;

@@ -152,10 +152,7 @@ ncclResult_t ib_iflush(void *recv_comm, int n, void **data, const int *sizes, vo
 			   c->dev->name, c->dev->port, c->peer, c->reqs.nelem);
 		return ncclInternalError;
 	}
-	r->comm = c;
-	r->kind = IB_REQ_FLUSH;
-	r->n = 0;
-	r->pending = 0;
+	ib_req_start(r, c, IB_REQ_FLUSH, 0);
 	for (int k = 0; k < c->nrails; k++) {
 		if (!c->rails[k].flush_qp)
 			continue;

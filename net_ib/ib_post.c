@@ -290,12 +290,12 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 	/* As NCCL's IB transport: a message larger than its buffer arrives truncated. */
 	if (size > e.size)
 		size = e.size;
-	r->comm = c;
-	r->kind = IB_REQ_SEND;
-	r->n = 1;
+	ib_req_start(r, c, IB_REQ_SEND, 1);
 	r->size[0] = size;
 	r->seq = c->seq;
 	r->first = c->sent_upto + (uint64_t)idx;
+	if (c->nrails > 1) /* post_plan counts each rail's chunks from 0 */
+		memset(r->rail_pending, 0, sizeof(r->rail_pending));
 	if (plan_message(c, size, &plan)) {
 		braid_pool_put(&c->reqs, r);
 		BRAID_WARN("ib: send comm %s:%d (peer %s): a message of %zu bytes needs more than %d "
@@ -322,7 +322,6 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 		/* some chunks are with the NIC: they complete or flush before the comm closes */
 	}
 	r->pending = posted;
-	r->posted_ns = braid_now_ns();
 	r->magic = BRAID_MAGIC_REQ;
 	c->inflight++;
 	c->used |= 1u << idx;
@@ -356,14 +355,16 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 	r = braid_pool_get(&c->reqs);
 	if (!r)
 		return ncclSuccess;
-	r->comm = c;
-	r->kind = IB_REQ_RECV;
-	r->n = n;
+	ib_req_start(r, c, IB_REQ_RECV, n);
 	r->seq = c->seq;
 	r->first = c->nbufs;
+	/* the chunks of each buffer are counted from 0 (two 8-byte stores) */
+	memset(r->chunks_want, 0, sizeof(r->chunks_want));
+	memset(r->chunks_got, 0, sizeof(r->chunks_got));
 	for (int i = 0; i < n; i++) {
 		const struct ib_mr *m = mhandles[i];
 
+		r->size[i] = 0;
 		r->cap[i] = sizes[i];
 		r->fifo[i] = (struct ib_fifo_elem){
 			.seq = c->seq + 1,
@@ -393,7 +394,6 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 		return c->error;
 	}
 	r->pending = n + 1;
-	r->posted_ns = braid_now_ns();
 	r->magic = BRAID_MAGIC_REQ;
 	c->slot[slot] = r;
 	c->inflight++;

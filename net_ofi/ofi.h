@@ -307,7 +307,7 @@ struct ofi_req {
 	ncclResult_t status; /* judged by the calling thread (the peer's goodbye) */
 	struct ofi_comm *comm;
 	uint64_t first;     /* number of the (first) buffer it fills */
-	uint64_t posted_ns; /* for the stall counter */
+	uint64_t waiting_ns; /* stall counter: when test() first found it waiting (0: not yet) */
 	struct ofi_req_lane l[BRAID_VDEV_MAX_NICS];
 	/* sends: the message and each lane's piece of it */
 	char *sbuf;
@@ -400,6 +400,25 @@ struct ofi_comm {
 	int nparked; /* atomic: lanes parked; the last endpoint to close frees the comm */
 	struct ofi_lane lane[]; /* nlanes */
 };
+
+/*
+ * What every request reads, set when it leaves the pool. The pool hands an element back as
+ * it was put, not zeroed (a memset of a whole receive request, about 1 KiB, was most of
+ * irecv's own cost): isend and irecv set the rest of what they read (cut_send, cut_recv).
+ */
+static inline void ofi_req_start(struct ofi_req *r, struct ofi_comm *c, int is_send, int n)
+{
+	r->is_send = (uint8_t)is_send;
+	r->stalled = 0;
+	r->noted = 0;
+	r->skip = 0;
+	r->n = n;
+	r->status = ncclSuccess;
+	r->comm = c;
+	r->waiting_ns = 0;
+	for (int k = 0; k < c->nlanes; k++)
+		r->l[k] = (struct ofi_req_lane){ 0 };
+}
 
 /* NCCL's opaque handles, typed. */
 static inline struct ofi_comm *to_ofi_comm(void *comm)

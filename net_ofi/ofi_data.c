@@ -130,15 +130,11 @@ static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r, uint8_t
 {
 	uint64_t bufs[BRAID_MAX_RECVS];
 	int n = 0;
-	uint8_t was = r->stalled;
 
 	/* counted on every NIC the request waits on, as each NIC's own stall */
-	for (int k = 0; k < c->nlanes; k++) {
-		uint8_t stalled = was;
-
-		braid_ctr_note_stall(c->lane[k].dev->ctr, r->posted_ns, &stalled);
-		r->stalled |= stalled;
-	}
+	if (braid_ctr_stall_due(&r->waiting_ns, braid_now_ns(), &r->stalled))
+		for (int k = 0; k < c->nlanes; k++)
+			braid_ctr_add(&c->lane[k].dev->ctr->stalls, 1);
 	check_peer(c, 0);
 	if (c->error != ncclSuccess)
 		return c->error;
@@ -298,13 +294,10 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 		return c->error;
 	}
 	g = &c->lane[0].ring[c->seq % OFI_MAX_INFLIGHT];
-	r->comm = c;
-	r->is_send = 1;
-	r->n = 1;
+	ofi_req_start(r, c, 1, 1);
 	r->first = g->ann.first + (uint64_t)idx;
 	r->sbuf = data;
 	r->smr = m;
-	r->noted = 0;
 	cut_send(c, r, idx, size);
 	/* read before posting: once the group is used up, its slot may take another */
 	upto = g->ann.first + g->ann.n;
@@ -317,14 +310,15 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 		c->sent_upto = upto;
 		c->seq++;
 	}
-	now = braid_now_ns();
-	for (int k = 0; c->nlanes > 1 && k < c->nlanes; k++) /* one lane: no stripe */
-		braid_stripe_posted(&c->stripe, k, r->slen[k], now);
+	if (c->nlanes > 1) { /* one lane: no stripe, no clock */
+		now = braid_now_ns();
+		for (int k = 0; k < c->nlanes; k++)
+			braid_stripe_posted(&c->stripe, k, r->slen[k], now);
+	}
 	for (int k = 0; c->ctr && k < c->nlanes && k < BRAID_CTR_MAX_LANES; k++) {
 		braid_ctr_add(&c->ctr->lanes[k].bytes, r->slen[k]);
 		braid_ctr_add(&c->ctr->lanes[k].chunks, 1);
 	}
-	r->posted_ns = now;
 	r->magic = BRAID_MAGIC_REQ;
 	c->inflight++;
 	*request = r;
@@ -428,8 +422,7 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 		return c->error;
 	}
 	recv = ofi_req_recv(r);
-	r->comm = c;
-	r->n = n;
+	ofi_req_start(r, c, 0, n);
 	r->first = c->nbufs;
 	for (int i = 0; i < n; i++) {
 		recv->size[i] = sizes[i];
@@ -443,7 +436,7 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 			braid_pool_put(&c->reqs, r);
 		return c->error;
 	}
-	now = braid_now_ns();
+	now = c->nlanes > 1 ? braid_now_ns() : 0; /* one lane: no stripe, no clock */
 	for (int k = 0; c->nlanes > 1 && k < c->nlanes; k++) {
 		size_t bytes = 0;
 
@@ -452,7 +445,6 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 			bytes += recv->rl[k].ann.e[i].size;
 		braid_stripe_posted(&c->stripe, k, bytes, now);
 	}
-	r->posted_ns = now;
 	r->magic = BRAID_MAGIC_REQ;
 	c->inflight++;
 	c->seq++;

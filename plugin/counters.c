@@ -252,11 +252,23 @@ void braid_counters_print_summary(void)
 	}
 }
 
-void braid_ctr_note_stall(struct braid_ctr_dev *dev, uint64_t posted_ns, uint8_t *stalled)
+int braid_ctr_stall_due(uint64_t *since_ns, uint64_t now, uint8_t *stalled)
 {
-	if (*stalled || !posted_ns ||
-	    braid_now_ns() - posted_ns <= (uint64_t)braid_param_int(BRAID_P_STALL_MS) * 1000000ULL)
-		return;
+	if (*stalled)
+		return 0;
+	if (!*since_ns) {
+		*since_ns = now;
+		return 0;
+	}
+	if (now - *since_ns <= (uint64_t)braid_param_int(BRAID_P_STALL_MS) * 1000000ULL)
+		return 0;
 	*stalled = 1;
-	braid_ctr_add(&dev->stalls, 1);
+	return 1;
+}
+
+void braid_ctr_note_stall(struct braid_ctr_dev *dev, uint64_t *since_ns, uint64_t now,
+			  uint8_t *stalled)
+{
+	if (braid_ctr_stall_due(since_ns, now, stalled))
+		braid_ctr_add(&dev->stalls, 1);
 }

@@ -150,9 +150,18 @@ static inline void braid_ctr_add(uint64_t *ctr, uint64_t n)
 	__atomic_fetch_add(ctr, n, __ATOMIC_RELAXED);
 }
 
-/* A request posted at posted_ns (0: not yet) and still waiting BRAID_STALL_MS later counts
- * once in its device's stalls; *stalled remembers that it did. Both backends' test(). */
-void braid_ctr_note_stall(struct braid_ctr_dev *dev, uint64_t posted_ns, uint8_t *stalled);
+/*
+ * A request that test() found waiting at *since_ns and finds still waiting BRAID_STALL_MS
+ * later (now) counts once in its device's stalls; *stalled remembers that it did. The
+ * clock starts at the first test() that finds it waiting (*since_ns 0: set it to now), not
+ * at post: isend and irecv read no clock for it, and NCCL tests a request as soon as it is
+ * posted. Both backends' test().
+ */
+void braid_ctr_note_stall(struct braid_ctr_dev *dev, uint64_t *since_ns, uint64_t now,
+			  uint8_t *stalled);
+/* The same test without the count: 1 once, when the request becomes a stall (for a caller
+ * that counts it on several devices). */
+int braid_ctr_stall_due(uint64_t *since_ns, uint64_t now, uint8_t *stalled);
 
 /* Bump both the comm's and its device's traffic record. */
 static inline void braid_ctr_count(struct braid_ctr_comm *comm, struct braid_ctr_dev *dev,

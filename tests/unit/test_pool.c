@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Request pools: fixed size, O(1), zeroed elements, misuse refused. */
+/* Request pools: fixed size, O(1), misuse refused. */
 #include <string.h>
 
 #include "plugin/pool.h"
@@ -30,8 +30,7 @@ static void get_all_then_exhausted(void **state)
 	assert_null(braid_pool_get(&p));
 	assert_int_equal(braid_pool_put(&p, got[5]), 0);
 	struct item *again = braid_pool_get(&p);
-	assert_ptr_equal(again, got[5]);
-	assert_int_equal(again->a, 0); /* handed out zeroed */
+	assert_ptr_equal(again, got[5]); /* the most recently put, warm in cache */
 	braid_pool_fini(&p);
 }
 

@@ -103,14 +103,15 @@ int ofi_dl_open(char *why, size_t whylen);
 
 /*
  * Tag: a receive buffer's number in bits 0..43, the destination comm's id in bits 44..59.
- * Announcements have bit 60 and nothing else: their destination comm is in the message.
- * Bits 61..63 are left to the provider: it must offer at least 61 tag bits
- * (mem_tag_format).
+ * Bits 60..63 are left to the provider: it must offer at least 60 tag bits
+ * (mem_tag_format). Announcements are untagged messages (fi_recv/fi_send), their
+ * destination comm in the message: in a tagged queue, every data message matched past the
+ * device's 256 posted announcement buffers first (about 2,000 instructions each in
+ * libfabric 1.17's tcp;ofi_rxm), while the untagged queue holds only them.
  */
 #define OFI_TAG_BUF_MASK ((1ULL << 44) - 1)
 #define OFI_TAG_ID_SHIFT 44
-#define OFI_TAG_ANNOUNCE (1ULL << 60)
-#define OFI_TAG_BITS 61
+#define OFI_TAG_BITS 60
 #define OFI_MAX_COMM_IDS 65536 /* 16 bits; id 0 is never used, so 0 means "none" */
 static inline uint64_t ofi_msg_tag(uint16_t id, uint64_t buf)
 {
@@ -129,7 +130,7 @@ int ofi_tag_format_ok(uint64_t mem_tag_format, char *why, size_t whylen);
 #define OFI_CLOSE_REAP_MS 200
 
 /*
- * The control messages, on tag OFI_TAG_ANNOUNCE, landing in the device's shared buffers:
+ * The control messages, untagged, landing in the device's shared buffers:
  * - OFI_MSG_ANNOUNCE, receiver -> sender: "group seq is posted: these buffers". Only the
  *   n used entries travel (40 bytes for one buffer), so it usually fits the inject size.
  * - OFI_MSG_WEIGHTS, sender -> receiver, lane 0 to lane 0 (fused comms only): "cut by
@@ -144,7 +145,7 @@ int ofi_tag_format_ok(uint64_t mem_tag_format, char *why, size_t whylen);
 #define OFI_MSG_ANNOUNCE 0u
 #define OFI_MSG_WEIGHTS 1u
 struct ofi_announce {
-	uint16_t dst; /* the destination comm's lane id (announcements: it is in the tag too) */
+	uint16_t dst; /* the destination comm's lane id */
 	uint16_t n;
 	uint32_t token; /* the destination comm's: a message for an older comm is dropped */
 	uint32_t seq;
@@ -306,7 +307,7 @@ struct ofi_req {
 	int n;
 	ncclResult_t status; /* judged by the calling thread (the peer's goodbye) */
 	struct ofi_comm *comm;
-	uint64_t first;     /* number of the (first) buffer it fills */
+	uint64_t first;      /* number of the (first) buffer it fills */
 	uint64_t waiting_ns; /* stall counter: when test() first found it waiting (0: not yet) */
 	struct ofi_req_lane l[BRAID_VDEV_MAX_NICS];
 	/* sends: the message and each lane's piece of it */

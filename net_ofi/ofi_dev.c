@@ -56,7 +56,7 @@ static struct fi_info *make_hints(const char *prov)
 
 	if (!h)
 		return NULL;
-	h->caps = FI_TAGGED | FI_SEND | FI_RECV;
+	h->caps = FI_TAGGED | FI_MSG | FI_SEND | FI_RECV; /* data tagged, announcements not */
 	h->mode = FI_CONTEXT | FI_CONTEXT2;
 	h->ep_attr->type = FI_EP_RDM;
 	/* Everything braid can honour; the provider keeps the bits it needs. */
@@ -126,7 +126,7 @@ int ofi_tag_format_ok(uint64_t mem_tag_format, char *why, size_t whylen)
 		return 0;
 	snprintf(why, whylen,
 		 "its tags have %d bits (mem_tag_format %#llx); braid needs %d "
-		 "(comm id, buffer number, announcement flag)",
+		 "(comm id, buffer number)",
 		 bits, (unsigned long long)mem_tag_format, OFI_TAG_BITS);
 	return -1;
 }

@@ -222,6 +222,11 @@ static void cancel_announce_bufs(struct ofi_dev *d)
 		for (uint32_t w = 0; w < (d->nann + 63) / 64; w++)
 			posted -= (uint32_t)__builtin_popcountll(d->ann_unposted[w]);
 	} while (posted && ofi_dev_progress(d) == 0 && braid_now_ns() < until);
+	if (posted)
+		BRAID_INFO(NCCL_NET,
+			   "ofi: %s: %u of %u announcement buffers still posted %d ms after "
+			   "fi_cancel; closing the endpoint with them",
+			   d->name, posted, d->nann, OFI_CLOSE_REAP_MS);
 }
 
 void ofi_dev_close_ep(struct ofi_dev *d)

@@ -64,15 +64,14 @@ int ofi_post_recv(struct ofi_lane *l, struct ofi_req *r)
 			size_t len = ofi_announce_len(part->ann.n);
 
 			if (len <= d->inject_size) {
-				rc = fi_tinject(d->ep, &part->ann, len, l->peer_addr,
-						OFI_TAG_ANNOUNCE);
+				rc = fi_inject(d->ep, &part->ann, len, l->peer_addr);
 				if (!rc) {
 					rl->posted++; /* no completion will come */
 					continue;
 				}
 			} else {
-				rc = fi_tsend(d->ep, &part->ann, len, l->pool_desc, l->peer_addr,
-					      OFI_TAG_ANNOUNCE, &part->op[i].fictx);
+				rc = fi_send(d->ep, &part->ann, len, l->pool_desc, l->peer_addr,
+					     &part->op[i].fictx);
 			}
 		}
 		if (rc)
@@ -92,7 +91,7 @@ int ofi_post_weights(struct ofi_lane *l, uint64_t wire, uint32_t seq)
 					.kind = OFI_MSG_WEIGHTS,
 					.first = wire };
 
-	return (int)fi_tinject(l->dev->ep, &m, ofi_announce_len(0), l->peer_addr, OFI_TAG_ANNOUNCE);
+	return (int)fi_inject(l->dev->ep, &m, ofi_announce_len(0), l->peer_addr);
 }
 
 void ofi_lane_defer(struct ofi_lane *l, struct ofi_req *r)
@@ -146,11 +145,12 @@ int ofi_post_announce_bufs(struct ofi_dev *d)
 
 			if (d->rx_cap && d->rx_posted >= d->rx_cap)
 				return 0;
-			/* One exact tag for every lane's announcements (the lane is in the
-			 * message): libfabric 1.17's shm strands an unexpected message that
-			 * only a receive with ignore bits would match. */
-			rc = fi_trecv(d->ep, &slot->msg, sizeof(slot->msg), d->ann_desc,
-				      FI_ADDR_UNSPEC, OFI_TAG_ANNOUNCE, 0, &slot->op.fictx);
+			/* Untagged, one queue for every lane's announcements (the lane is in
+			 * the message): no ignore bits, which libfabric 1.17's shm mishandles
+			 * for unexpected messages, and no tagged receive for a data message
+			 * to match past. */
+			rc = fi_recv(d->ep, &slot->msg, sizeof(slot->msg), d->ann_desc,
+				     FI_ADDR_UNSPEC, &slot->op.fictx);
 			if (rc == -FI_EAGAIN)
 				return 0; /* again from the next progress */
 			if (rc)

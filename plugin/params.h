@@ -66,7 +66,7 @@ enum braid_param_type {
 	  "requirement saying what is missing and how to fix it (with NCCL_NET=braid the "         \
 	  "job stops at start). Unset: none.")                                                     \
 	X(STALL_MS, "BRAID_STALL_MS", BRAID_PARAM_INT, "1000", 1, 3600000, NULL, NULL,             \
-	  "A request still waiting this long after the first test() that found it waiting "      \
+	  "A request still waiting this long after the first test() that found it waiting "        \
 	  "(NCCL tests a request as soon as it posts it) counts once as a stall (the "             \
 	  "device's `stalls` counter, `braid stat`, braid_stalls_total).")                         \
 	X(MAX_COMMS, "BRAID_MAX_COMMS", BRAID_PARAM_INT, "0", 0, 1048576, NULL, NULL,              \

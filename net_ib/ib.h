@@ -299,7 +299,8 @@ struct ib_comm {
 	int counted; /* rails whose port's ncomms this comm holds a place in */
 	int nqps;
 	struct ib_qp qps[IB_MAX_QPS];
-	uint32_t psn[IB_MAX_QPS]; /* our QPs' first PSNs (set-up only) */
+	uint32_t psn[IB_MAX_QPS];          /* our QPs' first PSNs (set-up only) */
+	uint8_t want_peer_nic[IB_MAX_QPS]; /* connector, set-up: the listener's NIC per QP */
 	uint32_t next_qp;
 	size_t split_bytes;
 	/* Adaptive routing: sender, post that way (every rail's port does, and the peer gave
@@ -374,6 +375,23 @@ struct ib_state {
 };
 extern struct ib_state ib;
 void ib_gid_str(const union ibv_gid *gid, char *buf, size_t len);
+
+/* ib_subnet.c: subnet-aware NIC pairing, at connect time only */
+struct ib_wire;
+/* A port's network as the handle carries it (8 bytes; zeros reach everything). */
+void ib_subnet_key(int link_layer, const uint8_t *gid, uint8_t *key);
+/* listen: the device's NICs' networks into the handle */
+void ib_subnet_fill_handle(const struct braid_vdev *vd, struct braid_handle *h);
+/* connect: the NICs of vd that reach one of the listener's (in use, in vd's order), each
+ * left out with a WARN; 0, or -ENETUNREACH after a WARN when none does */
+int ib_subnet_pick_rails(const struct braid_vdev *vd, const struct braid_link *lk,
+			 struct braid_vdev *use);
+/* connect: per QP of c (QPs on their rails), the listener's NIC (its handle's order) */
+void ib_subnet_pair_qps(const struct ib_comm *c, const struct braid_link *lk, uint8_t *peer_nic);
+/* accept: the listener's NICs the HELLO's QPs go to (in use, in order of first QP) and
+ * each QP's rail among them; the NICs left out are WARNed when no peer NIC reaches them */
+void ib_subnet_listener_rails(const struct braid_vdev *vd, const struct ib_wire *hello,
+			      const char *peer, struct braid_vdev *use, uint8_t *rail_of);
 
 /* ib_async.c */
 /* Drain the HCA's async events (non-blocking) and mark the comms and ports they hit. */

@@ -11,9 +11,12 @@
  *   QPs to RTR, RTS; READY  ----------------->   comm ready
  *
  * A comm on a device of several NICs ("rails") puts QP i on its rail i % nrails, as
- * NCCL's IB transport does on a merged device; each side tells the other its rails, so
- * QP i reaches the peer's rail i % peer_nrails and the sender writes with that rail's
- * rkey. The connector picks the QP count: BRAID_IB_QPS_PER_CONN per NIC of its own.
+ * NCCL's IB transport does on a merged device. The connector pairs each QP with one of
+ * the listener's NICs, which its handle lists (ib_subnet.c): the NIC i mod its count,
+ * unless BRAID_IB_SUBNET_AWARE_ROUTING finds that one on another subnet. The HELLO names
+ * that NIC per QP and the listener puts its QP i there; each side's blob gives each QP's
+ * rail, so the sender writes with the key of the peer's rail its QP reaches. The
+ * connector picks the QP count: BRAID_IB_QPS_PER_CONN per NIC of its own.
  *
  * The blob carries braid's verbs wire magic, version and exact length, so a peer of
  * another version or another backend gets a clear error.
@@ -197,9 +200,11 @@ static int connector_nqps(const struct ib_comm *c)
 	return n > IB_MAX_QPS ? IB_MAX_QPS : n;
 }
 
-/* CQs, QPs (to INIT), request pool; the sender's FIFO. */
-static int comm_build(struct ib_comm *c, int nqps)
+/* CQs, QPs (to INIT), request pool; the sender's FIFO. QP i goes on rail rail_of[i], or
+ * i % nrails where rail_of is NULL. */
+static int comm_build(struct ib_comm *c, int nqps, const uint8_t *rail_of)
 {
+	uint8_t rail[IB_MAX_QPS];
 	struct ib_hca *h = c->hca;
 	int per_qp = c->is_send ? ib_sq_depth(c) + 1 : IB_RQ_DEPTH + IB_RING + 8;
 	int flush = !c->is_send && flush_wanted(c) ? IB_FLUSH_DEPTH : 0;
@@ -212,9 +217,14 @@ static int comm_build(struct ib_comm *c, int nqps)
 		c->nrails = nqps;
 	}
 	c->nqps = nqps;
+	for (int i = 0; i < nqps; i++)
+		rail[i] = rail_of ? rail_of[i] : (uint8_t)(i % c->nrails);
 	for (int k = 0; k < c->nrails; k++) {
 		struct ib_rail *rl = &c->rails[k];
-		int mine = (nqps - k + c->nrails - 1) / c->nrails; /* QPs k, k + nrails, ... */
+		int mine = 0;
+
+		for (int i = 0; i < nqps; i++)
+			mine += rail[i] == k;
 
 		rl->cq = ibv.create_cq(rl->hca->ctx, mine * per_qp + flush + 16, NULL, NULL, 0);
 		if (!rl->cq) {
@@ -225,7 +235,7 @@ static int comm_build(struct ib_comm *c, int nqps)
 		}
 	}
 	for (int i = 0; i < nqps; i++) {
-		rc = ib_qp_create(c, &c->qps[i], i % c->nrails, c->is_send);
+		rc = ib_qp_create(c, &c->qps[i], rail[i], c->is_send);
 		if (rc)
 			return rc;
 	}
@@ -290,9 +300,9 @@ reg_fail:
  * handler walks those lists (under the HCA lock, from any thread) and reads nqps and the
  * QP and CQ pointers, which nothing orders after a registration made before them.
  */
-static int comm_open(struct ib_comm *c, int nqps)
+static int comm_open(struct ib_comm *c, int nqps, const uint8_t *rail_of)
 {
-	int rc = comm_build(c, nqps);
+	int rc = comm_build(c, nqps, rail_of);
 
 	for (int k = 0; !rc && k < c->nrails; k++)
 		ib_rail_register(&c->rails[k]);
@@ -336,6 +346,8 @@ static void fill_wire(struct ib_comm *c, struct ib_wire *w, const uint32_t *psn)
 
 		w->qpn[i] = q->qp->qp_num;
 		w->psn[i] = psn[i];
+		w->qp_rail[i] = q->rail;
+		w->qp_peer_rail[i] = c->is_send ? c->want_peer_nic[i] : 0;
 		if (q->ece_ok) {
 			w->ece_mask |= (uint16_t)(1u << i);
 			w->ece[i].vendor_id = q->ece.vendor_id;
@@ -343,66 +355,6 @@ static void fill_wire(struct ib_comm *c, struct ib_wire *w, const uint32_t *psn)
 			w->ece[i].comp_mask = q->ece.comp_mask;
 		}
 	}
-}
-
-/* IBA 10.9.3: one partition (the low 15 bits), at least one side a full member. */
-static int pkeys_match(uint16_t a, uint16_t b)
-{
-	return (a & 0x7fff) && (a & 0x7fff) == (b & 0x7fff) && ((a | b) & 0x8000);
-}
-
-/* Kept apart from the comm (ib_wire.h) so that tests/fuzz can feed it any bytes. */
-int ib_wire_check(const void *payload, uint32_t len, int want_nqps, const struct ib_dev *local,
-		  char *why, size_t whylen)
-{
-	const struct ib_wire *w = payload;
-
-	if (len < offsetof(struct ib_wire, nqps) || w->magic != IB_WIRE_MAGIC) {
-		snprintf(why, whylen,
-			 "the peer's %s is not braid's verbs handshake (%u bytes%s); is it running "
-			 "braid with BRAID_BACKEND=ib?",
-			 want_nqps ? "reply" : "hello", len, len >= 4 ? ", wrong magic" : "");
-		return -EPROTO;
-	}
-	if (w->version != IB_WIRE_VERSION || w->len != sizeof(*w) || len != sizeof(*w)) {
-		snprintf(why, whylen,
-			 "the peer speaks braid verbs wire version %u (%u bytes); this braid speaks "
-			 "%u (%zu bytes): use the same braid on every rank",
-			 (unsigned)w->version, (unsigned)w->len, (unsigned)IB_WIRE_VERSION,
-			 sizeof(*w));
-		return -EPROTO;
-	}
-	if (w->nrails < 1 || w->nrails > BRAID_VDEV_MAX_NICS) {
-		snprintf(why, whylen, "bad NIC count %u", w->nrails);
-		return -EPROTO;
-	}
-	/* every NIC of both ends on one link layer, as NCCL requires of a merged device */
-	for (int k = 0; k < w->nrails; k++) {
-		const struct ib_wire_rail *r = &w->rails[k];
-
-		if (r->link_layer == local->link_layer)
-			continue;
-		snprintf(why, whylen, "the peer's port %.40s:%u is %s, ours %s:%d is %s", r->dev,
-			 r->port, r->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
-			 local->name, local->port,
-			 local->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand");
-		return -EPROTO;
-	}
-	if (w->nqps < 1 || w->nqps > IB_MAX_QPS || (want_nqps && w->nqps != want_nqps)) {
-		snprintf(why, whylen, "bad QP count %u", w->nqps);
-		return -EPROTO;
-	}
-	/* A fabric drops packets across partitions: say so now, not as a retry timeout on
-	 * the first message. Both keys are known only where ibv_query_pkey exists. */
-	if (w->pkey && local->pkey && !pkeys_match(w->pkey, local->pkey)) {
-		snprintf(why, whylen,
-			 "the peer's P_Key 0x%04x and ours 0x%04x (index %d on %s:%d) are not in "
-			 "one partition (both full or limited members of it): check NCCL_IB_PKEY "
-			 "or BRAID_IB_PKEY on both ranks",
-			 w->pkey, local->pkey, local->pkey_index, local->name, local->port);
-		return -EPROTO;
-	}
-	return 0;
 }
 
 /* 0 when the peer's description is usable; -EPROTO with one WARN otherwise. */
@@ -432,14 +384,14 @@ static int connect_qps(struct ib_comm *c, const struct ib_wire *w, const uint32_
 	}
 	for (int i = 0; i < c->nqps; i++) {
 		struct ib_qp *qp = &c->qps[i];
-		const struct ib_wire_rail *pr = &w->rails[i % w->nrails];
+		const struct ib_wire_rail *pr = &w->rails[w->qp_rail[i]];
 		const struct ib_dev *d = c->rails[qp->rail].dev;
 		enum ibv_mtu mtu = (enum ibv_mtu)(pr->mtu < d->mtu ? pr->mtu : d->mtu);
 		struct ibv_ece ece = { w->ece[i].vendor_id, w->ece[i].options,
 				       w->ece[i].comp_mask };
 		int rc;
 
-		qp->peer_rail = (uint8_t)(i % w->nrails);
+		qp->peer_rail = w->qp_rail[i];
 		memcpy(rgid.raw, pr->gid, 16);
 		rc = ib_qp_take_ece(c, qp, (w->ece_mask & (1u << i)) ? &ece : NULL);
 		if (rc)
@@ -533,22 +485,47 @@ static int link_finish(void *comm, const void *blob, uint32_t len)
 	return connect_qps(c, blob, c->psn);
 }
 
+/* The HELLO's pairing names NICs of ours: 0, or -EPROTO with the reason in why. */
+static int hello_nics_check(const struct ib_wire *hello, const struct braid_vdev *vd, char *why,
+			    size_t whylen)
+{
+	for (int i = 0; i < hello->nqps; i++) {
+		if (hello->qp_peer_rail[i] < vd->n)
+			continue;
+		snprintf(why, whylen, "its QP %d goes to our NIC %u, of %d", i,
+			 hello->qp_peer_rail[i], vd->n);
+		return -EPROTO;
+	}
+	return 0;
+}
+
 static int link_answer(void *listen_comm, struct braid_link *lk, const void *blob, uint32_t len,
 		       void *reply, uint32_t *rlen, void **comm)
 {
-	int rc;
-	struct ib_comm *c = comm_new(&to_listen_comm(listen_comm)->vdev, lk, 0, &rc);
+	const struct braid_vdev *lvd = &to_listen_comm(listen_comm)->vdev;
 	const struct ib_wire *hello = blob;
+	struct braid_vdev use;
+	uint8_t rail_of[IB_MAX_QPS];
 	uint32_t psn[IB_MAX_QPS];
+	struct ib_comm *c;
+	char why[320];
+	int rc = ib_wire_check(blob, len, 0, &ib.devs[lvd->nic[0]], why, sizeof(why));
 
+	if (!rc)
+		rc = hello_nics_check(hello, lvd, why, sizeof(why));
+	if (rc) {
+		BRAID_WARN("ib: accept from %s: %s", lk->peer, why);
+		return rc; /* lk is still the listener's, which drops it */
+	}
+	/* our NICs in the order the peer's QPs reach them: QP 0's, which carries the FIFO
+	 * writes, is the comm's first */
+	ib_subnet_listener_rails(lvd, hello, lk->peer, &use, rail_of);
+	c = comm_new(&use, lk, 0, &rc);
 	if (!c)
 		return rc;
-	rc = check_wire(c, blob, len, 0, "accept from");
-	if (!rc) {
-		c->rem_fifo_addr = hello->fifo_addr;
-		c->rem_fifo_rkey = hello->fifo_rkey;
-		rc = comm_open(c, hello->nqps);
-	}
+	c->rem_fifo_addr = hello->fifo_addr;
+	c->rem_fifo_rkey = hello->fifo_rkey;
+	rc = comm_open(c, hello->nqps, rail_of);
 	if (!rc) {
 		make_psns(psn, c->nqps);
 		rc = connect_qps(c, hello, psn);
@@ -580,8 +557,23 @@ static const struct braid_link_ops ib_link_ops = {
 
 ncclResult_t ib_listen(const struct braid_vdev *vd, void *handle, void **listen_comm)
 {
-	return braid_listen_comm_open(&ib_link_ops, vd, handle, ib.devs[vd->nic[0]].ctr,
-				      listen_comm);
+	ncclResult_t res = braid_listen_comm_open(&ib_link_ops, vd, handle, ib.devs[vd->nic[0]].ctr,
+						  listen_comm);
+	struct braid_handle h;
+	char why[128];
+
+	if (res != ncclSuccess)
+		return res;
+	/* the device's NICs' networks, for the connector's pairing (ib_subnet.c) */
+	if (braid_handle_decode(handle, &h, why, sizeof(why))) {
+		BRAID_WARN("ib: listen on %s: our own handle: %s", ib.devs[vd->nic[0]].name, why);
+		braid_listen_comm_close(&ib_link_ops, *listen_comm);
+		*listen_comm = NULL;
+		return ncclInternalError;
+	}
+	ib_subnet_fill_handle(vd, &h);
+	braid_handle_encode(&h, handle);
+	return ncclSuccess;
 }
 
 /* A comm is ready: its counters, and the QPs' records name it. */
@@ -607,18 +599,24 @@ static void comm_ready(struct ib_comm *c, int is_send)
 static void *ib_conn_create(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
 			    struct braid_link *lk, int *rc)
 {
-	struct ib_comm *c = comm_new(vd, lk, 1, rc);
+	struct braid_vdev use;
+	struct ib_comm *c;
 
+	*rc = ib_subnet_pick_rails(vd, lk, &use);
+	if (*rc)
+		return NULL;
+	c = comm_new(&use, lk, 1, rc);
 	if (!c)
 		return NULL;
 	if (opts->traffic_class != NCCL_NET_TRAFFIC_CLASS_UNDEF)
 		c->traffic_class = opts->traffic_class & 0xff;
-	*rc = comm_open(c, connector_nqps(c));
+	*rc = comm_open(c, connector_nqps(c), NULL);
 	if (*rc) {
 		c->link = NULL; /* the driver closes it */
 		comm_free(c);
 		return NULL;
 	}
+	ib_subnet_pair_qps(c, lk, c->want_peer_nic);
 	make_psns(c->psn, c->nqps);
 	return c;
 }

@@ -13,9 +13,10 @@
 #include "net_ib/ib.h"
 
 #define IB_WIRE_MAGIC 0x62726962u /* "brib" */
-/* 5: the receiver's adaptive-routing records; 4: the sender's traffic class and service
+/* 6: each QP's rail, and the listener's NIC each connector QP goes to (subnet-aware
+ * pairing, ib_subnet.c); 5: the receiver's adaptive-routing records; 4: the sender's traffic class and service
  * level; 3: several NICs per comm; 2: the nonce moved to link.c */
-#define IB_WIRE_VERSION 5
+#define IB_WIRE_VERSION 6
 
 struct ib_wire_rail {
 	uint8_t link_layer;
@@ -44,6 +45,10 @@ struct ib_wire {
 	uint32_t ar_rkey[BRAID_VDEV_MAX_NICS]; /* of ar_addr, per rail of the accepting side */
 	uint32_t qpn[IB_MAX_QPS];
 	uint32_t psn[IB_MAX_QPS];
+	uint8_t qp_rail[IB_MAX_QPS]; /* the rail (index into rails[]) of the sender's QP i */
+	/* connecting side: the listener's NIC (its handle's order) that QP i goes to, where
+	 * the listener puts its QP i */
+	uint8_t qp_peer_rail[IB_MAX_QPS];
 	struct {
 		uint32_t vendor_id, options, comp_mask;
 	} ece[IB_MAX_QPS]; /* connecting side: offered; accepting side: accepted */

@@ -19,6 +19,9 @@ struct wire_handle {
 	uint32_t dev;
 	uint64_t nonce;
 	uint8_t addr[16];
+	uint8_t nnics;
+	uint8_t pad[3];
+	uint8_t nic_net[BRAID_HANDLE_NICS][8];
 	uint32_t check;
 } __attribute__((packed));
 
@@ -46,6 +49,8 @@ void braid_handle_encode(const struct braid_handle *h, void *out)
 	w.backend = h->backend;
 	w.dev = htonl(h->dev);
 	w.nonce = h->nonce;
+	w.nnics = h->nnics;
+	memcpy(w.nic_net, h->nic_net, sizeof(w.nic_net));
 	if (h->addr.ss_family == AF_INET) {
 		const struct sockaddr_in *sin = (const struct sockaddr_in *)&h->addr;
 
@@ -87,6 +92,13 @@ int braid_handle_decode(const void *in, struct braid_handle *h, char *why, size_
 	h->backend = w.backend;
 	h->dev = ntohl(w.dev);
 	h->nonce = w.nonce;
+	if (w.nnics > BRAID_HANDLE_NICS) {
+		snprintf(why, whylen, "handle lists %u NICs, at most %d", w.nnics,
+			 BRAID_HANDLE_NICS);
+		return -1;
+	}
+	h->nnics = w.nnics;
+	memcpy(h->nic_net, w.nic_net, sizeof(h->nic_net));
 	if (w.family == 4) {
 		struct sockaddr_in *sin = (struct sockaddr_in *)&h->addr;
 
@@ -107,7 +119,7 @@ int braid_handle_decode(const void *in, struct braid_handle *h, char *why, size_
 }
 
 #define STAGE_MAGIC 0x73746765u /* "stge" */
-#define STAGE_OFFSET 64
+#define STAGE_OFFSET 112
 
 struct stage {
 	uint32_t magic;

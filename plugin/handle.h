@@ -14,14 +14,21 @@
 #include "nccl_net_abi.h"
 
 #define BRAID_HANDLE_MAGIC 0x62726169u /* "brai" */
-#define BRAID_WIRE_VERSION \
-	3 /* 3: plugin/link.c set-up and goodbye; net_ofi size announcements always */
+/* 4: the listener's NICs' networks; 3: plugin/link.c set-up and goodbye; net_ofi size
+ * announcements always */
+#define BRAID_WIRE_VERSION 4
+#define BRAID_HANDLE_NICS 8 /* BRAID_VDEV_MAX_NICS */
 
 struct braid_handle {
 	uint8_t backend; /* enum braid_backend_kind */
 	uint32_t dev;    /* listener's device index, for messages */
 	uint64_t nonce;  /* random per listen; the connector echoes it */
 	struct sockaddr_storage addr;
+	/* The listener's NICs, in its device's order, each by the network it is on as the
+	 * backend says (net_ib: 8 bytes of the GID, ib_subnet.c). The connector pairs its own
+	 * NICs with reachable ones before it makes its QPs, i.e. before any set-up message. */
+	uint8_t nnics;
+	uint8_t nic_net[BRAID_HANDLE_NICS][8];
 };
 
 /* Writes exactly NCCL_NET_HANDLE_MAXSIZE bytes (the rest zeroed). */

@@ -196,6 +196,8 @@ ncclResult_t braid_link_dial(const struct braid_link_ops *ops, int dev, const vo
 		return ncclSystemError;
 	}
 	(*out)->nonce = h.nonce;
+	(*out)->peer_nnics = h.nnics;
+	memcpy((*out)->peer_nic_net, h.nic_net, sizeof(h.nic_net));
 	(*out)->stage = STAGE_CONNECTING;
 	return ncclSuccess;
 }

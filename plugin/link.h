@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "plugin/backend.h"
+#include "plugin/handle.h"
 #include "plugin/oob.h"
 
 struct braid_ctr_dev;
@@ -67,6 +68,9 @@ struct braid_link {
 	uint64_t deadline_ns; /* set-up must be done by then */
 	uint64_t nonce;
 	uint64_t opened_ns;
+	/* connector: the listener's NICs from its handle (struct braid_handle) */
+	uint8_t peer_nnics;
+	uint8_t peer_nic_net[BRAID_HANDLE_NICS][8];
 	/* after set-up */
 	enum braid_link_state state;
 	uint64_t next_check_ns;

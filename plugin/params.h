@@ -156,6 +156,16 @@ enum braid_param_type {
 	  "WRITE_WITH_IMM that carries its size. -2: on for InfiniBand ports, off for RoCE; any "  \
 	  "other value: 0 off, else on (NCCL's reading). A fused device posts this way only "      \
 	  "when all its NICs do.")                                                                 \
+	X(IB_SUBNET_AWARE_ROUTING, "BRAID_IB_SUBNET_AWARE_ROUTING", BRAID_PARAM_BOOL, "0", 0, 1,   \
+	  NULL, "NCCL_IB_SUBNET_AWARE_ROUTING",                                                    \
+	  "RoCE: pair each NIC of a fused device with a peer NIC on its own IPv4 subnet (or "      \
+	  "IPv6 /64), which the listener's handle lists; a NIC with none is left out with a "      \
+	  "WARN, and no NIC with one fails the connect. 0 (NCCL's default): QP i reaches the "     \
+	  "peer's NIC i mod its count, as on one flat or routed fabric.")                          \
+	X(IB_SUBNET_PREFIX_LEN, "BRAID_IB_SUBNET_PREFIX_LEN", BRAID_PARAM_INT, "24", 1, 32, NULL,  \
+	  "NCCL_IB_SUBNET_PREFIX_LEN",                                                             \
+	  "With BRAID_IB_SUBNET_AWARE_ROUTING: the IPv4 prefix length two RoCE GIDs must share "   \
+	  "to be on one subnet.")                                                                  \
 	X(IB_AR_THRESHOLD, "BRAID_IB_AR_THRESHOLD", BRAID_PARAM_INT, "8192", -2, 1073741824, NULL, \
 	  "NCCL_IB_AR_THRESHOLD",                                                                  \
 	  "With adaptive routing on, messages larger than this many bytes are posted that way "    \

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * net_ib's handshake blob, as the peer sends it (net_ib/ib_conn.c ib_wire_check). Input:
+ * net_ib's handshake blob, as the peer sends it (net_ib/ib_wire.c ib_wire_check). Input:
  * one byte of settings (our link layer, whether we wait for a reply and with how many
  * QPs), then the blob, copied into a buffer of exactly its length so that a read past
  * what the peer sent is caught.
@@ -50,6 +50,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    w->nrails < 1 || w->nrails > BRAID_VDEV_MAX_NICS ||
 		    (want_nqps && w->nqps != want_nqps))
 			__builtin_trap();
+		/* each QP's rail, and on a hello the listener's NIC it goes to */
+		for (int i = 0; i < w->nqps; i++)
+			if (w->qp_rail[i] >= w->nrails ||
+			    (!want_nqps && w->qp_peer_rail[i] >= BRAID_VDEV_MAX_NICS))
+				__builtin_trap();
 	}
 	free(blob);
 	return 0;

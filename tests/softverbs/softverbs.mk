@@ -8,7 +8,7 @@ SV_STAT := $(SV_OUT)/softverbs-stat
 
 SV_LIB_SRCS := $(addprefix $(SV_DIR)/,sv_util.c sv_config.c sv_device.c sv_mr.c sv_cq.c \
 	sv_qp.c sv_engine.c sv_conn.c sv_responder.c sv_rx.c sv_tx.c sv_fabric.c sv_stats.c \
-	sv_misc.c sv_pkey.c sv_ece.c)
+	sv_misc.c sv_pkey.c sv_ece.c sv_subnet.c)
 SV_LIB_OBJS := $(SV_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 
 SV_TEST_NAMES := test_sv_verbs test_sv_wire test_sv_fabric test_sv_spec test_sv_nccl_ib \

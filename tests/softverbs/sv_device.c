@@ -206,6 +206,7 @@ static void load_devices(void)
 	}
 	sv_pkeys_load(sv_devs, sv_ndevs);
 	sv_ece_load(sv_devs, sv_ndevs);
+	sv_subnets_load(sv_devs, sv_ndevs);
 }
 
 struct sv_device *sv_devices(int *n)

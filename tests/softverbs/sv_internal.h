@@ -54,6 +54,7 @@ struct sv_port {
 	union ibv_gid gid[SV_ROCE_GIDS];
 	uint32_t gid_type[SV_ROCE_GIDS]; /* enum ibv_gid_type */
 	uint32_t ipv4;                   /* network order; RoCE only */
+	int subnet_len; /* SOFTVERBS_SUBNETS (sv_subnet.c): reaches ipv4/subnet_len; 0: all */
 	int ifindex;
 	int npkeys; /* P_Key table (sv_pkey.c): entries past npkeys are empty */
 	uint16_t pkey[SV_PKEY_TABLE_LEN];
@@ -251,7 +252,7 @@ struct sv_hdr {
 	uint8_t gid[16];
 	uint16_t pkey; /* HELLO: the requester's P_Key */
 	uint16_t pad16;
-	uint32_t pad32;
+	uint32_t src_ipv4; /* HELLO: the requester's port address (RoCE), network order */
 };
 
 struct sv_conn {
@@ -363,6 +364,11 @@ void sv_pkeys_load(struct sv_device *devs, int ndevs);
 
 /* sv_ece.c */
 void sv_ece_load(struct sv_device *devs, int ndevs);
+
+/* sv_subnet.c */
+uint32_t sv_gid_ipv4(const uint8_t *gid);
+bool sv_subnet_reaches(const struct sv_port *p, uint32_t ipv4);
+void sv_subnets_load(struct sv_device *devs, int ndevs);
 void sv_async_event(struct sv_context *ctx, enum ibv_event_type type, void *elem, int port);
 void sv_set_port_state(enum ibv_port_state state);
 

@@ -32,6 +32,11 @@ static bool hello_matches(struct sv_qp *qp, const struct sv_hdr *h)
 			 qp->ibqp.qp_num, h->src_qpn, h->pkey, sv_pkey_at(p, qp->attr.pkey_index));
 		return false;
 	}
+	if (!sv_subnet_reaches(p, h->src_ipv4)) {
+		sv_debug("QP 0x%06x: requester QP 0x%06x is outside the port's subnet: dropped",
+			 qp->ibqp.qp_num, h->src_qpn);
+		return false;
+	}
 	if (!h->is_global)
 		return h->lid == p->lid;
 	for (int i = 0; i < p->ngids; i++)

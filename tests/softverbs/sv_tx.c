@@ -76,12 +76,18 @@ static void tx_connect(struct sv_qp *qp)
 		.is_global = qp->attr.ah_attr.is_global,
 		.link_layer = p->link_layer,
 		.pkey = sv_pkey_at(p, qp->attr.pkey_index),
+		.src_ipv4 = p->link_layer == IBV_LINK_LAYER_ETHERNET ? p->ipv4 : 0,
 	};
 	int fd;
 
 	memcpy(hello.gid, qp->attr.ah_attr.grh.dgid.raw, 16);
 	if (qp->link_cut) {
 		sv_path_trouble(qp, "link cut (fault injection)");
+		return;
+	}
+	if (!sv_subnet_reaches(p, sv_gid_ipv4(hello.gid))) {
+		/* no route off the port's subnet (sv_subnet.c): nothing is sent */
+		sv_path_trouble(qp, "destination outside the port's subnet");
 		return;
 	}
 	pthread_mutex_unlock(&sv_eng.lock);

@@ -9,7 +9,7 @@
 #include "tests/unit/unit.h"
 
 /* Bytes of the encoded handle that carry meaning (the rest is zero padding). */
-#define WIRE_BYTES 44
+#define WIRE_BYTES 112
 
 static struct braid_handle sample_v4(void)
 {
@@ -19,6 +19,9 @@ static struct braid_handle sample_v4(void)
 	sin->sin_family = AF_INET;
 	sin->sin_port = htons(40123);
 	inet_pton(AF_INET, "192.0.2.7", &sin->sin_addr);
+	h.nnics = 2;
+	memcpy(h.nic_net[0], "\0\0\xff\xff\x0a\0\0\x01", 8);
+	memcpy(h.nic_net[1], "\0\0\xff\xff\x0a\0\x01\x01", 8);
 	return h;
 }
 
@@ -35,9 +38,24 @@ static void round_trip_ipv4(void **state)
 	assert_int_equal(out.dev, 3);
 	assert_true(out.nonce == h.nonce);
 	assert_memory_equal(&out.addr, &h.addr, sizeof(struct sockaddr_in));
+	assert_int_equal(out.nnics, 2);
+	assert_memory_equal(out.nic_net, h.nic_net, sizeof(h.nic_net));
 	/* Nothing of the old buffer survives past the handle. */
-	for (size_t i = 64; i < sizeof(buf); i++)
+	for (size_t i = WIRE_BYTES; i < sizeof(buf); i++)
 		assert_int_equal(buf[i], 0);
+}
+
+/* More NICs than a device holds: refused, whatever the checksum says. */
+static void too_many_nics_is_refused(void **state)
+{
+	struct braid_handle h = sample_v4(), out;
+	char buf[NCCL_NET_HANDLE_MAXSIZE], why[128];
+
+	(void)state;
+	h.nnics = BRAID_HANDLE_NICS + 1;
+	braid_handle_encode(&h, buf);
+	assert_int_equal(braid_handle_decode(buf, &out, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "NICs"));
 }
 
 static void round_trip_ipv6(void **state)
@@ -132,6 +150,7 @@ int main(void)
 		cmocka_unit_test(round_trip_ipv4),
 		cmocka_unit_test(round_trip_ipv6),
 		cmocka_unit_test(garbage_is_refused),
+		cmocka_unit_test(too_many_nics_is_refused),
 		cmocka_unit_test(truncated_or_corrupted_is_refused),
 		cmocka_unit_test(other_version_is_named),
 		cmocka_unit_test(stage_belongs_to_this_process),

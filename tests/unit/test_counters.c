@@ -136,6 +136,27 @@ static void orphans_are_swept(void **state)
 	unlink(other);
 }
 
+/* The stall clock starts at the first test() that finds a request waiting (isend and irecv
+ * read no clock); a request counts once, when it has waited longer than BRAID_STALL_MS. */
+static void stall_counted_once_from_first_wait(void **state)
+{
+	const uint64_t ms = 1000000ULL, t0 = 5000 * ms;
+	uint64_t since = 0;
+	uint8_t stalled = 0;
+
+	(void)state;
+	setenv("BRAID_STALL_MS", "300", 1);
+	braid_params_reset();
+	assert_int_equal(braid_ctr_stall_due(&since, t0, &stalled), 0);
+	assert_int_equal(since, t0);
+	assert_int_equal(braid_ctr_stall_due(&since, t0 + 300 * ms, &stalled), 0);
+	assert_int_equal(braid_ctr_stall_due(&since, t0 + 301 * ms, &stalled), 1);
+	assert_int_equal(stalled, 1);
+	assert_int_equal(braid_ctr_stall_due(&since, t0 + 900 * ms, &stalled), 0);
+	unsetenv("BRAID_STALL_MS");
+	braid_params_reset();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -143,6 +164,7 @@ int main(void)
 		cmocka_unit_test(slots_run_out_gracefully),
 		cmocka_unit_test(disabled_means_private),
 		cmocka_unit_test(orphans_are_swept),
+		cmocka_unit_test(stall_counted_once_from_first_wait),
 	};
 
 	return cmocka_run_group_tests_name("counters", tests, NULL, NULL);

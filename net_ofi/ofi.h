@@ -509,9 +509,9 @@ void ofi_mr_cache_purge(struct ofi_dev *d);
 
 /* ofi_data.c */
 ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-		       void **request);
+		       void **phandles, void **request);
 ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
-		       void **mhandles, void **request);
+		       void **mhandles, void **phandles, void **request);
 ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
 			void **request);
 ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes);

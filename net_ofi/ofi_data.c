@@ -266,7 +266,7 @@ static int post_lanes(struct ofi_comm *c, struct ofi_req *r, int idx)
 }
 
 ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-		       void **request)
+		       void **phandles, void **request)
 {
 	struct ofi_comm *c = to_ofi_comm(send_comm);
 	struct ofi_mr *m = to_ofi_mr(mhandle);
@@ -403,7 +403,7 @@ static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
 }
 
 ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
-		       void **mhandles, void **request)
+		       void **mhandles, void **phandles, void **request)
 {
 	struct ofi_comm *c = to_ofi_comm(recv_comm);
 	struct ofi_recv_part *recv;

@@ -48,7 +48,8 @@ COLD void ib_prof_begin(struct ib_comm *c, struct ib_req *r, void *const *phandl
 {
 	static void *const none[BRAID_MAX_RECVS];
 
-	braid_prof_req_begin(c->prof, braid_pool_index(&c->reqs, r), phandles ? phandles : none, n);
+	braid_prof_req_begin(c->prof, braid_pool_index(&c->reqs, r), phandles ? phandles : none, n,
+			     0);
 }
 
 COLD void ib_prof_send_posting(struct ib_comm *c, struct ib_req *r, const struct ib_plan *p, int ar)

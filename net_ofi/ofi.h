@@ -84,6 +84,7 @@
 #include "plugin/mr_cache.h"
 #include "plugin/oob.h"
 #include "plugin/pool.h"
+#include "plugin/profiler.h"
 #include "plugin/link.h"
 #include "plugin/stripe.h"
 
@@ -398,6 +399,9 @@ struct ofi_comm {
 	ncclResult_t error; /* sticky: once the comm failed, every call says so */
 	struct braid_ctr_comm *ctr;
 	int nparked; /* atomic: lanes parked; the last endpoint to close frees the comm */
+	/* profiler events (ofi_prof.c): NULL without NCCL's callback. Set before the first
+	 * post, cleared under every lane's ep_lock; read where the lane's ep_lock is held. */
+	struct braid_prof_comm *prof;
 	struct ofi_lane lane[]; /* nlanes */
 };
 
@@ -517,6 +521,18 @@ ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, v
 ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes);
 /* Closing: what c tells its peer in its goodbye (progresses every lane). */
 void ofi_comm_bye(struct ofi_comm *c, struct braid_link_bye *bye);
+
+/* ofi_prof.c: profiler events (plugin/profiler.h), out of line; callers test c->prof */
+void ofi_prof_attach(void *comm, ncclProfilerCallback_t cb);
+void ofi_prof_detach(void *comm);
+/* A request begins, with NCCL's phandles[0..n) (NULL: none, and it emits nothing). */
+void ofi_prof_begin(struct ofi_comm *c, struct ofi_req *r, void *const *phandles, int n);
+/* ep_lock held: op (a send's part, or buffer op->idx's part of a receive) was posted, or
+ * completed (or failed). */
+void ofi_prof_posted(struct ofi_lane *l, struct ofi_req *r, const struct ofi_op *op);
+void ofi_prof_done(struct ofi_lane *l, struct ofi_req *r, const struct ofi_op *op);
+/* r completed, or goes back to the pool: what is still open stops. */
+void ofi_prof_end(struct ofi_comm *c, struct ofi_req *r);
 
 /* ofi_conn.c */
 ncclResult_t ofi_listen(const struct braid_vdev *vd, void *handle, void **listen_comm);

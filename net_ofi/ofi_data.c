@@ -308,8 +308,12 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 	cut_send(c, r, idx, size);
 	/* read before posting: once the group is used up, its slot may take another */
 	upto = g->ann.first + g->ann.n;
+	if (__builtin_expect(c->prof != NULL, 0))
+		ofi_prof_begin(c, r, phandles, 1);
 	rc = post_lanes(c, r, idx);
 	if (rc) {
+		if (__builtin_expect(c->prof != NULL, 0))
+			ofi_prof_end(c, r);
 		braid_pool_put(&c->reqs, r);
 		return c->error;
 	}
@@ -437,10 +441,15 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 		recv->mr[i] = to_ofi_mr(mhandles[i]);
 	}
 	cut_recv(c, r, tags);
+	if (__builtin_expect(c->prof != NULL, 0))
+		ofi_prof_begin(c, r, phandles, n);
 	rc = post_lanes(c, r, 0);
 	if (rc) {
-		if (rc > 0 || !r->l[0].posted)
+		if (rc > 0 || !r->l[0].posted) {
+			if (__builtin_expect(c->prof != NULL, 0))
+				ofi_prof_end(c, r);
 			braid_pool_put(&c->reqs, r);
+		}
 		return c->error;
 	}
 	now = braid_now_ns();
@@ -600,6 +609,9 @@ ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
 		return check_request(c, r, all_done); /* it waits, or it never completes */
 	}
 	*done = 1;
+	/* what failed without a completion (a lane's error) stops as NCCL learns it */
+	if (__builtin_expect(c->prof != NULL, 0))
+		ofi_prof_end(c, r);
 	if (r->is_send) {
 		sizes[0] = r->ssize;
 	} else {

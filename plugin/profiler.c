@@ -88,12 +88,14 @@ COLD void braid_prof_comm_free(struct braid_prof_comm *pc)
 }
 
 COLD struct braid_prof_req *braid_prof_req_begin(struct braid_prof_comm *pc, uint32_t idx,
-						 void *const *parents, int n)
+						 void *const *parents, int n, int fixed)
 {
 	struct braid_prof_req *pr = braid_prof_req_at(pc, idx);
 
 	braid_prof_stop_from(pc, pr, 0); /* none open: a request's test closes its events */
-	pr->nev = 0;
+	pr->nev = fixed ? (uint16_t)pc->max_ev : 0;
+	for (int i = 0; i < (int)(sizeof(pr->parent) / sizeof(pr->parent[0])); i++)
+		pr->parent[i] = NULL;
 	for (int i = 0; i < n && i < (int)(sizeof(pr->parent) / sizeof(pr->parent[0])); i++)
 		pr->parent[i] = parents[i];
 	return pr;
@@ -111,6 +113,28 @@ COLD void braid_prof_start(struct braid_prof_comm *pc, struct braid_prof_req *pr
 	ev->key = key;
 	ev->open = 1;
 	call(pc, &ev->eh, BRAID_PROF_EVENT_START, pr->parent[p], descr);
+}
+
+COLD void braid_prof_start_at(struct braid_prof_comm *pc, struct braid_prof_req *pr, int slot,
+			      int p, void *descr)
+{
+	struct braid_prof_ev *ev = &pr->ev[slot];
+
+	if (ev->open || !pr->parent[p])
+		return; /* started once (a post the provider refused comes again) or no parent */
+	ev->eh = NULL;
+	ev->open = 1;
+	call(pc, &ev->eh, BRAID_PROF_EVENT_START, pr->parent[p], descr);
+}
+
+COLD void braid_prof_stop_at(struct braid_prof_comm *pc, struct braid_prof_req *pr, int slot)
+{
+	struct braid_prof_ev *ev = &pr->ev[slot];
+
+	if (!ev->open)
+		return;
+	ev->open = 0;
+	call(pc, &ev->eh, BRAID_PROF_EVENT_STOP, NULL, NULL);
 }
 
 COLD void braid_prof_stop_key(struct braid_prof_comm *pc, struct braid_prof_req *pr, uint32_t key)

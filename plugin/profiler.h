@@ -92,12 +92,18 @@ static inline struct braid_prof_req *braid_prof_req_at(const struct braid_prof_c
 	return (struct braid_prof_req *)(void *)(pc->rec + (size_t)idx * pc->stride);
 }
 
-/* A new request of record idx with parents[0..n): events of a request before are closed. */
+/* A new request of record idx with parents[0..n): events of a request before are closed.
+ * fixed: the backend names each event's slot (braid_prof_start_at), so that threads that
+ * complete different slots of one request share no counter. */
 struct braid_prof_req *braid_prof_req_begin(struct braid_prof_comm *pc, uint32_t idx,
-					    void *const *parents, int n);
+					    void *const *parents, int n, int fixed);
 /* Start an event of pr under parent[p] with descriptor descr; key: what stops it. */
 void braid_prof_start(struct braid_prof_comm *pc, struct braid_prof_req *pr, int p, void *descr,
 		      uint32_t key);
+/* Start the event of slot (< max_ev) unless it is open; stop it if it is. */
+void braid_prof_start_at(struct braid_prof_comm *pc, struct braid_prof_req *pr, int slot, int p,
+			 void *descr);
+void braid_prof_stop_at(struct braid_prof_comm *pc, struct braid_prof_req *pr, int slot);
 /* Stop the oldest open event of pr with this key (none: nothing). */
 void braid_prof_stop_key(struct braid_prof_comm *pc, struct braid_prof_req *pr, uint32_t key);
 /* Stop every open event of pr from event first on. */

@@ -417,9 +417,9 @@ static inline const char *ib_side(const struct ib_comm *c)
 
 /* ib_post.c */
 ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-		      void **phandles, void **request);
+		      void **request);
 ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
-		      void **mhandles, void **phandles, void **request);
+		      void **mhandles, void **request);
 
 /* The QPs of rail k: k, k + nrails, ... */
 static inline int ib_rail_nqps(const struct ib_comm *c, int k)
@@ -443,11 +443,15 @@ static inline int ib_plan_qp(const struct ib_comm *c, int k, int j)
 	return k + (int)((c->next_qp + (uint32_t)j) % nq) * c->nrails;
 }
 
-/* ib_prof.c: profiler events (plugin/profiler.h), out of line; callers test c->prof. */
+/* ib_prof.c: profiler events (plugin/profiler.h), out of line; callers test c->prof.
+ * isend_ph and irecv_ph arm the record of the request isend or irecv takes next with
+ * NCCL's phandles, then call them: a request they did not arm emits nothing. */
 void ib_prof_attach(void *comm, ncclProfilerCallback_t cb);
 void ib_prof_detach(void *comm);
-/* A request begins, with NCCL's phandles[0..n) (NULL: none, and it emits nothing). */
-void ib_prof_begin(struct ib_comm *c, struct ib_req *r, void *const *phandles, int n);
+ncclResult_t ib_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			 void **request, void *phandle);
+ncclResult_t ib_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+			 void **mhandles, void **request, void **phandles);
 /* A send's chunks as plan p posts them (before c->next_qp moves on); ar: adaptive routing. */
 void ib_prof_send_posting(struct ib_comm *c, struct ib_req *r, const struct ib_plan *p, int ar);
 /* A send's chunk on QP qpn completed. */
@@ -455,7 +459,8 @@ void ib_prof_send_done(struct ib_comm *c, struct ib_req *r, uint32_t qpn);
 /* A chunk of len bytes landed in buffer idx of receive r. */
 void ib_prof_recv_chunk(struct ib_comm *c, struct ib_req *r, int idx, const struct ibv_wc *wc,
 			uint32_t len);
-/* r completes or goes back unposted (from event first on): what is still open stops. */
+/* r's events from first on did not go out (first > 0), or r completes or goes back unposted
+ * (first 0: what is open stops, and the record is disarmed). */
 void ib_prof_end(struct ib_comm *c, struct ib_req *r, int first);
 
 /* ib_cq.c */

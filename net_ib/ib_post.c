@@ -224,7 +224,7 @@ post_plan_ar(struct ib_comm *c, struct ib_req *r, const char *data, const struct
 }
 
 ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-		      void **phandles, void **request)
+		      void **request)
 {
 	struct ib_comm *c = to_ib_comm(send_comm);
 	struct ib_mr *m = mhandle;
@@ -290,11 +290,10 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 			   c->dev->max_msg_sz, c->dev->name);
 		return ncclInvalidArgument;
 	}
-	/* profiler events start as NCCL's IB transport starts them: before the post */
-	if (__builtin_expect(c->prof != NULL, 0)) {
-		ib_prof_begin(c, r, phandles, 1);
+	/* profiler events (ib_prof.c: isend_ph armed r's record with NCCL's phandle) start as
+	 * NCCL's IB transport starts them: before the post */
+	if (__builtin_expect(c->prof != NULL, 0))
 		ib_prof_send_posting(c, r, &plan, (int64_t)size > c->ar_above);
-	}
 	if ((int64_t)size > c->ar_above)
 		rc = post_plan_ar(c, r, data, &plan, m, &e, ib_imm(c->seq, idx, plan.total),
 				  &posted);
@@ -328,7 +327,7 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 }
 
 ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
-		      void **mhandles, void **phandles, void **request)
+		      void **mhandles, void **request)
 {
 	struct ib_comm *c = to_ib_comm(recv_comm);
 	struct ib_req *r;
@@ -384,8 +383,6 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 		ib_comm_fail(c, ncclSystemError);
 		return c->error;
 	}
-	if (__builtin_expect(c->prof != NULL, 0))
-		ib_prof_begin(c, r, phandles, n); /* its events start as its chunks land */
 	r->pending = n + 1;
 	r->posted_ns = braid_now_ns();
 	r->magic = BRAID_MAGIC_REQ;

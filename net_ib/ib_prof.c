@@ -44,12 +44,44 @@ COLD void ib_prof_detach(void *comm)
 	c->prof = NULL;
 }
 
-COLD void ib_prof_begin(struct ib_comm *c, struct ib_req *r, void *const *phandles, int n)
+/* The record of the request the comm's pool hands out next, armed with parents. */
+static struct braid_prof_req *arm(struct ib_comm *c, void *const *parents, int n)
 {
-	static void *const none[BRAID_MAX_RECVS];
+	uint32_t idx = braid_pool_peek(&c->reqs);
 
-	braid_prof_req_begin(c->prof, braid_pool_index(&c->reqs, r), phandles ? phandles : none, n,
-			     0);
+	return idx == UINT32_MAX ? NULL : braid_prof_req_begin(c->prof, idx, parents, n, 0);
+}
+
+ncclResult_t ib_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			 void **request, void *phandle)
+{
+	struct ib_comm *c = to_ib_comm(send_comm);
+	struct braid_prof_req *pr;
+	ncclResult_t rc;
+
+	if (!c->prof)
+		return ib_isend(send_comm, data, size, tag, mhandle, request);
+	pr = arm(c, &phandle, 1);
+	rc = ib_isend(send_comm, data, size, tag, mhandle, request);
+	if (pr && !*request) /* not taken: NCCL calls again */
+		braid_prof_req_end(c->prof, pr);
+	return rc;
+}
+
+ncclResult_t ib_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+			 void **mhandles, void **request, void **phandles)
+{
+	struct ib_comm *c = to_ib_comm(recv_comm);
+	struct braid_prof_req *pr;
+	ncclResult_t rc;
+
+	if (!c->prof)
+		return ib_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+	pr = arm(c, phandles, n);
+	rc = ib_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+	if (pr && !*request)
+		braid_prof_req_end(c->prof, pr);
+	return rc;
 }
 
 COLD void ib_prof_send_posting(struct ib_comm *c, struct ib_req *r, const struct ib_plan *p, int ar)
@@ -57,6 +89,8 @@ COLD void ib_prof_send_posting(struct ib_comm *c, struct ib_req *r, const struct
 	struct braid_prof_req *pr = rec_of(c, r);
 	struct braid_prof_ib_descr d = { .type = BRAID_PROF_QP };
 
+	if (!pr->parent[0])
+		return; /* not armed: NCCL gave no phandle */
 	d.qp.wr_id = ib_wr_id(r, IB_WR_SEND);
 	d.qp.opcode = ar ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_WRITE_WITH_IMM;
 	for (int k = 0; k < c->nrails; k++) {
@@ -98,5 +132,8 @@ COLD void ib_prof_recv_chunk(struct ib_comm *c, struct ib_req *r, int idx, const
 
 COLD void ib_prof_end(struct ib_comm *c, struct ib_req *r, int first)
 {
-	braid_prof_stop_from(c->prof, rec_of(c, r), first);
+	if (first)
+		braid_prof_stop_from(c->prof, rec_of(c, r), first);
+	else
+		braid_prof_req_end(c->prof, rec_of(c, r));
 }

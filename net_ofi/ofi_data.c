@@ -266,7 +266,7 @@ static int post_lanes(struct ofi_comm *c, struct ofi_req *r, int idx)
 }
 
 ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-		       void **phandles, void **request)
+		       void **request)
 {
 	struct ofi_comm *c = to_ofi_comm(send_comm);
 	struct ofi_mr *m = to_ofi_mr(mhandle);
@@ -308,12 +308,8 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 	cut_send(c, r, idx, size);
 	/* read before posting: once the group is used up, its slot may take another */
 	upto = g->ann.first + g->ann.n;
-	if (__builtin_expect(c->prof != NULL, 0))
-		ofi_prof_begin(c, r, phandles, 1);
 	rc = post_lanes(c, r, idx);
 	if (rc) {
-		if (__builtin_expect(c->prof != NULL, 0))
-			ofi_prof_end(c, r);
 		braid_pool_put(&c->reqs, r);
 		return c->error;
 	}
@@ -407,7 +403,7 @@ static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
 }
 
 ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
-		       void **mhandles, void **phandles, void **request)
+		       void **mhandles, void **request)
 {
 	struct ofi_comm *c = to_ofi_comm(recv_comm);
 	struct ofi_recv_part *recv;
@@ -441,15 +437,10 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 		recv->mr[i] = to_ofi_mr(mhandles[i]);
 	}
 	cut_recv(c, r, tags);
-	if (__builtin_expect(c->prof != NULL, 0))
-		ofi_prof_begin(c, r, phandles, n);
 	rc = post_lanes(c, r, 0);
 	if (rc) {
-		if (rc > 0 || !r->l[0].posted) {
-			if (__builtin_expect(c->prof != NULL, 0))
-				ofi_prof_end(c, r);
+		if (rc > 0 || !r->l[0].posted)
 			braid_pool_put(&c->reqs, r);
-		}
 		return c->error;
 	}
 	now = braid_now_ns();

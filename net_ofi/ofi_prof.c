@@ -21,9 +21,10 @@
 
 #define COLD __attribute__((cold, noinline))
 
-static struct braid_prof_req *rec_of(const struct ofi_comm *c, const struct ofi_req *r)
+static struct braid_prof_req *rec_of(const struct braid_prof_comm *pc, const struct ofi_comm *c,
+				     const struct ofi_req *r)
 {
-	return braid_prof_req_at(c->prof, braid_pool_index(&c->reqs, r));
+	return braid_prof_req_at(pc, braid_pool_index(&c->reqs, r));
 }
 
 static int slot_of(const struct ofi_req *r, const struct ofi_op *op)
@@ -38,6 +39,9 @@ COLD void ofi_prof_attach(void *comm, ncclProfilerCallback_t cb)
 
 	c->prof = braid_prof_comm_new(cb, BRAID_PROF_NET_TYPE_SOCK | BRAID_PROF_NET_SOCK_VER,
 				      c->reqs.nelem, max_ev);
+	/* nothing of the comm is posted yet: no thread reads the lanes' copies */
+	for (int k = 0; k < c->nlanes; k++)
+		c->lane[k].prof = c->prof;
 }
 
 /* Under every lane's lock: a completion another comm's thread reaps uses c->prof there. */
@@ -48,39 +52,79 @@ COLD void ofi_prof_detach(void *comm)
 
 	if (!pc)
 		return;
-	for (int k = 0; k < c->nlanes; k++)
+	/* one lane at a time: lanes may share a device, hence its lock */
+	for (int k = 0; k < c->nlanes; k++) {
 		pthread_mutex_lock(&c->lane[k].dev->ep_lock);
-	c->prof = NULL;
-	for (int k = c->nlanes - 1; k >= 0; k--)
+		c->lane[k].prof = NULL;
 		pthread_mutex_unlock(&c->lane[k].dev->ep_lock);
+	}
+	c->prof = NULL;
 	braid_prof_comm_free(pc);
 }
 
-COLD void ofi_prof_begin(struct ofi_comm *c, struct ofi_req *r, void *const *phandles, int n)
+/* The record of the request the comm's pool hands out next, armed with parents. */
+static struct braid_prof_req *arm(struct ofi_comm *c, void *const *parents, int n)
 {
-	static void *const none[BRAID_MAX_RECVS];
+	uint32_t idx = braid_pool_peek(&c->reqs);
 
-	braid_prof_req_begin(c->prof, braid_pool_index(&c->reqs, r), phandles ? phandles : none, n,
-			     1);
+	return idx == UINT32_MAX ? NULL : braid_prof_req_begin(c->prof, idx, parents, n, 1);
 }
 
-COLD void ofi_prof_posted(struct ofi_lane *l, struct ofi_req *r, const struct ofi_op *op)
+ncclResult_t ofi_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			  void **request, void *phandle)
 {
-	struct ofi_comm *c = l->comm;
+	struct ofi_comm *c = to_ofi_comm(send_comm);
+	struct braid_prof_req *pr;
+	ncclResult_t rc;
+
+	if (!c->prof)
+		return ofi_isend(send_comm, data, size, tag, mhandle, request);
+	pr = arm(c, &phandle, 1);
+	rc = ofi_isend(send_comm, data, size, tag, mhandle, request);
+	if (pr && !*request) /* not taken: NCCL calls again */
+		braid_prof_req_end(c->prof, pr);
+	return rc;
+}
+
+ncclResult_t ofi_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+			  void **mhandles, void **request, void **phandles)
+{
+	struct ofi_comm *c = to_ofi_comm(recv_comm);
+	struct braid_prof_req *pr;
+	ncclResult_t rc;
+
+	if (!c->prof)
+		return ofi_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+	pr = arm(c, phandles, n);
+	rc = ofi_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+	if (pr && !*request)
+		braid_prof_req_end(c->prof, pr);
+	return rc;
+}
+
+/* Its arguments are what the caller has at hand: the fewer it keeps alive across the
+ * call, the less the test costs it when off. */
+COLD void ofi_prof_posted(struct ofi_lane *l, struct ofi_req *r, int idx)
+{
+	const struct ofi_op *op = r->is_send ? ofi_req_sop(r, l->k)
+					     : &ofi_req_recv(r)->rl[l->k].op[idx];
+	struct braid_prof_req *pr = rec_of(l->prof, l->comm, r);
 	struct braid_prof_sock_descr d = { .type = BRAID_PROF_SOCKET };
+
+	/* not armed (NCCL gave no phandle): braid_prof_start_at finds no parent */
 
 	d.sock.fd = op->lane;
 	d.sock.op = r->is_send ? 0 : 1;
 	d.sock.length = r->is_send ? r->slen[op->lane] : ofi_req_recv(r)->rl[op->lane].len[op->idx];
-	braid_prof_start_at(c->prof, rec_of(c, r), slot_of(r, op), r->is_send ? 0 : op->idx, &d);
+	braid_prof_start_at(l->prof, pr, slot_of(r, op), r->is_send ? 0 : op->idx, &d);
 }
 
 COLD void ofi_prof_done(struct ofi_lane *l, struct ofi_req *r, const struct ofi_op *op)
 {
-	braid_prof_stop_at(l->comm->prof, rec_of(l->comm, r), slot_of(r, op));
+	braid_prof_stop_at(l->prof, rec_of(l->prof, l->comm, r), slot_of(r, op));
 }
 
 COLD void ofi_prof_end(struct ofi_comm *c, struct ofi_req *r)
 {
-	braid_prof_stop_from(c->prof, rec_of(c, r), 0);
+	braid_prof_req_end(c->prof, rec_of(c->prof, c, r));
 }

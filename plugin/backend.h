@@ -101,12 +101,17 @@ struct braid_backend_ops {
 	ncclResult_t (*reg_mr_dmabuf)(void *comm, void *data, size_t size, int type,
 				      uint64_t offset, int fd, void **mhandle);
 	ncclResult_t (*dereg_mr)(void *comm, void *mhandle);
-	/* phandles: NCCL's profiler parents, one per buffer (NULL: none); read only by a comm
-	 * that prof_attach gave a callback. */
 	ncclResult_t (*isend)(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-			      void **phandles, void **request);
+			      void **request);
 	ncclResult_t (*irecv)(void *recv_comm, int n, void **data, const size_t *sizes,
-			      const int *tags, void **mhandles, void **phandles, void **request);
+			      const int *tags, void **mhandles, void **request);
+	/* The same with NCCL's profiler parents (v10+, which always gives them): phandle,
+	 * phandles[0..n), read only by a comm that prof_attach gave a callback. Apart from
+	 * isend and irecv so that v8 and v9 pay nothing for them. */
+	ncclResult_t (*isend_ph)(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+				 void **request, void *phandle);
+	ncclResult_t (*irecv_ph)(void *recv_comm, int n, void **data, const size_t *sizes,
+				 const int *tags, void **mhandles, void **request, void **phandles);
 	ncclResult_t (*iflush)(void *recv_comm, int n, void **data, const int *sizes,
 			       void **mhandles, void **request);
 	/* sizes: room for BRAID_MAX_RECVS entries; when *done, fill *nsizes of them. A request

@@ -415,31 +415,41 @@ ncclResult_t braid_dereg_mr(void *comm, void *mhandle)
 	return be->dereg_mr(comm, mhandle);
 }
 
-ncclResult_t braid_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-			 void **request)
-{
-	return braid_isend_ph(send_comm, data, size, tag, mhandle, NULL, request);
-}
-
-ncclResult_t braid_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-			    void *phandle, void **request)
+/* isend's checks: 0 to go on, else what to return. */
+static inline __attribute__((always_inline)) ncclResult_t
+isend_check(void *send_comm, void *data, size_t size, void *mhandle, void **request)
 {
 	CHECK_OBJ(send_comm, BRAID_MAGIC_SEND, "send comm");
 	CHECK_OBJ(mhandle, BRAID_MAGIC_MR, "memory registration");
 	if (!request || (!data && size))
 		return ncclInvalidArgument;
 	*request = NULL;
-	return be->isend(send_comm, data, size, tag, mhandle, phandle ? &phandle : NULL, request);
+	return ncclSuccess;
 }
 
-ncclResult_t braid_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
-			 void **mhandles, void **request)
+ncclResult_t braid_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			 void **request)
 {
-	return braid_irecv_ph(recv_comm, n, data, sizes, tags, mhandles, NULL, request);
+	ncclResult_t rc = isend_check(send_comm, data, size, mhandle, request);
+
+	return rc != ncclSuccess ? rc : be->isend(send_comm, data, size, tag, mhandle, request);
 }
 
-ncclResult_t braid_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes,
-			    const int *tags, void **mhandles, void **phandles, void **request)
+ncclResult_t braid_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			    void *phandle, void **request)
+{
+	ncclResult_t rc = isend_check(send_comm, data, size, mhandle, request);
+
+	if (rc != ncclSuccess)
+		return rc;
+	if (phandle && be->isend_ph)
+		return be->isend_ph(send_comm, data, size, tag, mhandle, request, phandle);
+	return be->isend(send_comm, data, size, tag, mhandle, request);
+}
+
+static inline __attribute__((always_inline)) ncclResult_t
+irecv_check(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+	    void **mhandles, void **request)
 {
 	CHECK_OBJ(recv_comm, BRAID_MAGIC_RECV, "receive comm");
 	if (n < 1 || n > BRAID_MAX_RECVS) {
@@ -456,7 +466,28 @@ ncclResult_t braid_irecv_ph(void *recv_comm, int n, void **data, const size_t *s
 	}
 	/* On input *request may be NCCL_NET_OPTIONAL_RECV_COMPLETION: braid always completes. */
 	*request = NULL;
-	return be->irecv(recv_comm, n, data, sizes, tags, mhandles, phandles, request);
+	return ncclSuccess;
+}
+
+ncclResult_t braid_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+			 void **mhandles, void **request)
+{
+	ncclResult_t rc = irecv_check(recv_comm, n, data, sizes, tags, mhandles, request);
+
+	return rc != ncclSuccess ? rc
+				 : be->irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+}
+
+ncclResult_t braid_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes,
+			    const int *tags, void **mhandles, void **phandles, void **request)
+{
+	ncclResult_t rc = irecv_check(recv_comm, n, data, sizes, tags, mhandles, request);
+
+	if (rc != ncclSuccess)
+		return rc;
+	if (phandles && be->irecv_ph)
+		return be->irecv_ph(recv_comm, n, data, sizes, tags, mhandles, request, phandles);
+	return be->irecv(recv_comm, n, data, sizes, tags, mhandles, request);
 }
 
 ncclResult_t braid_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,

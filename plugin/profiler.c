@@ -77,6 +77,13 @@ COLD void braid_prof_stop_from(struct braid_prof_comm *pc, struct braid_prof_req
 	}
 }
 
+COLD void braid_prof_req_end(struct braid_prof_comm *pc, struct braid_prof_req *pr)
+{
+	braid_prof_stop_from(pc, pr, 0);
+	for (int i = 0; i < (int)(sizeof(pr->parent) / sizeof(pr->parent[0])); i++)
+		pr->parent[i] = NULL;
+}
+
 COLD void braid_prof_comm_free(struct braid_prof_comm *pc)
 {
 	if (!pc)
@@ -97,7 +104,7 @@ COLD struct braid_prof_req *braid_prof_req_begin(struct braid_prof_comm *pc, uin
 	for (int i = 0; i < (int)(sizeof(pr->parent) / sizeof(pr->parent[0])); i++)
 		pr->parent[i] = NULL;
 	for (int i = 0; i < n && i < (int)(sizeof(pr->parent) / sizeof(pr->parent[0])); i++)
-		pr->parent[i] = parents[i];
+		pr->parent[i] = parents ? parents[i] : NULL;
 	return pr;
 }
 

@@ -63,7 +63,8 @@ struct braid_prof_ev {
 	uint8_t open;
 };
 
-/* A request's events. parent: the phandles NCCL gave, one per buffer. */
+/* A request's events. parent: the phandles NCCL gave, one per buffer; all NULL between
+ * requests (braid_prof_req_end), so that a request NCCL gave none emits nothing. */
 struct braid_prof_req {
 	void *parent[8];
 	uint16_t nev;
@@ -92,11 +93,13 @@ static inline struct braid_prof_req *braid_prof_req_at(const struct braid_prof_c
 	return (struct braid_prof_req *)(void *)(pc->rec + (size_t)idx * pc->stride);
 }
 
-/* A new request of record idx with parents[0..n): events of a request before are closed.
- * fixed: the backend names each event's slot (braid_prof_start_at), so that threads that
- * complete different slots of one request share no counter. */
+/* Record idx is armed for the request its pool hands out next (braid_pool_peek), with
+ * parents[0..n). fixed: the backend names each event's slot (braid_prof_start_at), so
+ * that threads that complete different slots of one request share no counter. */
 struct braid_prof_req *braid_prof_req_begin(struct braid_prof_comm *pc, uint32_t idx,
 					    void *const *parents, int n, int fixed);
+/* The request is done, or was never taken: what is open stops, the parents go. */
+void braid_prof_req_end(struct braid_prof_comm *pc, struct braid_prof_req *pr);
 /* Start an event of pr under parent[p] with descriptor descr; key: what stops it. */
 void braid_prof_start(struct braid_prof_comm *pc, struct braid_prof_req *pr, int p, void *descr,
 		      uint32_t key);

@@ -5,7 +5,9 @@
  * irecv were given, and add up, per request, to the bytes of its message. Then init
  * without a callback: not one call more.
  *
- * The callback records from any thread (NCCL calls it from several), under a mutex.
+ * Two comms, each driven from its own thread at once, as NCCL's proxy threads do: the
+ * callback records from any thread, under a mutex (net_ofi calls it from whichever thread
+ * reaps a completion). tests/tsan runs it under ThreadSanitizer.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -16,6 +18,8 @@
 #include "tools/pattern.h"
 
 #define PROF_MSGS 4
+#define PROF_COMMS 2
+#define PROF_PH (PROF_COMMS * PROF_MSGS) /* phandles of a round: comm c, message i */
 #define PROF_MAX_EVENTS 4096
 /* NCCL's src/include/plugin/nccl_profiler.h, net_ib_v1.h, net_socket_v1.h */
 #define PROF_TYPE_IB (1LL << 16)
@@ -154,48 +158,88 @@ static int prof_xfer(struct side *s, void *comm, char *buf, void *mh, int i, voi
 	return 0;
 }
 
-/* One init (with cb or none), one comm, the messages with phandles ph[i]. */
+struct prof_thread {
+	struct side s;
+	void *comm;
+	char *buf;
+	void *mh;
+	void **ph; /* PROF_MSGS of them */
+	int rc;
+};
+
+static void *prof_thread_main(void *arg)
+{
+	struct prof_thread *t = arg;
+
+	for (int i = 0; i < PROF_MSGS && !t->rc; i++)
+		t->rc = prof_xfer(&t->s, t->comm, t->buf, t->mh, i, &t->ph[i]);
+	return NULL;
+}
+
+/* One init (with cb or none), PROF_COMMS comms, each driven from its own thread: the
+ * messages of comm c with phandles ph[c * PROF_MSGS + i]. */
 static int prof_round(struct side *s, ncclProfilerCallback_t cb, void **ph, const char *name)
 {
 	struct net_api api = *s->api;
 	struct side s2 = *s;
-	void *ctx = NULL, *lc = NULL, *comm = NULL, *mh = NULL;
-	char *buf = malloc(prof_size[2]);
-	int rc = -1;
+	struct prof_thread t[PROF_COMMS];
+	pthread_t tid[PROF_COMMS];
+	void *ctx = NULL, *lc[PROF_COMMS] = { 0 };
+	int rc = -1, nt = 0;
+	char key[64];
 
+	memset(t, 0, sizeof(t));
 	api.prof = cb;
 	s2.api = &api;
-	if (!buf)
-		return conf_fail(s, "out of memory");
 	conf_step(s, "init (%s callback)", cb ? "a" : "no");
 	if (check(s, api.init(&api, &ctx, s->seed), "init"))
-		goto out;
-	if (s->role == 'a' ? link_accept(&s2, ctx, name, &lc, &comm)
-			   : link_connect(&s2, ctx, name, &comm))
-		goto fin;
-	if (check(s, api.reg_mr(&api, comm, buf, prof_size[2], &mh), "regMr"))
-		goto close;
-	rc = 0;
-	for (int i = 0; i < PROF_MSGS && !rc; i++)
-		rc = prof_xfer(&s2, comm, buf, mh, i, &ph[i]);
-	if (check(s, api.dereg_mr(&api, comm, mh), "deregMr"))
-		rc = -1;
+		return -1;
+	for (int c = 0; c < PROF_COMMS; c++) {
+		snprintf(key, sizeof(key), "%s.%d", name, c);
+		if (s->role == 'a' ? link_accept(&s2, ctx, key, &lc[c], &t[c].comm)
+				   : link_connect(&s2, ctx, key, &t[c].comm))
+			goto close;
+		t[c].buf = malloc(prof_size[2]);
+		if (!t[c].buf) {
+			conf_fail(s, "out of memory");
+			goto close;
+		}
+		if (check(s, api.reg_mr(&api, t[c].comm, t[c].buf, prof_size[2], &t[c].mh),
+			  "regMr"))
+			goto close;
+		t[c].s = s2;
+		t[c].ph = &ph[c * PROF_MSGS];
+	}
+	for (nt = 0; nt < PROF_COMMS; nt++)
+		if (pthread_create(&tid[nt], NULL, prof_thread_main, &t[nt])) {
+			conf_fail(s, "pthread_create failed");
+			break;
+		}
+	rc = nt == PROF_COMMS ? 0 : -1;
+	for (int c = 0; c < nt; c++) {
+		pthread_join(tid[c], NULL);
+		if (t[c].rc)
+			rc = -1;
+	}
 close:
-	if (close_comms(&s2, s->role == 'b' ? comm : NULL, s->role == 'a' ? comm : NULL, lc))
-		rc = -1;
-fin:
+	for (int c = 0; c < PROF_COMMS; c++) {
+		if (t[c].mh && check(s, api.dereg_mr(&api, t[c].comm, t[c].mh), "deregMr"))
+			rc = -1;
+		if ((t[c].comm || lc[c]) && close_comms(&s2, s->role == 'b' ? t[c].comm : NULL,
+							s->role == 'a' ? t[c].comm : NULL, lc[c]))
+			rc = -1;
+		free(t[c].buf);
+	}
 	if (check(s, api.finalize(&api, ctx), "finalize"))
 		rc = -1;
-out:
-	free(buf);
 	return rc;
 }
 
 /* The events of the round with callback: paired, parented, adding up. */
 static int prof_verify(struct side *s, void **ph)
 {
-	size_t sum[PROF_MSGS] = { 0 };
-	int nev[PROF_MSGS] = { 0 }, devs[PROF_MSGS] = { 0 }, qps[PROF_MSGS] = { 0 };
+	size_t sum[PROF_PH] = { 0 };
+	int nev[PROF_PH] = { 0 }, devs[PROF_PH] = { 0 }, qps[PROF_PH] = { 0 };
 
 	if (!prof_nev)
 		return conf_fail(s, "no profiler event at all (%ld callback calls)", prof_calls);
@@ -207,9 +251,9 @@ static int prof_verify(struct side *s, void **ph)
 		const struct prof_event *e = &prof_ev[k];
 		int i = 0;
 
-		while (i < PROF_MSGS && e->parent != ph[i])
+		while (i < PROF_PH && e->parent != ph[i])
 			i++;
-		if (i == PROF_MSGS)
+		if (i == PROF_PH)
 			return conf_fail(s, "event %d: parent %p is none of the phandles given", k,
 					 e->parent);
 		if (e->stops != 1)
@@ -237,14 +281,17 @@ seen_qp:
 		sum[i] += e->length;
 		nev[i]++;
 	}
-	for (int i = 0; i < PROF_MSGS; i++) {
+	for (int i = 0; i < PROF_PH; i++) {
+		size_t want = prof_size[i % PROF_MSGS];
+
 		conf_log(s,
-			 "message %d (%zu bytes): %d events, %d devices, %d QPs or ops, %zu bytes",
-			 i, prof_size[i], nev[i], devs[i], qps[i], sum[i]);
-		if (sum[i] != prof_size[i])
-			return conf_fail(s,
-					 "message %d: its events' lengths add up to %zu, want %zu",
-					 i, sum[i], prof_size[i]);
+			 "comm %d message %d (%zu bytes): %d events, %d devices, %d QPs or ops, %zu bytes",
+			 i / PROF_MSGS, i % PROF_MSGS, want, nev[i], devs[i], qps[i], sum[i]);
+		if (sum[i] != want)
+			return conf_fail(
+				s,
+				"comm %d message %d: its events' lengths add up to %zu, want %zu",
+				i / PROF_MSGS, i % PROF_MSGS, sum[i], want);
 	}
 	return 0;
 }
@@ -252,11 +299,11 @@ seen_qp:
 int sc_profiler(struct side *s)
 {
 	/* distinct phandles, as NCCL's are (&sub->pHandles[step]): never dereferenced here */
-	static char parents[2][PROF_MSGS];
-	void *ph[PROF_MSGS], *ph2[PROF_MSGS];
+	static char parents[2][PROF_PH];
+	void *ph[PROF_PH], *ph2[PROF_PH];
 	long calls;
 
-	for (int i = 0; i < PROF_MSGS; i++) {
+	for (int i = 0; i < PROF_PH; i++) {
 		ph[i] = &parents[0][i];
 		ph2[i] = &parents[1][i];
 	}

@@ -449,9 +449,9 @@ static inline int ib_plan_qp(const struct ib_comm *c, int k, int j)
 void ib_prof_attach(void *comm, ncclProfilerCallback_t cb);
 void ib_prof_detach(void *comm);
 ncclResult_t ib_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-			 void **request, void *phandle);
+			 void *phandle, void **request);
 ncclResult_t ib_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
-			 void **mhandles, void **request, void **phandles);
+			 void **mhandles, void **phandles, void **request);
 /* A send's chunks as plan p posts them (before c->next_qp moves on); ar: adaptive routing. */
 void ib_prof_send_posting(struct ib_comm *c, struct ib_req *r, const struct ib_plan *p, int ar);
 /* A send's chunk on QP qpn completed. */

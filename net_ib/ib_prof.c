@@ -52,36 +52,50 @@ static struct braid_prof_req *arm(struct ib_comm *c, void *const *parents, int n
 	return idx == UINT32_MAX ? NULL : braid_prof_req_begin(c->prof, idx, parents, n, 0);
 }
 
-ncclResult_t ib_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-			 void **request, void *phandle)
+/* With no callback, isend_ph and irecv_ph are a test and a jump to isend or irecv
+ * (their arguments in NCCL's order, as the core's, so that neither moves them); the rest
+ * is out of line. */
+static COLD ncclResult_t isend_armed(struct ib_comm *c, void *data, size_t size, int tag,
+				     void *mhandle, void *phandle, void **request)
 {
-	struct ib_comm *c = to_ib_comm(send_comm);
-	struct braid_prof_req *pr;
-	ncclResult_t rc;
+	struct braid_prof_req *pr = arm(c, &phandle, 1);
+	ncclResult_t rc = ib_isend(c, data, size, tag, mhandle, request);
 
-	if (!c->prof)
-		return ib_isend(send_comm, data, size, tag, mhandle, request);
-	pr = arm(c, &phandle, 1);
-	rc = ib_isend(send_comm, data, size, tag, mhandle, request);
 	if (pr && !*request) /* not taken: NCCL calls again */
 		braid_prof_req_end(c->prof, pr);
 	return rc;
 }
 
-ncclResult_t ib_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
-			 void **mhandles, void **request, void **phandles)
+ncclResult_t ib_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			 void *phandle, void **request)
 {
-	struct ib_comm *c = to_ib_comm(recv_comm);
-	struct braid_prof_req *pr;
-	ncclResult_t rc;
+	struct ib_comm *c = to_ib_comm(send_comm);
 
-	if (!c->prof)
-		return ib_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
-	pr = arm(c, phandles, n);
-	rc = ib_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+	if (__builtin_expect(!c->prof, 1))
+		return ib_isend(send_comm, data, size, tag, mhandle, request);
+	return isend_armed(c, data, size, tag, mhandle, phandle, request);
+}
+
+static COLD ncclResult_t irecv_armed(struct ib_comm *c, int n, void **data, const size_t *sizes,
+				     const int *tags, void **mhandles, void **phandles,
+				     void **request)
+{
+	struct braid_prof_req *pr = arm(c, phandles, n);
+	ncclResult_t rc = ib_irecv(c, n, data, sizes, tags, mhandles, request);
+
 	if (pr && !*request)
 		braid_prof_req_end(c->prof, pr);
 	return rc;
+}
+
+ncclResult_t ib_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+			 void **mhandles, void **phandles, void **request)
+{
+	struct ib_comm *c = to_ib_comm(recv_comm);
+
+	if (__builtin_expect(!c->prof, 1))
+		return ib_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+	return irecv_armed(c, n, data, sizes, tags, mhandles, phandles, request);
 }
 
 COLD void ib_prof_send_posting(struct ib_comm *c, struct ib_req *r, const struct ib_plan *p, int ar)

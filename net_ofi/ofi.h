@@ -532,9 +532,9 @@ void ofi_comm_bye(struct ofi_comm *c, struct braid_link_bye *bye);
 void ofi_prof_attach(void *comm, ncclProfilerCallback_t cb);
 void ofi_prof_detach(void *comm);
 ncclResult_t ofi_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-			  void **request, void *phandle);
+			  void *phandle, void **request);
 ncclResult_t ofi_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
-			  void **mhandles, void **request, void **phandles);
+			  void **mhandles, void **phandles, void **request);
 /* ep_lock held, l->prof set: r's part on l (a send's, or buffer idx's of a receive) was
  * posted; op completed (or failed). */
 void ofi_prof_posted(struct ofi_lane *l, struct ofi_req *r, int idx);

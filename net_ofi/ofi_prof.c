@@ -70,40 +70,52 @@ static struct braid_prof_req *arm(struct ofi_comm *c, void *const *parents, int 
 	return idx == UINT32_MAX ? NULL : braid_prof_req_begin(c->prof, idx, parents, n, 1);
 }
 
-ncclResult_t ofi_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-			  void **request, void *phandle)
+/* With no callback, isend_ph and irecv_ph are a test and a jump to isend or irecv
+ * (their arguments in NCCL's order, as the core's, so that neither moves them); the rest
+ * is out of line. */
+static COLD ncclResult_t isend_armed(struct ofi_comm *c, void *data, size_t size, int tag,
+				     void *mhandle, void *phandle, void **request)
 {
-	struct ofi_comm *c = to_ofi_comm(send_comm);
-	struct braid_prof_req *pr;
-	ncclResult_t rc;
+	struct braid_prof_req *pr = arm(c, &phandle, 1);
+	ncclResult_t rc = ofi_isend(c, data, size, tag, mhandle, request);
 
-	if (!c->prof)
-		return ofi_isend(send_comm, data, size, tag, mhandle, request);
-	pr = arm(c, &phandle, 1);
-	rc = ofi_isend(send_comm, data, size, tag, mhandle, request);
 	if (pr && !*request) /* not taken: NCCL calls again */
 		braid_prof_req_end(c->prof, pr);
 	return rc;
 }
 
-ncclResult_t ofi_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
-			  void **mhandles, void **request, void **phandles)
+ncclResult_t ofi_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			  void *phandle, void **request)
 {
-	struct ofi_comm *c = to_ofi_comm(recv_comm);
-	struct braid_prof_req *pr;
-	ncclResult_t rc;
+	struct ofi_comm *c = to_ofi_comm(send_comm);
 
-	if (!c->prof)
-		return ofi_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
-	pr = arm(c, phandles, n);
-	rc = ofi_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+	if (__builtin_expect(!c->prof, 1))
+		return ofi_isend(send_comm, data, size, tag, mhandle, request);
+	return isend_armed(c, data, size, tag, mhandle, phandle, request);
+}
+
+static COLD ncclResult_t irecv_armed(struct ofi_comm *c, int n, void **data, const size_t *sizes,
+				     const int *tags, void **mhandles, void **phandles,
+				     void **request)
+{
+	struct braid_prof_req *pr = arm(c, phandles, n);
+	ncclResult_t rc = ofi_irecv(c, n, data, sizes, tags, mhandles, request);
+
 	if (pr && !*request)
 		braid_prof_req_end(c->prof, pr);
 	return rc;
 }
 
-/* Its arguments are what the caller has at hand: the fewer it keeps alive across the
- * call, the less the test costs it when off. */
+ncclResult_t ofi_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+			  void **mhandles, void **phandles, void **request)
+{
+	struct ofi_comm *c = to_ofi_comm(recv_comm);
+
+	if (__builtin_expect(!c->prof, 1))
+		return ofi_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+	return irecv_armed(c, n, data, sizes, tags, mhandles, phandles, request);
+}
+
 COLD void ofi_prof_posted(struct ofi_lane *l, struct ofi_req *r, int idx)
 {
 	const struct ofi_op *op = r->is_send ? ofi_req_sop(r, l->k)

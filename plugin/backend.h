@@ -109,9 +109,9 @@ struct braid_backend_ops {
 	 * phandles[0..n), read only by a comm that prof_attach gave a callback. Apart from
 	 * isend and irecv so that v8 and v9 pay nothing for them. */
 	ncclResult_t (*isend_ph)(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-				 void **request, void *phandle);
+				 void *phandle, void **request);
 	ncclResult_t (*irecv_ph)(void *recv_comm, int n, void **data, const size_t *sizes,
-				 const int *tags, void **mhandles, void **request, void **phandles);
+				 const int *tags, void **mhandles, void **phandles, void **request);
 	ncclResult_t (*iflush)(void *recv_comm, int n, void **data, const int *sizes,
 			       void **mhandles, void **request);
 	/* sizes: room for BRAID_MAX_RECVS entries; when *done, fill *nsizes of them. A request

@@ -442,8 +442,9 @@ ncclResult_t braid_isend_ph(void *send_comm, void *data, size_t size, int tag, v
 
 	if (rc != ncclSuccess)
 		return rc;
-	if (phandle && be->isend_ph)
-		return be->isend_ph(send_comm, data, size, tag, mhandle, request, phandle);
+	/* NCCL gives a phandle from v10 on; isend_ph takes NULL too */
+	if (be->isend_ph)
+		return be->isend_ph(send_comm, data, size, tag, mhandle, phandle, request);
 	return be->isend(send_comm, data, size, tag, mhandle, request);
 }
 
@@ -485,8 +486,8 @@ ncclResult_t braid_irecv_ph(void *recv_comm, int n, void **data, const size_t *s
 
 	if (rc != ncclSuccess)
 		return rc;
-	if (phandles && be->irecv_ph)
-		return be->irecv_ph(recv_comm, n, data, sizes, tags, mhandles, request, phandles);
+	if (be->irecv_ph)
+		return be->irecv_ph(recv_comm, n, data, sizes, tags, mhandles, phandles, request);
 	return be->irecv(recv_comm, n, data, sizes, tags, mhandles, request);
 }
 

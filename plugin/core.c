@@ -417,7 +417,7 @@ ncclResult_t braid_dereg_mr(void *comm, void *mhandle)
 
 /* isend's checks: 0 to go on, else what to return. */
 static inline __attribute__((always_inline)) ncclResult_t
-isend_check(void *send_comm, void *data, size_t size, void *mhandle, void **request)
+isend_check(void *send_comm, const void *data, size_t size, void *mhandle, void **request)
 {
 	CHECK_OBJ(send_comm, BRAID_MAGIC_SEND, "send comm");
 	CHECK_OBJ(mhandle, BRAID_MAGIC_MR, "memory registration");

@@ -41,7 +41,7 @@ typedef enum {
 
 typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags, const char *file,
 				  int line, const char *fmt, ...);
-/* braid keeps the callback in its v11+ context but emits no profiler events yet. */
+/* NCCL's profiler callback (v10+): braid's events, plugin/profiler.h. */
 typedef ncclResult_t (*ncclProfilerCallback_t)(void **eHandle, int type, void *pHandle,
 					       int64_t pluginId, void *extData);
 

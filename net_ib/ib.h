@@ -33,6 +33,7 @@
 #include "plugin/mr_cache.h"
 #include "plugin/oob.h"
 #include "plugin/pool.h"
+#include "plugin/profiler.h"
 #include "plugin/link.h"
 #include "plugin/stripe.h"
 
@@ -341,6 +342,9 @@ struct ib_comm {
 	int warned;
 	uint64_t next_liveness_ns;
 	struct braid_ctr_comm *ctr;
+	/* profiler events (ib_prof.c): NULL without NCCL's callback, tested once a request
+	 * and once a completion */
+	struct braid_prof_comm *prof;
 };
 
 static inline struct ib_comm *to_ib_comm(void *comm)
@@ -450,6 +454,48 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 		      void **request);
 ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
 		      void **mhandles, void **request);
+
+/* The QPs of rail k: k, k + nrails, ... */
+static inline int ib_rail_nqps(const struct ib_comm *c, int k)
+{
+	return (c->nqps - k + c->nrails - 1) / c->nrails;
+}
+
+/* How a message goes out: bytes, chunk size and chunk count per rail (ib_post.c's
+ * plan_message). Chunk j of rail k goes over QP ib_plan_qp(c, k, j). */
+struct ib_plan {
+	size_t len[BRAID_VDEV_MAX_NICS];
+	size_t chunk[BRAID_VDEV_MAX_NICS];
+	int nch[BRAID_VDEV_MAX_NICS]; /* 0: the rail carries nothing */
+	int total;
+};
+
+static inline int ib_plan_qp(const struct ib_comm *c, int k, int j)
+{
+	uint32_t nq = (uint32_t)ib_rail_nqps(c, k);
+
+	return k + (int)((c->next_qp + (uint32_t)j) % nq) * c->nrails;
+}
+
+/* ib_prof.c: profiler events (plugin/profiler.h), out of line; callers test c->prof.
+ * isend_ph and irecv_ph arm the record of the request isend or irecv takes next with
+ * NCCL's phandles, then call them: a request they did not arm emits nothing. */
+void ib_prof_attach(void *comm, ncclProfilerCallback_t cb);
+void ib_prof_detach(void *comm);
+ncclResult_t ib_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			 void *phandle, void **request);
+ncclResult_t ib_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+			 void **mhandles, void **phandles, void **request);
+/* A send's chunks as plan p posts them (before c->next_qp moves on); ar: adaptive routing. */
+void ib_prof_send_posting(struct ib_comm *c, struct ib_req *r, const struct ib_plan *p, int ar);
+/* A send's chunk on QP qpn completed. */
+void ib_prof_send_done(struct ib_comm *c, struct ib_req *r, uint32_t qpn);
+/* A chunk of len bytes landed in buffer idx of receive r. */
+void ib_prof_recv_chunk(struct ib_comm *c, struct ib_req *r, int idx, const struct ibv_wc *wc,
+			uint32_t len);
+/* r's events from first on did not go out (first > 0), or r completes or goes back unposted
+ * (first 0: what is open stops, and the record is disarmed). */
+void ib_prof_end(struct ib_comm *c, struct ib_req *r, int first);
 
 /* ib_cq.c */
 ncclResult_t ib_test(void *request, int *done, size_t *sizes, int *nsizes);

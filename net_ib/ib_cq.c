@@ -145,6 +145,8 @@ data_arrived(struct ib_comm *c, const struct ibv_wc *wc, uint32_t len, int bad)
 	r->chunks_want[idx] = (uint8_t)nch;
 	r->chunks_got[idx]++;
 	r->size[idx] += len;
+	if (__builtin_expect(c->prof != NULL, 0))
+		ib_prof_recv_chunk(c, r, idx, wc, len);
 	if (qi >= 0 && c->qps[qi].ctr) {
 		braid_ctr_add(&c->qps[qi].ctr->rx_bytes, len);
 		braid_ctr_add(&c->qps[qi].ctr->rx_msgs, 1);
@@ -235,6 +237,8 @@ static void handle_wc(struct ib_comm *c, const struct ibv_wc *wc)
 	case IB_WR_SEND:
 		if (c->nrails > 1)
 			rail_chunk_done(c, r, wc->qp_num);
+		if (__builtin_expect(c->prof != NULL, 0))
+			ib_prof_send_done(c, r, wc->qp_num);
 		if (--r->pending == 0 && r->status == ncclSuccess) {
 			braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_bytes), r->size[0]);
 			braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_msgs), 1);
@@ -437,6 +441,9 @@ ncclResult_t ib_test(void *request, int *done, size_t *sizes, int *nsizes)
 	}
 	status = r->status;
 	*done = 1;
+	/* a receive's events, and a failed send's, stop as NCCL learns it is done */
+	if (__builtin_expect(c->prof != NULL, 0) && r->kind != IB_REQ_FLUSH)
+		ib_prof_end(c, r, 0);
 	for (int i = 0; r->kind != IB_REQ_FLUSH && i < r->n; i++)
 		sizes[i] = r->size[i];
 	*nsizes = r->kind == IB_REQ_FLUSH ? 0 : r->n;

@@ -26,4 +26,8 @@ const struct braid_backend_ops braid_ib_ops = {
 	.close_send = ib_close_send,
 	.close_recv = ib_close_recv,
 	.close_listen = ib_close_listen,
+	.isend_ph = ib_isend_ph,
+	.irecv_ph = ib_irecv_ph,
+	.prof_attach = ib_prof_attach,
+	.prof_detach = ib_prof_detach,
 };

@@ -136,20 +136,6 @@ static ncclResult_t refuse_after_bye(struct ib_comm *c)
 	return c->error;
 }
 
-/* The QPs of rail k: k, k + nrails, ... */
-static int rail_nqps(const struct ib_comm *c, int k)
-{
-	return (c->nqps - k + c->nrails - 1) / c->nrails;
-}
-
-/* How a message goes out: bytes, chunk size and chunk count per rail. */
-struct ib_plan {
-	size_t len[BRAID_VDEV_MAX_NICS];
-	size_t chunk[BRAID_VDEV_MAX_NICS];
-	int nch[BRAID_VDEV_MAX_NICS]; /* 0: the rail carries nothing */
-	int total;
-};
-
 /*
  * The one chunker, for a comm of one NIC or several. plugin/stripe.c says how many bytes
  * each rail carries (all of them on one NIC); a rail's part above BRAID_IB_SPLIT_BYTES is
@@ -168,7 +154,7 @@ static int plan_message(struct ib_comm *c, size_t size, struct ib_plan *p)
 	p->total = 0;
 	for (int k = 0; k < c->nrails; k++) {
 		size_t len = p->len[k], max = c->rails[k].dev->max_msg_sz, ch = len;
-		int nq = rail_nqps(c, k);
+		int nq = ib_rail_nqps(c, k);
 
 		p->nch[k] = 0;
 		if (!len && k != first)
@@ -199,7 +185,6 @@ post_plan(struct ib_comm *c, struct ib_req *r, const char *data, const struct ib
 	size_t off = 0;
 
 	for (int k = 0; k < c->nrails && !rc; k++) {
-		uint32_t nq = (uint32_t)rail_nqps(c, k);
 		size_t left = p->len[k];
 
 		if (!p->nch[k])
@@ -209,7 +194,7 @@ post_plan(struct ib_comm *c, struct ib_req *r, const char *data, const struct ib
 			r->rail_bytes[k] = (uint32_t)left;
 		}
 		for (int j = 0; j < p->nch[k]; j++) {
-			int q = k + (int)((c->next_qp + (uint32_t)j) % nq) * c->nrails;
+			int q = ib_plan_qp(c, k, j);
 			uint32_t n = (uint32_t)(left < p->chunk[k] ? left : p->chunk[k]);
 
 			rc = ar ? post_write_ar(c, q, r, data, off, n, m, e, imm, *posted)
@@ -305,6 +290,10 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 			   c->dev->max_msg_sz, c->dev->name);
 		return ncclInvalidArgument;
 	}
+	/* profiler events (ib_prof.c: isend_ph armed r's record with NCCL's phandle) start as
+	 * NCCL's IB transport starts them: before the post */
+	if (__builtin_expect(c->prof != NULL, 0))
+		ib_prof_send_posting(c, r, &plan, (int64_t)size > c->ar_above);
 	if ((int64_t)size > c->ar_above)
 		rc = post_plan_ar(c, r, data, &plan, m, &e, ib_imm(c->seq, idx, plan.total),
 				  &posted);
@@ -315,6 +304,8 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 	if (rc) {
 		ib_comm_fail(c, ncclSystemError);
 		c->warned = 1;
+		if (__builtin_expect(c->prof != NULL, 0))
+			ib_prof_end(c, r, posted); /* what never went out */
 		if (!posted) {
 			braid_pool_put(&c->reqs, r);
 			return c->error;

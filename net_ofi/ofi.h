@@ -84,6 +84,7 @@
 #include "plugin/mr_cache.h"
 #include "plugin/oob.h"
 #include "plugin/pool.h"
+#include "plugin/profiler.h"
 #include "plugin/link.h"
 #include "plugin/stripe.h"
 
@@ -353,10 +354,13 @@ struct ofi_lane {
 	uint32_t token;   /* ours; announcements for us carry it */
 	uint32_t peer_token;
 	fi_addr_t peer_addr;
-	struct ofi_av_entry *av;      /* the peer's AV entry, referenced */
-	struct braid_ctr_comm *ctr;   /* ep_lock: the comm's counters (parked: a dummy) */
-	int outstanding;              /* ep_lock: posted operations not completed yet */
-	int closing;                  /* ep_lock: the comm closes: errors are expected */
+	struct ofi_av_entry *av;    /* the peer's AV entry, referenced */
+	struct braid_ctr_comm *ctr; /* ep_lock: the comm's counters (parked: a dummy) */
+	int outstanding;            /* ep_lock: posted operations not completed yet */
+	int closing;                /* ep_lock: the comm closes: errors are expected */
+	/* ep_lock: the comm's profiler events (ofi_prof.c; NULL: none), here so that a post
+	 * or a completion tests the lane it has at hand */
+	struct braid_prof_comm *prof;
 	int parked;                   /* closed with operations outstanding */
 	ncclResult_t error;           /* ep_lock: sticky, from completions and posting */
 	struct ofi_lane *next, *prev; /* the device's lane list */
@@ -399,6 +403,9 @@ struct ofi_comm {
 	ncclResult_t error; /* sticky: once the comm failed, every call says so */
 	struct braid_ctr_comm *ctr;
 	int nparked; /* atomic: lanes parked; the last endpoint to close frees the comm */
+	/* profiler events (ofi_prof.c): NULL without NCCL's callback; each lane has a copy.
+	 * Set before the first post, cleared under every lane's ep_lock. */
+	struct braid_prof_comm *prof;
 	struct ofi_lane lane[]; /* nlanes */
 };
 
@@ -537,6 +544,23 @@ ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, v
 ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes);
 /* Closing: what c tells its peer in its goodbye (progresses every lane). */
 void ofi_comm_bye(struct ofi_comm *c, struct braid_link_bye *bye);
+
+/* ofi_prof.c: profiler events (plugin/profiler.h), out of line; callers test the lane's or
+ * the comm's prof. isend_ph and irecv_ph arm the record of the request isend or irecv
+ * takes next with NCCL's phandles, then call them: a request they did not arm emits
+ * nothing. */
+void ofi_prof_attach(void *comm, ncclProfilerCallback_t cb);
+void ofi_prof_detach(void *comm);
+ncclResult_t ofi_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			  void *phandle, void **request);
+ncclResult_t ofi_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+			  void **mhandles, void **phandles, void **request);
+/* ep_lock held, l->prof set: r's part on l (a send's, or buffer idx's of a receive) was
+ * posted; op completed (or failed). */
+void ofi_prof_posted(struct ofi_lane *l, struct ofi_req *r, int idx);
+void ofi_prof_done(struct ofi_lane *l, struct ofi_req *r, const struct ofi_op *op);
+/* r completed: what is still open stops, the record is disarmed. */
+void ofi_prof_end(struct ofi_comm *c, struct ofi_req *r);
 
 /* ofi_conn.c */
 ncclResult_t ofi_listen(const struct braid_vdev *vd, void *handle, void **listen_comm);

@@ -121,6 +121,8 @@ static int handle_cq_error(struct ofi_dev *d)
 	rl = &op->req->l[op->lane];
 	l->outstanding--;
 	rl->pending--;
+	if (__builtin_expect(l->prof != NULL, 0))
+		ofi_prof_done(l, op->req, op);
 	if (op->type == OFI_OP_RECV)
 		d->rx_posted--;
 	if (l->closing) {
@@ -165,6 +167,8 @@ static void handle_completion(struct ofi_dev *d, const struct fi_cq_tagged_entry
 	}
 	l->outstanding--;
 	r->l[op->lane].pending--;
+	if (__builtin_expect(l->prof != NULL, 0))
+		ofi_prof_done(l, r, op);
 	if (op->type == OFI_OP_RECV) {
 		d->rx_posted--;
 		ofi_req_recv(r)->rl[op->lane].len[op->idx] = e->len;

@@ -592,6 +592,9 @@ ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
 		return check_request(c, r, all_done); /* it waits, or it never completes */
 	}
 	*done = 1;
+	/* what failed without a completion (a lane's error) stops as NCCL learns it */
+	if (__builtin_expect(c->prof != NULL, 0))
+		ofi_prof_end(c, r);
 	if (r->is_send) {
 		sizes[0] = r->ssize;
 	} else {

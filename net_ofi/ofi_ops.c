@@ -79,4 +79,8 @@ const struct braid_backend_ops braid_ofi_ops = {
 	.close_send = ofi_close_comm,
 	.close_recv = ofi_close_comm,
 	.close_listen = ofi_close_listen,
+	.isend_ph = ofi_isend_ph,
+	.irecv_ph = ofi_irecv_ph,
+	.prof_attach = ofi_prof_attach,
+	.prof_detach = ofi_prof_detach,
 };

@@ -26,6 +26,8 @@ int ofi_post_send(struct ofi_lane *l, struct ofi_req *r)
 		      &ofi_req_sop(r, l->k)->fictx);
 	if (rc)
 		return (int)rc;
+	if (__builtin_expect(l->prof != NULL, 0))
+		ofi_prof_posted(l, r, 0);
 	rl->pending++;
 	rl->posted = 1;
 	l->outstanding++;
@@ -60,6 +62,8 @@ int ofi_post_recv(struct ofi_lane *l, struct ofi_req *r)
 				      &part->op[i].fictx);
 			if (!rc)
 				d->rx_posted++;
+			if (!rc && __builtin_expect(l->prof != NULL, 0))
+				ofi_prof_posted(l, r, i);
 		} else {
 			size_t len = ofi_announce_len(part->ann.n);
 

@@ -29,7 +29,7 @@ ncclResult_t braid_api_ctx_init(void **ctx, uint64_t comm_id, const ncclNetCommC
 	c->magic = BRAID_MAGIC_CTX;
 	c->comm_id = comm_id;
 	c->opts.traffic_class = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
-	c->prof = prof;
+	c->opts.prof = prof;
 	*ctx = c;
 	return ncclSuccess;
 }
@@ -54,7 +54,9 @@ ncclResult_t braid_api_ctx_listen(void *ctx, int dev, void *handle, void **liste
 {
 	ncclResult_t rc = braid_ctx_check(ctx, "listen");
 
-	return rc != ncclSuccess ? rc : braid_listen(dev, handle, listen_comm);
+	if (rc != ncclSuccess)
+		return rc;
+	return braid_listen_opts(dev, &((struct braid_ctx *)ctx)->opts, handle, listen_comm);
 }
 
 ncclResult_t braid_api_ctx_connect(void *ctx, int dev, void *handle, void **send_comm,

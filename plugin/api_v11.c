@@ -26,15 +26,13 @@ static ncclResult_t v11_get_properties(int dev, ncclNetProperties_v11_t *props)
 static ncclResult_t v11_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 			      void *phandle, void **request)
 {
-	(void)phandle;
-	return braid_isend(send_comm, data, size, tag, mhandle, request);
+	return braid_isend_ph(send_comm, data, size, tag, mhandle, phandle, request);
 }
 
 static ncclResult_t v11_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 			      void **mhandles, void **phandles, void **request)
 {
-	(void)phandles;
-	return braid_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+	return braid_irecv_ph(recv_comm, n, data, sizes, tags, mhandles, phandles, request);
 }
 
 static ncclResult_t v11_make_vdevice(int *d, ncclNetVDeviceProps_t *props)

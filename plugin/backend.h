@@ -69,6 +69,9 @@ struct braid_dev_props {
 
 struct braid_conn_opts {
 	int traffic_class; /* NCCL_NET_TRAFFIC_CLASS_UNDEF: none asked */
+	/* NCCL's profiler callback for the comm's events (plugin/profiler.h); NULL: none. The
+	 * core hands it to the backend with prof_attach, not through connect. */
+	ncclProfilerCallback_t prof;
 };
 
 struct braid_topo;
@@ -102,6 +105,13 @@ struct braid_backend_ops {
 			      void **request);
 	ncclResult_t (*irecv)(void *recv_comm, int n, void **data, const size_t *sizes,
 			      const int *tags, void **mhandles, void **request);
+	/* The same with NCCL's profiler parents (v10+, which always gives them): phandle,
+	 * phandles[0..n), read only by a comm that prof_attach gave a callback. Apart from
+	 * isend and irecv so that v8 and v9 pay nothing for them. */
+	ncclResult_t (*isend_ph)(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+				 void *phandle, void **request);
+	ncclResult_t (*irecv_ph)(void *recv_comm, int n, void **data, const size_t *sizes,
+				 const int *tags, void **mhandles, void **phandles, void **request);
 	ncclResult_t (*iflush)(void *recv_comm, int n, void **data, const int *sizes,
 			       void **mhandles, void **request);
 	/* sizes: room for BRAID_MAX_RECVS entries; when *done, fill *nsizes of them. A request
@@ -110,6 +120,10 @@ struct braid_backend_ops {
 	ncclResult_t (*close_send)(void *send_comm);
 	ncclResult_t (*close_recv)(void *recv_comm);
 	ncclResult_t (*close_listen)(void *listen_comm);
+	/* Profiler events (plugin/profiler.h), optional: from now on the send or receive comm
+	 * emits its wire operations' events to cb; detach (before close) ends what is open. */
+	void (*prof_attach)(void *comm, ncclProfilerCallback_t cb);
+	void (*prof_detach)(void *comm);
 };
 
 extern const struct braid_backend_ops braid_ofi_ops;

@@ -18,6 +18,7 @@
 #include "plugin/ncclib_env.h"
 #include "plugin/net_ids.h"
 #include "plugin/params.h"
+#include "plugin/profiler.h"
 #include "plugin/require.h"
 #include "plugin/vdev.h"
 #include "topo/topo.h"
@@ -299,11 +300,25 @@ ncclResult_t braid_get_properties(int dev, const struct braid_dev_props **props)
 
 ncclResult_t braid_listen(int dev, void *handle, void **listen_comm)
 {
+	return braid_listen_opts(dev, NULL, handle, listen_comm);
+}
+
+ncclResult_t braid_listen_opts(int dev, const struct braid_conn_opts *opts, void *handle,
+			       void **listen_comm)
+{
+	ncclProfilerCallback_t prof = braid_prof_use(opts ? opts->prof : NULL);
+	ncclResult_t rc;
+
 	CHECK_INIT();
 	if (check_dev(dev, __func__) || !handle || !listen_comm)
 		return ncclInvalidArgument;
 	*listen_comm = NULL;
-	return be->listen(braid_vdev_get(dev), handle, listen_comm);
+	rc = be->listen(braid_vdev_get(dev), handle, listen_comm);
+	if (rc == ncclSuccess && prof && be->prof_attach &&
+	    braid_prof_listen_set(*listen_comm, prof))
+		BRAID_WARN("listen: no memory to keep the profiler callback: the comms it accepts "
+			   "emit no profiler events");
+	return rc;
 }
 
 ncclResult_t braid_connect(int dev, const struct braid_conn_opts *opts, void *handle,
@@ -312,24 +327,38 @@ ncclResult_t braid_connect(int dev, const struct braid_conn_opts *opts, void *ha
 	static const struct braid_conn_opts no_opts = {
 		.traffic_class = NCCL_NET_TRAFFIC_CLASS_UNDEF
 	};
+	ncclProfilerCallback_t prof = braid_prof_use(opts ? opts->prof : NULL);
+	ncclResult_t rc;
 
 	(void)dev_handle; /* no device offload: the host handle type needs none */
 	CHECK_INIT();
 	if (check_dev(dev, __func__) || !handle || !send_comm)
 		return ncclInvalidArgument;
 	*send_comm = NULL;
-	return be->connect(braid_vdev_get(dev), opts ? opts : &no_opts, handle, send_comm);
+	rc = be->connect(braid_vdev_get(dev), opts ? opts : &no_opts, handle, send_comm);
+	if (rc == ncclSuccess && *send_comm && prof && be->prof_attach)
+		be->prof_attach(*send_comm, prof);
+	return rc;
 }
 
 ncclResult_t braid_accept(void *listen_comm, void **recv_comm, ncclNetDeviceHandle_t **dev_handle)
 {
+	ncclProfilerCallback_t prof;
+	ncclResult_t rc;
+
 	(void)dev_handle;
 	CHECK_INIT();
 	CHECK_OBJ(listen_comm, BRAID_MAGIC_LISTEN, "listen comm");
 	if (!recv_comm)
 		return ncclInvalidArgument;
 	*recv_comm = NULL;
-	return be->accept(listen_comm, recv_comm);
+	rc = be->accept(listen_comm, recv_comm);
+	if (rc == ncclSuccess && *recv_comm && be->prof_attach) {
+		prof = braid_prof_listen_get(listen_comm);
+		if (prof)
+			be->prof_attach(*recv_comm, prof);
+	}
+	return rc;
 }
 
 static ncclResult_t check_any_comm(void *comm, const char *fn)
@@ -386,19 +415,42 @@ ncclResult_t braid_dereg_mr(void *comm, void *mhandle)
 	return be->dereg_mr(comm, mhandle);
 }
 
-ncclResult_t braid_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-			 void **request)
+/* isend's checks: 0 to go on, else what to return. */
+static inline __attribute__((always_inline)) ncclResult_t
+isend_check(void *send_comm, const void *data, size_t size, void *mhandle, void **request)
 {
 	CHECK_OBJ(send_comm, BRAID_MAGIC_SEND, "send comm");
 	CHECK_OBJ(mhandle, BRAID_MAGIC_MR, "memory registration");
 	if (!request || (!data && size))
 		return ncclInvalidArgument;
 	*request = NULL;
+	return ncclSuccess;
+}
+
+ncclResult_t braid_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			 void **request)
+{
+	ncclResult_t rc = isend_check(send_comm, data, size, mhandle, request);
+
+	return rc != ncclSuccess ? rc : be->isend(send_comm, data, size, tag, mhandle, request);
+}
+
+ncclResult_t braid_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			    void *phandle, void **request)
+{
+	ncclResult_t rc = isend_check(send_comm, data, size, mhandle, request);
+
+	if (rc != ncclSuccess)
+		return rc;
+	/* NCCL gives a phandle from v10 on; isend_ph takes NULL too */
+	if (be->isend_ph)
+		return be->isend_ph(send_comm, data, size, tag, mhandle, phandle, request);
 	return be->isend(send_comm, data, size, tag, mhandle, request);
 }
 
-ncclResult_t braid_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
-			 void **mhandles, void **request)
+static inline __attribute__((always_inline)) ncclResult_t
+irecv_check(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+	    void **mhandles, void **request)
 {
 	CHECK_OBJ(recv_comm, BRAID_MAGIC_RECV, "receive comm");
 	if (n < 1 || n > BRAID_MAX_RECVS) {
@@ -415,6 +467,27 @@ ncclResult_t braid_irecv(void *recv_comm, int n, void **data, const size_t *size
 	}
 	/* On input *request may be NCCL_NET_OPTIONAL_RECV_COMPLETION: braid always completes. */
 	*request = NULL;
+	return ncclSuccess;
+}
+
+ncclResult_t braid_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+			 void **mhandles, void **request)
+{
+	ncclResult_t rc = irecv_check(recv_comm, n, data, sizes, tags, mhandles, request);
+
+	return rc != ncclSuccess ? rc
+				 : be->irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+}
+
+ncclResult_t braid_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes,
+			    const int *tags, void **mhandles, void **phandles, void **request)
+{
+	ncclResult_t rc = irecv_check(recv_comm, n, data, sizes, tags, mhandles, request);
+
+	if (rc != ncclSuccess)
+		return rc;
+	if (be->irecv_ph)
+		return be->irecv_ph(recv_comm, n, data, sizes, tags, mhandles, phandles, request);
 	return be->irecv(recv_comm, n, data, sizes, tags, mhandles, request);
 }
 
@@ -442,6 +515,8 @@ ncclResult_t braid_close_send(void *send_comm)
 	if (!send_comm)
 		return ncclSuccess;
 	CHECK_OBJ(send_comm, BRAID_MAGIC_SEND, "send comm");
+	if (be->prof_detach)
+		be->prof_detach(send_comm);
 	return be->close_send(send_comm);
 }
 
@@ -450,6 +525,8 @@ ncclResult_t braid_close_recv(void *recv_comm)
 	if (!recv_comm)
 		return ncclSuccess;
 	CHECK_OBJ(recv_comm, BRAID_MAGIC_RECV, "receive comm");
+	if (be->prof_detach)
+		be->prof_detach(recv_comm);
 	return be->close_recv(recv_comm);
 }
 
@@ -458,6 +535,7 @@ ncclResult_t braid_close_listen(void *listen_comm)
 	if (!listen_comm)
 		return ncclSuccess;
 	CHECK_OBJ(listen_comm, BRAID_MAGIC_LISTEN, "listen comm");
+	braid_prof_listen_set(listen_comm, NULL);
 	return be->close_listen(listen_comm);
 }
 

@@ -16,6 +16,9 @@ ncclResult_t braid_devices(int *ndev);
 /* *props points at braid's copy, alive until the last finalize (NCCL keeps name and pciPath). */
 ncclResult_t braid_get_properties(int dev, const struct braid_dev_props **props);
 ncclResult_t braid_listen(int dev, void *handle, void **listen_comm);
+/* opts->prof: the callback of the comms it accepts (plugin/profiler.h). */
+ncclResult_t braid_listen_opts(int dev, const struct braid_conn_opts *opts, void *handle,
+			       void **listen_comm);
 ncclResult_t braid_connect(int dev, const struct braid_conn_opts *opts, void *handle,
 			   void **send_comm, ncclNetDeviceHandle_t **dev_handle);
 ncclResult_t braid_accept(void *listen_comm, void **recv_comm, ncclNetDeviceHandle_t **dev_handle);
@@ -27,6 +30,11 @@ ncclResult_t braid_isend(void *send_comm, void *data, size_t size, int tag, void
 			 void **request);
 ncclResult_t braid_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
 			 void **mhandles, void **request);
+/* With NCCL's profiler parents (v10+): phandle, phandles[0..n) (NULL: none). */
+ncclResult_t braid_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			    void *phandle, void **request);
+ncclResult_t braid_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes,
+			    const int *tags, void **mhandles, void **phandles, void **request);
 ncclResult_t braid_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
 			  void **request);
 /* When *done, sizes[0..*nsizes) hold the sizes (n of them for a grouped receive). */
@@ -44,10 +52,7 @@ ncclResult_t braid_make_vdevice(int *d, int ndevs, const int *devs, int api_vers
 struct braid_ctx {
 	uint32_t magic; /* BRAID_MAGIC_CTX */
 	uint64_t comm_id;
-	struct braid_conn_opts opts;
-	/* NCCL's profiler callback (NULL: no profiler), kept for profiler events, which
-	 * braid does not emit yet. */
-	ncclProfilerCallback_t prof;
+	struct braid_conn_opts opts; /* opts.prof: NCCL's profiler callback (NULL: none) */
 };
 ncclResult_t braid_ctx_check(void *ctx, const char *what);
 

@@ -35,6 +35,16 @@ static inline uint32_t braid_pool_in_use(const struct braid_pool *pool)
 	return pool->nelem - pool->nfree;
 }
 void *braid_pool_at(const struct braid_pool *pool, uint32_t idx);
+/* The index of the element the next braid_pool_get hands out; UINT32_MAX: none. */
+static inline uint32_t braid_pool_peek(const struct braid_pool *pool)
+{
+	return pool->nfree ? pool->free_idx[pool->nfree - 1] : UINT32_MAX;
+}
+/* The index of element elem (of this pool). */
+static inline uint32_t braid_pool_index(const struct braid_pool *pool, const void *elem)
+{
+	return (uint32_t)((size_t)((const char *)elem - pool->mem) / pool->elem_size);
+}
 /* 1 while element idx is handed out (for walking live elements at teardown). */
 static inline int braid_pool_is_used(const struct braid_pool *pool, uint32_t idx)
 {

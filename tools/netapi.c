@@ -289,7 +289,7 @@ static ncclResult_t v9_irecv(const struct net_api *api, void *rc, int n, void **
 static ncclResult_t v10_init(const struct net_api *api, void **ctx, uint64_t comm_id)
 {
 	*ctx = NULL;
-	return T10(api)->init(netapi_logger, NULL);
+	return T10(api)->init(netapi_logger, api->prof);
 }
 
 static ncclResult_t v10_get_props(const struct net_api *api, int dev, struct net_props *p)
@@ -322,7 +322,8 @@ static ncclResult_t v10_connect(const struct net_api *api, void *ctx, int dev, v
 static ncclResult_t v10_isend(const struct net_api *api, void *sc, void *data, size_t size, int tag,
 			      void *mh, void **req)
 {
-	return T10(api)->isend(sc, data, size, tag, mh, NULL, req);
+	return T10(api)->isend(sc, data, size, tag, mh, api->phandles ? api->phandles[0] : NULL,
+			       req);
 }
 
 static ncclResult_t v10_irecv(const struct net_api *api, void *rc, int n, void **data,
@@ -336,6 +337,8 @@ static ncclResult_t v10_irecv(const struct net_api *api, void *rc, int n, void *
 		return ncclInvalidArgument;
 	memcpy(s, sizes, n * sizeof(*s));
 	memcpy(t, tags, n * sizeof(*t));
+	if (api->phandles)
+		memcpy(ph, api->phandles, n * sizeof(*ph));
 	return T10(api)->irecv(rc, n, data, s, t, mh, ph, req);
 }
 
@@ -348,7 +351,7 @@ static ncclResult_t v11_init(const struct net_api *api, void **ctx, uint64_t com
 	ncclNetCommConfig_t config = { .trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF };
 
 	*ctx = NULL;
-	return T11(api)->init(ctx, comm_id, &config, netapi_logger, NULL);
+	return T11(api)->init(ctx, comm_id, &config, netapi_logger, api->prof);
 }
 
 static ncclResult_t v11_finalize(const struct net_api *api, void *ctx)
@@ -390,7 +393,8 @@ static ncclResult_t v11_connect(const struct net_api *api, void *ctx, int dev, v
 static ncclResult_t v11_isend(const struct net_api *api, void *sc, void *data, size_t size, int tag,
 			      void *mh, void **req)
 {
-	return T11(api)->isend(sc, data, size, tag, mh, NULL, req);
+	return T11(api)->isend(sc, data, size, tag, mh, api->phandles ? api->phandles[0] : NULL,
+			       req);
 }
 
 static ncclResult_t v11_irecv(const struct net_api *api, void *rc, int n, void **data,
@@ -404,6 +408,8 @@ static ncclResult_t v11_irecv(const struct net_api *api, void *rc, int n, void *
 		return ncclInvalidArgument;
 	memcpy(s, sizes, n * sizeof(*s));
 	memcpy(t, tags, n * sizeof(*t));
+	if (api->phandles)
+		memcpy(ph, api->phandles, n * sizeof(*ph));
 	return T11(api)->irecv(rc, n, data, s, t, mh, ph, req);
 }
 
@@ -416,7 +422,7 @@ static ncclResult_t v12_init(const struct net_api *api, void **ctx, uint64_t com
 	ncclNetCommConfig_v12_t config = { .trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF };
 
 	*ctx = NULL;
-	return T12(api)->init(ctx, comm_id, &config, netapi_logger, NULL);
+	return T12(api)->init(ctx, comm_id, &config, netapi_logger, api->prof);
 }
 
 static ncclResult_t v12_finalize(const struct net_api *api, void *ctx)
@@ -474,7 +480,8 @@ static ncclResult_t v12_connect(const struct net_api *api, void *ctx, int dev, v
 static ncclResult_t v12_isend(const struct net_api *api, void *sc, void *data, size_t size, int tag,
 			      void *mh, void **req)
 {
-	return T12(api)->isend(sc, data, size, tag, mh, NULL, req);
+	return T12(api)->isend(sc, data, size, tag, mh, api->phandles ? api->phandles[0] : NULL,
+			       req);
 }
 
 static ncclResult_t v12_irecv(const struct net_api *api, void *rc, int n, void **data,
@@ -488,6 +495,8 @@ static ncclResult_t v12_irecv(const struct net_api *api, void *rc, int n, void *
 		return ncclInvalidArgument;
 	memcpy(s, sizes, n * sizeof(*s));
 	memcpy(t, tags, n * sizeof(*t));
+	if (api->phandles)
+		memcpy(ph, api->phandles, n * sizeof(*ph));
 	return T12(api)->irecv(rc, n, data, s, t, mh, ph, req);
 }
 

@@ -76,6 +76,12 @@ struct net_api {
 	ncclResult_t (*close_listen)(const struct net_api *api, void *listen_comm);
 	/* v9+: fuse devices; NULL for v8, which has no makeVDevice */
 	ncclResult_t (*make_vdevice)(const struct net_api *api, int *d, int ndevs, const int *devs);
+
+	/* v10+ (NCCL's profiler): the callback init passes (NULL: none, as netapi_bind
+	 * leaves it), and the phandles isend and irecv pass (NULL: none; isend passes
+	 * phandles[0], irecv phandles[0..n)). v8 and v9 have neither. */
+	ncclProfilerCallback_t prof;
+	void *const *phandles;
 };
 
 /*

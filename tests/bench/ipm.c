@@ -60,6 +60,7 @@ struct ipm_opts {
 	int window;
 	long idle;
 	double timeout_s;
+	int profiler; /* v10+: pass init a profiler callback (ipm_prof) */
 };
 
 struct ipm_idle {
@@ -430,11 +431,26 @@ static int teardown(struct ipm *b)
 	return rc;
 }
 
+/*
+ * --profiler 1: the callback init gets. It does what NCCL's does when its profiler wants no
+ * event of this kind (src/plugin/profiler.cc: nothing but its checks), so what callgrind
+ * counts in the plugin is what emitting costs braid; its own instructions are the
+ * client's, which no column counts. NCCL passes phandles whether or not a profiler is
+ * there: so does ipm from v10 on.
+ */
+static long ipm_prof_calls;
+static ncclResult_t ipm_prof(void **eh, int type, void *parent, int64_t plugin_id, void *data)
+{
+	(void)eh, (void)type, (void)parent, (void)plugin_id, (void)data;
+	ipm_prof_calls++;
+	return ncclSuccess;
+}
+
 static int usage(const char *argv0)
 {
 	fprintf(stderr,
 		"usage: %s --plugin PATH --size BYTES --msgs N [--warmup N] [--window N]\n"
-		"          [--idle N] [--api 8..11] [--dev N] [--timeout S]\n"
+		"          [--idle N] [--api 8..12] [--dev N] [--timeout S] [--profiler 0|1]\n"
 		"Streams N messages of BYTES through one connection of the plugin in this\n"
 		"process (tests/bench/ipm.sh runs it under callgrind).\n",
 		argv0);
@@ -475,6 +491,8 @@ static int parse(int argc, char **argv, struct ipm_opts *o)
 			o->idle = strtol(v, &end, 10);
 		else if (!strcmp(a, "--timeout"))
 			o->timeout_s = strtod(v, &end);
+		else if (!strcmp(a, "--profiler"))
+			o->profiler = (int)strtol(v, &end, 10);
 		else
 			return usage(argv[0]);
 		if (end && (*end || errno))
@@ -482,7 +500,8 @@ static int parse(int argc, char **argv, struct ipm_opts *o)
 	}
 	if (!o->plugin || o->size < 8 || o->size > INT_MAX || o->msgs < 0 || o->warmup < 0 ||
 	    o->window < 1 || o->window > IPM_MAX_WINDOW || o->idle < 1 || o->timeout_s <= 0 ||
-	    o->api < NETAPI_MIN_VERSION || o->api > NETAPI_MAX_VERSION)
+	    o->api < NETAPI_MIN_VERSION || o->api > NETAPI_MAX_VERSION ||
+	    (o->profiler && o->api < 10))
 		return usage(argv[0]);
 	return 0;
 }
@@ -501,6 +520,13 @@ static int run(struct ipm *b)
 		return fail("cannot load the plugin: %s", err);
 	if (netapi_bind(dl, b->o.api, &b->api))
 		return fail("%s has no ncclNetPlugin_v%d", loaded, b->o.api);
+	if (b->o.api >= 10) {
+		static char parents[1];
+		static void *const phandles[1] = { parents };
+
+		b->api.phandles = phandles;
+		b->api.prof = b->o.profiler ? ipm_prof : NULL;
+	}
 	if ((r = b->api.init(&b->api, &b->ctx, 1)))
 		return call_fail("init", r);
 	if ((r = b->api.devices(&b->api, &ndev)))
@@ -522,10 +548,13 @@ static int run(struct ipm *b)
 	if (teardown(b))
 		return -1;
 	printf("ipm: dev %d name %s api %d size %zu msgs %ld warmup %ld window %d idle_rtest %ld "
-	       "idle_stest %ld null_isend %ld null_irecv %ld calib_rtest %ld calib_isend %ld\n",
+	       "idle_stest %ld null_isend %ld null_irecv %ld calib_rtest %ld calib_isend %ld "
+	       "profiler_calls %ld\n",
 	       b->o.dev, props.name, b->o.api, b->o.size, b->o.msgs, b->o.warmup, b->o.window,
 	       b->idle.rtest, b->idle.stest, b->idle.null_isend, b->idle.null_irecv, b->o.idle,
-	       isend_calls);
+	       isend_calls, ipm_prof_calls);
+	if (b->o.profiler && !ipm_prof_calls)
+		return fail("--profiler 1, yet the plugin never called the callback");
 	return 0;
 }
 

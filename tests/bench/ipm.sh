@@ -28,6 +28,8 @@
 #   plugin (aws-ofi-nccl) on libfabric tcp, with PLUGIN and EXTRA_ENV set.
 #   BUILD (build), PLUGIN (the plugin .so), SIZES ("8 1048576"), N8/M8 (2000/1000 for
 #   8 B), NBIG/MBIG (400/200 for larger sizes), API (8), OUT ($BUILD/bench/ipm.txt),
+#   PROFILER (0; 1: init gets a profiler callback that does nothing, as NCCL's when no
+#   profiler wants the events: what braid's events cost it; needs API 10 or above),
 #   RUN_TIMEOUT (seconds per run, 240), REPEAT (3), EXTRA_ENV (NAME=VALUE words added
 #   to every run: another plugin's settings). The caller's BRAID_*, NCCL_*, FI_* and SOFTVERBS_*
 #   variables are cleared first, so that each case runs with only its own settings.
@@ -39,6 +41,7 @@ SIZES=${SIZES:-8 1048576}
 N8=${N8:-2000} M8=${M8:-1000}
 NBIG=${NBIG:-400} MBIG=${MBIG:-200}
 API=${API:-8}
+PROFILER=${PROFILER:-0}
 OUT=${OUT:-$BUILD/bench/ipm.txt}
 RUN_TIMEOUT=${RUN_TIMEOUT:-240}
 REPEAT=${REPEAT:-3}
@@ -136,7 +139,7 @@ one() {
 	"${pre[@]}" env $env $EXTRA_ENV timeout "$RUN_TIMEOUT" valgrind --tool=callgrind \
 		--instr-atstart=no --compress-strings=no --compress-pos=no \
 		--callgrind-out-file="$tag.cg" "$ipm" --plugin "$PLUGIN" --api "$API" --size "$2" \
-		--msgs "$3" --timeout "$((RUN_TIMEOUT - 20))" >"$tag.out" 2>"$tag.err" &&
+		--msgs "$3" --profiler "$PROFILER" --timeout "$((RUN_TIMEOUT - 20))" >"$tag.out" 2>"$tag.err" &&
 		grep -q '^ipm: ' "$tag.out" &&
 		python3 "$here/ipm_callgrind.py" --plugin "$PLUGIN" --driver "$ipm" --exclude "$sv" \
 			"$tag.cg" >"$tag.phases"
@@ -161,7 +164,7 @@ pairs() {
 fmt_row() { printf '%-14s %8s %10s %12s %12s %12s %9s %5s\n' "$@"; }
 header() {
 	echo "# instructions per message (callgrind), a send plus its receive, one process;"
-	echo "# plugin $PLUGIN, ncclNet v$API, window 8; $(git -C "$here" describe --always --dirty 2>/dev/null || echo '?')"
+	echo "# plugin $PLUGIN, ncclNet v$API, profiler callback $PROFILER, window 8; $(git -C "$here" describe --always --dirty 2>/dev/null || echo '?')"
 	fmt_row "case" "size" "N-M" "plugin" "whole" "whole raw" "idle/msg" "runs"
 }
 

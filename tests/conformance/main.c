@@ -117,6 +117,12 @@ const struct scenario scenarios[] = {
 	     "memory per comm: braid's own allocations and the provider's, per comm and after "
 	     "close (braid's back to the start, <= 128 KiB per comm); only through mem.sh"),
 	  .explicit_only = true },
+	{ SC("profiler", sc_profiler, 10,
+	     "a profiler stand-in passed to init, two comms on two threads: every event started "
+	     "is stopped once, under a phandle given to isend/irecv, a request's lengths adding "
+	     "up to its message (8 B, 1 MiB, 5 MiB + 3, 300001 B, every byte checked); init "
+	     "without one: no call"),
+	  .own_init = true },
 	{ SC("many-comms", sc_many_comms, 11,
 	     "1,024 comms opened and closed 10 times: "
 	     "descriptors, AV entries and memory come back") },

@@ -80,11 +80,13 @@ enum braid_param_type {
 	X(COUNTERS, "BRAID_COUNTERS", BRAID_PARAM_BOOL, "1", 0, 1, NULL, NULL,                     \
 	  "Publish counters in /dev/shm/braid-<pid> (layout: plugin/counters.h) for tools and "    \
 	  "monitoring agents; removed when the process ends.")                                     \
-	X(PROFILER, "BRAID_PROFILER", BRAID_PARAM_BOOL, "1", 0, 1, NULL, NULL,                     \
-	  "Profiler events (docs/profiler.md): under ncclNet v10 to v12, when NCCL passes init "   \
-	  "a profiler callback, each wire operation of a request is an event parented to the "     \
-	  "phandle of its isend or irecv. NCCL passes its callback whether or not a profiler "     \
-	  "plugin is loaded; 0 ignores it, and the events cost nothing.")                          \
+	X(PROFILER, "BRAID_PROFILER", BRAID_PARAM_INT, "-1", -1, 1, NULL, NULL,                    \
+	  "Profiler events (docs/profiler.md): under ncclNet v10 to v12, each wire operation of "  \
+	  "a request is an event parented to the phandle of its isend or irecv. NCCL passes its "  \
+	  "callback whether or not a profiler plugin is loaded, and the events cost about 800 "    \
+	  "plugin instructions per message: -1 (default) emits them when NCCL_PROFILER_PLUGIN "    \
+	  "names a profiler plugin (set, not none); 1 whenever NCCL passes a callback (a "         \
+	  "profiler found under its default name, libnccl-profiler.so, needs it); 0 never.")       \
 	X(FSROOT, "BRAID_FSROOT", BRAID_PARAM_STR, "", 0, 0, NULL, NULL,                           \
 	  "Directory braid reads host files under instead of / (as hwloc's HWLOC_FSROOT): "        \
 	  "today the GPUDirect peer-memory checks (/sys/kernel/mm/memory_peers/nv_mem*, "          \

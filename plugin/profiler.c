@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "plugin/log.h"
 #include "plugin/params.h"
@@ -28,7 +29,16 @@ _Static_assert(sizeof(struct braid_prof_sock_descr) == 24, "ncclProfilerNetSockD
 
 ncclProfilerCallback_t braid_prof_use(ncclProfilerCallback_t cb)
 {
-	return cb && braid_param_int(BRAID_P_PROFILER) ? cb : NULL;
+	int64_t want = braid_param_int(BRAID_P_PROFILER);
+
+	/* NCCL passes its callback with or without a profiler plugin: by default the events
+	 * are emitted only when one is named, since each costs the data path. */
+	if (want < 0) {
+		const char *name = getenv("NCCL_PROFILER_PLUGIN");
+
+		want = name && name[0] && strcasecmp(name, "none") != 0;
+	}
+	return cb && want ? cb : NULL;
 }
 
 COLD struct braid_prof_comm *braid_prof_comm_new(ncclProfilerCallback_t cb, int64_t plugin_id,

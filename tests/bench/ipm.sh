@@ -29,7 +29,9 @@
 #   BUILD (build), PLUGIN (the plugin .so), SIZES ("8 1048576"), N8/M8 (2000/1000 for
 #   8 B), NBIG/MBIG (400/200 for larger sizes), API (8), OUT ($BUILD/bench/ipm.txt),
 #   PROFILER (0; 1: init gets a profiler callback that does nothing, as NCCL's when no
-#   profiler wants the events: what braid's events cost it; needs API 10 or above),
+#   profiler wants the events, and BRAID_PROFILER=1: what braid's events cost; auto: the
+#   same callback with braid's default, as under NCCL without NCCL_PROFILER_PLUGIN;
+#   1 and auto need API 10 or above),
 #   RUN_TIMEOUT (seconds per run, 240), REPEAT (3), EXTRA_ENV (NAME=VALUE words added
 #   to every run: another plugin's settings). The caller's BRAID_*, NCCL_*, FI_* and SOFTVERBS_*
 #   variables are cleared first, so that each case runs with only its own settings.
@@ -135,11 +137,12 @@ one() {
 	local tag=$logs/$1.$2.$4.$3 env pre=()
 	env=$(case_env "$1") || return 1
 	[ "$1" = ofi-tcp-fused ] && pre=(ip netns exec "$ns")
+	[ "$PROFILER" = 1 ] && env="$env BRAID_PROFILER=1"
 	# shellcheck disable=SC2086 # env is a list of NAME=VALUE words without spaces
 	"${pre[@]}" env $env $EXTRA_ENV timeout "$RUN_TIMEOUT" valgrind --tool=callgrind \
 		--instr-atstart=no --compress-strings=no --compress-pos=no \
 		--callgrind-out-file="$tag.cg" "$ipm" --plugin "$PLUGIN" --api "$API" --size "$2" \
-		--msgs "$3" --profiler "$PROFILER" --timeout "$((RUN_TIMEOUT - 20))" >"$tag.out" 2>"$tag.err" &&
+		--msgs "$3" --profiler "$([ "$PROFILER" = 0 ] && echo 0 || echo 1)" --timeout "$((RUN_TIMEOUT - 20))" >"$tag.out" 2>"$tag.err" &&
 		grep -q '^ipm: ' "$tag.out" &&
 		python3 "$here/ipm_callgrind.py" --plugin "$PLUGIN" --driver "$ipm" --exclude "$sv" \
 			"$tag.cg" >"$tag.phases"

@@ -303,6 +303,9 @@ int sc_profiler(struct side *s)
 	void *ph[PROF_PH], *ph2[PROF_PH];
 	long calls;
 
+	/* braid's default emits events only when NCCL_PROFILER_PLUGIN names a profiler (each
+	 * event costs the data path): this scenario asks for them, unless its caller chose */
+	setenv("BRAID_PROFILER", "1", 0);
 	for (int i = 0; i < PROF_PH; i++) {
 		ph[i] = &parents[0][i];
 		ph2[i] = &parents[1][i];

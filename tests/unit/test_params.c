@@ -5,6 +5,7 @@
 
 #include "plugin/log.h"
 #include "plugin/params.h"
+#include "plugin/profiler.h"
 #include "tests/unit/unit.h"
 
 static int setup(void **state)
@@ -101,6 +102,45 @@ static void too_long_string(void **state)
 	assert_int_equal(unit_warns, 1);
 }
 
+static ncclResult_t prof_stub(void **eh, int type, void *parent, int64_t id, void *data)
+{
+	(void)eh, (void)type, (void)parent, (void)id, (void)data;
+	return ncclSuccess;
+}
+
+/* NCCL passes its profiler callback whether or not a profiler plugin is loaded: by default
+ * braid uses it only when NCCL_PROFILER_PLUGIN names one. */
+static void profiler_events_follow_nccl_profiler_plugin(void **state)
+{
+	static const struct {
+		const char *braid, *nccl;
+		int on;
+	} cases[] = {
+		{ NULL, NULL, 0 },           { NULL, "none", 0 },
+		{ NULL, "NONE", 0 },         { NULL, "", 0 },
+		{ NULL, "libmyprof.so", 1 }, { "1", NULL, 1 },
+		{ "0", "libmyprof.so", 0 },  { "-1", "x", 1 },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		if (cases[i].braid)
+			setenv("BRAID_PROFILER", cases[i].braid, 1);
+		else
+			unsetenv("BRAID_PROFILER");
+		if (cases[i].nccl)
+			setenv("NCCL_PROFILER_PLUGIN", cases[i].nccl, 1);
+		else
+			unsetenv("NCCL_PROFILER_PLUGIN");
+		braid_params_reset();
+		assert_true(braid_prof_use(NULL) == NULL);
+		assert_true((braid_prof_use(prof_stub) == prof_stub) == cases[i].on);
+	}
+	unsetenv("BRAID_PROFILER");
+	unsetenv("NCCL_PROFILER_PLUGIN");
+	braid_params_reset();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -109,6 +149,7 @@ int main(void)
 		cmocka_unit_test_setup(bad_values_warn_and_default, setup),
 		cmocka_unit_test_setup(nccl_alias_is_honoured, setup),
 		cmocka_unit_test_setup(too_long_string, setup),
+		cmocka_unit_test_setup(profiler_events_follow_nccl_profiler_plugin, setup),
 	};
 
 	return cmocka_run_group_tests_name("params", tests, NULL, NULL);

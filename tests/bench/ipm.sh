@@ -142,7 +142,7 @@ one() {
 	"${pre[@]}" env $env $EXTRA_ENV timeout "$RUN_TIMEOUT" valgrind --tool=callgrind \
 		--instr-atstart=no --compress-strings=no --compress-pos=no \
 		--callgrind-out-file="$tag.cg" "$ipm" --plugin "$PLUGIN" --api "$API" --size "$2" \
-		--msgs "$3" --profiler "$([ "$PROFILER" = 0 ] && echo 0 || echo 1)" --timeout "$((RUN_TIMEOUT - 20))" >"$tag.out" 2>"$tag.err" &&
+		--msgs "$3" --profiler "$(case $PROFILER in 0) echo 0 ;; 1) echo 1 ;; *) echo 2 ;; esac)" --timeout "$((RUN_TIMEOUT - 20))" >"$tag.out" 2>"$tag.err" &&
 		grep -q '^ipm: ' "$tag.out" &&
 		python3 "$here/ipm_callgrind.py" --plugin "$PLUGIN" --driver "$ipm" --exclude "$sv" \
 			"$tag.cg" >"$tag.phases"

@@ -44,28 +44,9 @@ COLD void ib_prof_detach(void *comm)
 	c->prof = NULL;
 }
 
-/* The record of the request the comm's pool hands out next, armed with parents. */
-static struct braid_prof_req *arm(struct ib_comm *c, void *const *parents, int n)
-{
-	uint32_t idx = braid_pool_peek(&c->reqs);
-
-	return idx == UINT32_MAX ? NULL : braid_prof_req_begin(c->prof, idx, parents, n, 0);
-}
-
 /* With no callback, isend_ph and irecv_ph are a test and a jump to isend or irecv
  * (their arguments in NCCL's order, as the core's, so that neither moves them); the rest
- * is out of line. */
-static COLD ncclResult_t isend_armed(struct ib_comm *c, void *data, size_t size, int tag,
-				     void *mhandle, void *phandle, void **request)
-{
-	struct braid_prof_req *pr = arm(c, &phandle, 1);
-	ncclResult_t rc = ib_isend(c, data, size, tag, mhandle, request);
-
-	if (pr && !*request) /* not taken: NCCL calls again */
-		braid_prof_req_end(c->prof, pr);
-	return rc;
-}
-
+ * is out of line (plugin/profiler.c). */
 ncclResult_t ib_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 			 void *phandle, void **request)
 {
@@ -73,19 +54,8 @@ ncclResult_t ib_isend_ph(void *send_comm, void *data, size_t size, int tag, void
 
 	if (__builtin_expect(!c->prof, 1))
 		return ib_isend(send_comm, data, size, tag, mhandle, request);
-	return isend_armed(c, data, size, tag, mhandle, phandle, request);
-}
-
-static COLD ncclResult_t irecv_armed(struct ib_comm *c, int n, void **data, const size_t *sizes,
-				     const int *tags, void **mhandles, void **phandles,
-				     void **request)
-{
-	struct braid_prof_req *pr = arm(c, phandles, n);
-	ncclResult_t rc = ib_irecv(c, n, data, sizes, tags, mhandles, request);
-
-	if (pr && !*request)
-		braid_prof_req_end(c->prof, pr);
-	return rc;
+	return braid_prof_isend(c->prof, &c->reqs, 0, ib_isend, c, data, size, tag, mhandle,
+				phandle, request);
 }
 
 ncclResult_t ib_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
@@ -95,7 +65,8 @@ ncclResult_t ib_irecv_ph(void *recv_comm, int n, void **data, const size_t *size
 
 	if (__builtin_expect(!c->prof, 1))
 		return ib_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
-	return irecv_armed(c, n, data, sizes, tags, mhandles, phandles, request);
+	return braid_prof_irecv(c->prof, &c->reqs, 0, ib_irecv, c, n, data, sizes, tags, mhandles,
+				phandles, request);
 }
 
 COLD void ib_prof_send_posting(struct ib_comm *c, struct ib_req *r, const struct ib_plan *p, int ar)

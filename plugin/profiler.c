@@ -10,6 +10,7 @@
 
 #include "plugin/log.h"
 #include "plugin/params.h"
+#include "plugin/pool.h"
 #include "plugin/profiler.h"
 
 #define COLD __attribute__((cold, noinline))
@@ -26,6 +27,41 @@ _Static_assert(offsetof(struct braid_prof_sock_descr, sock.fd) == 8, "sock descr
 _Static_assert(offsetof(struct braid_prof_sock_descr, sock.op) == 12, "sock descr op");
 _Static_assert(offsetof(struct braid_prof_sock_descr, sock.length) == 16, "sock descr length");
 _Static_assert(sizeof(struct braid_prof_sock_descr) == 24, "ncclProfilerNetSockDescr_v1_t");
+
+/* The record of the request reqs hands out next, armed with parents. */
+static struct braid_prof_req *arm(struct braid_prof_comm *pc, const struct braid_pool *reqs,
+				  void *const *parents, int n, int fixed)
+{
+	uint32_t idx = braid_pool_peek(reqs);
+
+	return idx == UINT32_MAX ? NULL : braid_prof_req_begin(pc, idx, parents, n, fixed);
+}
+
+COLD ncclResult_t braid_prof_isend(struct braid_prof_comm *pc, const struct braid_pool *reqs,
+				   int fixed, braid_prof_isend_fn isend, void *comm, void *data,
+				   size_t size, int tag, void *mhandle, void *phandle,
+				   void **request)
+{
+	struct braid_prof_req *pr = arm(pc, reqs, &phandle, 1, fixed);
+	ncclResult_t rc = isend(comm, data, size, tag, mhandle, request);
+
+	if (pr && !*request) /* not taken: NCCL calls again */
+		braid_prof_req_end(pc, pr);
+	return rc;
+}
+
+COLD ncclResult_t braid_prof_irecv(struct braid_prof_comm *pc, const struct braid_pool *reqs,
+				   int fixed, braid_prof_irecv_fn irecv, void *comm, int n,
+				   void **data, const size_t *sizes, const int *tags,
+				   void **mhandles, void **phandles, void **request)
+{
+	struct braid_prof_req *pr = arm(pc, reqs, phandles, n, fixed);
+	ncclResult_t rc = irecv(comm, n, data, sizes, tags, mhandles, request);
+
+	if (pr && !*request)
+		braid_prof_req_end(pc, pr);
+	return rc;
+}
 
 ncclProfilerCallback_t braid_prof_use(ncclProfilerCallback_t cb)
 {

@@ -112,6 +112,24 @@ void braid_prof_stop_key(struct braid_prof_comm *pc, struct braid_prof_req *pr, 
 /* Stop every open event of pr from event first on. */
 void braid_prof_stop_from(struct braid_prof_comm *pc, struct braid_prof_req *pr, int first);
 
+/*
+ * A backend's isend or irecv with NCCL's phandles, for a comm with a callback: the record of
+ * the request its pool (reqs) hands out next is armed with them, and disarmed when the
+ * call took no request (NCCL calls again). fixed: as braid_prof_req_begin.
+ */
+typedef ncclResult_t (*braid_prof_isend_fn)(void *comm, void *data, size_t size, int tag,
+					    void *mhandle, void **request);
+typedef ncclResult_t (*braid_prof_irecv_fn)(void *comm, int n, void **data, const size_t *sizes,
+					    const int *tags, void **mhandles, void **request);
+struct braid_pool;
+ncclResult_t braid_prof_isend(struct braid_prof_comm *pc, const struct braid_pool *reqs, int fixed,
+			      braid_prof_isend_fn isend, void *comm, void *data, size_t size,
+			      int tag, void *mhandle, void *phandle, void **request);
+ncclResult_t braid_prof_irecv(struct braid_prof_comm *pc, const struct braid_pool *reqs, int fixed,
+			      braid_prof_irecv_fn irecv, void *comm, int n, void **data,
+			      const size_t *sizes, const int *tags, void **mhandles,
+			      void **phandles, void **request);
+
 /* The core's side (plugin/core.c): which callback a comm gets. NULL: none (no callback, or
  * BRAID_PROFILER=0). */
 ncclProfilerCallback_t braid_prof_use(ncclProfilerCallback_t cb);

@@ -340,12 +340,12 @@ int ofi_devs_init(const struct braid_backend_env *env, char *why, size_t whylen)
 		if (named[0])
 			snprintf(why, whylen,
 				 "libfabric provider \"%s\" (BRAID_OFI_PROVIDER) offers no reliable "
-				 "datagram endpoint with tagged messages here: %s",
+				 "datagram endpoint with tagged and untagged messages here: %s",
 				 named, ofi_strerror(rc));
 		else
 			snprintf(why, whylen,
 				 "libfabric found no provider with reliable datagram "
-				 "endpoints and tagged messages: %s",
+				 "endpoints and tagged and untagged messages: %s",
 				 ofi_strerror(rc));
 		return -1;
 	}

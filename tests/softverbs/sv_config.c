@@ -50,19 +50,22 @@ static void parse_uplink_table(const char *name, uint64_t *table, uint64_t mult)
 /*
  * A per-device table from var: "NAME:VALUE,..." and/or "*:VALUE", applied left to right
  * (so "*:100,svroce1:400" gives svroce1 400), NAME a device of SOFTVERBS_DEVICES and
- * VALUE (unit) a whole number from 0 to max, stored times mult. An entry that is not that
+ * VALUE (unit) a whole number from 0 to max, stored times mult; a device no entry names
+ * holds unset. An entry that is not that
  * is reported and the whole variable ignored: a half-applied setting would skew a
  * measurement without anyone noticing. 0: the table is set.
  */
 static int parse_device_table(const char *var, const char *unit, unsigned long long max,
-			      uint64_t mult, uint64_t *out)
+			      uint64_t mult, uint64_t unset, uint64_t *out)
 {
 	const char *v = getenv(var);
-	uint64_t tab[SV_MAX_DEVICES] = { 0 };
+	uint64_t tab[SV_MAX_DEVICES];
 	char buf[512], *save = NULL, *tok;
 	struct sv_device *devs;
 	int ndevs;
 
+	for (int d = 0; d < SV_MAX_DEVICES; d++)
+		tab[d] = unset;
 	if (!v || !*v)
 		return -1;
 	if (strlen(v) >= sizeof(buf)) {
@@ -116,7 +119,7 @@ static void parse_device_rates(uint64_t *rate)
 	int ndevs;
 
 	if (parse_device_table("SOFTVERBS_DEVICE_RATE_MBPS", "MBPS", SV_MAX_RATE_MBPS, 1000000ull,
-			       rate))
+			       0, rate))
 		return;
 	devs = sv_devices(&ndevs);
 	for (int d = 0; d < ndevs; d++)
@@ -130,11 +133,39 @@ static void parse_device_max_msg(uint64_t *max_msg)
 {
 	for (int d = 0; d < SV_MAX_DEVICES; d++)
 		max_msg[d] = SV_MAX_MSG;
-	if (parse_device_table("SOFTVERBS_DEVICE_MAX_MSG_SZ", "BYTES", SV_MAX_MSG, 1, max_msg))
+	if (parse_device_table("SOFTVERBS_DEVICE_MAX_MSG_SZ", "BYTES", SV_MAX_MSG, 1, 0, max_msg))
 		return;
 	for (int d = 0; d < SV_MAX_DEVICES; d++)
 		if (!max_msg[d])
 			max_msg[d] = SV_MAX_MSG;
+}
+
+/*
+ * SOFTVERBS_FAULT_PORT_{DOWN,UP}_AFTER_MS: a plain number is every device's time, as it
+ * always was; "NAME:MS,..." (or "*:MS") takes devices one by one, so that one NIC of a
+ * fused device can fail while the other carries on. -1: no fault on that device.
+ */
+static void parse_port_fault(const char *var, long *ms)
+{
+	const char *v = getenv(var);
+	uint64_t tab[SV_MAX_DEVICES];
+	long all;
+
+	for (int d = 0; d < SV_MAX_DEVICES; d++)
+		ms[d] = -1;
+	if (!v || !*v)
+		return;
+	if (!strchr(v, ':')) {
+		all = env_long(var, -1);
+		for (int d = 0; d < SV_MAX_DEVICES; d++)
+			ms[d] = all;
+		return;
+	}
+	/* UINT64_MAX marks a device no entry named (0 ms is a valid time). */
+	if (parse_device_table(var, "MS", 86400000ull, 1, UINT64_MAX, tab))
+		return;
+	for (int d = 0; d < SV_MAX_DEVICES; d++)
+		ms[d] = tab[d] == UINT64_MAX ? -1 : (long)tab[d];
 }
 
 uint64_t sv_max_msg(int d)
@@ -169,8 +200,8 @@ void sv_config_load(struct sv_config *cfg)
 	cfg->fault_cut_qp = (int)env_long("SOFTVERBS_FAULT_CUT_QP", 0);
 	cfg->fault_fail_reg = env_long("SOFTVERBS_FAULT_FAIL_REG", 0);
 	cfg->fault_remote_access = env_long("SOFTVERBS_FAULT_REMOTE_ACCESS", 0);
-	cfg->fault_port_down_ms = env_long("SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS", -1);
-	cfg->fault_port_up_ms = env_long("SOFTVERBS_FAULT_PORT_UP_AFTER_MS", -1);
+	parse_port_fault("SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS", cfg->fault_port_down_ms);
+	parse_port_fault("SOFTVERBS_FAULT_PORT_UP_AFTER_MS", cfg->fault_port_up_ms);
 	cfg->post_send_delay_us = env_long("SOFTVERBS_POST_SEND_DELAY_US", 0);
 	cfg->dmabuf = env_long("SOFTVERBS_DMABUF", 0) != 0;
 	cfg->stats_keep = env_long("SOFTVERBS_STATS_KEEP", 0) != 0;

@@ -587,19 +587,22 @@ SV_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
 	(void)event; /* nothing is freed on events; counts are not kept */
 }
 
-/* Fault injection: every port of every device of this process changes state,
- * and each open context hears about it. Called with sv_eng.lock held. */
-void sv_set_port_state(enum ibv_port_state state)
+/* Fault injection: every port of device dev of this process changes state, and each
+ * context open on it hears about it. Called with sv_eng.lock held. */
+void sv_set_port_state(int dev, enum ibv_port_state state)
 {
 	int n;
 	struct sv_device *devs = sv_devices(&n);
 
-	for (int i = 0; i < n; i++)
-		for (int p = 0; p < devs[i].nports; p++)
-			devs[i].port[p].state = state;
+	if (dev < 0 || dev >= n)
+		return;
+	for (int p = 0; p < devs[dev].nports; p++)
+		devs[dev].port[p].state = state;
 	for (int i = 0; i < sv_eng.nctx; i++) {
 		struct sv_context *ctx = sv_eng.ctxs[i];
 
+		if (ctx->dev != &devs[dev])
+			continue;
 		for (int p = 1; p <= ctx->dev->nports; p++)
 			sv_async_event(ctx,
 				       state == IBV_PORT_ACTIVE ? IBV_EVENT_PORT_ACTIVE

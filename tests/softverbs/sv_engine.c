@@ -193,7 +193,13 @@ static void engine_stop(void)
 	close(sv_eng.wake[1]);
 	sv_eng.wake[0] = sv_eng.wake[1] = -1;
 	sv_stats_close();
-	sv_eng.port_down_done = sv_eng.port_up_done = false;
+	/* A fault's down port ends with the engine: the next one starts with every port up,
+	 * as a process that reopens the device would find it. No context is left to hear. */
+	for (int d = 0; d < SV_MAX_DEVICES; d++)
+		if (sv_eng.port_down_done[d])
+			sv_set_port_state(d, IBV_PORT_ACTIVE);
+	memset(sv_eng.port_down_done, 0, sizeof(sv_eng.port_down_done));
+	memset(sv_eng.port_up_done, 0, sizeof(sv_eng.port_up_done));
 }
 
 int sv_engine_get(struct sv_context *ctx)

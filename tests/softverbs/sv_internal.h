@@ -289,15 +289,15 @@ struct sv_config {
 	uint64_t device_rate[SV_MAX_DEVICES];
 	/* SOFTVERBS_DEVICE_MAX_MSG_SZ, by device index: every port's max_msg_sz */
 	uint64_t max_msg[SV_MAX_DEVICES];
-	uint64_t fault_cut_bytes; /* 0 = off */
-	int fault_cut_qp;         /* ordinal, 0 = every QP */
-	long fault_fail_reg;      /* n-th registration fails */
-	long fault_remote_access; /* n-th incoming RDMA op fails */
-	long fault_port_down_ms;  /* -1 = off */
-	long fault_port_up_ms;    /* -1 = off */
-	long post_send_delay_us;  /* 0 = off */
-	bool dmabuf;              /* ibv_reg_dmabuf_mr: EBADF for a bad fd */
-	bool stats_keep;          /* stats file and QP rows outlive their owners */
+	uint64_t fault_cut_bytes;                /* 0 = off */
+	int fault_cut_qp;                        /* ordinal, 0 = every QP */
+	long fault_fail_reg;                     /* n-th registration fails */
+	long fault_remote_access;                /* n-th incoming RDMA op fails */
+	long fault_port_down_ms[SV_MAX_DEVICES]; /* by device index; -1 = off */
+	long fault_port_up_ms[SV_MAX_DEVICES];   /* by device index; -1 = off */
+	long post_send_delay_us;                 /* 0 = off */
+	bool dmabuf;                             /* ibv_reg_dmabuf_mr: EBADF for a bad fd */
+	bool stats_keep;                         /* stats file and QP rows outlive their owners */
 	bool debug;
 };
 
@@ -319,7 +319,7 @@ struct sv_engine {
 	int nqp_created;
 	long nreg, nremote_ops;
 	uint64_t start_ns;
-	bool port_down_done, port_up_done;
+	bool port_down_done[SV_MAX_DEVICES], port_up_done[SV_MAX_DEVICES];
 	struct sv_context *ctxs[64]; /* for async port events */
 	int nctx;
 	struct sv_stats_file *stats;
@@ -370,7 +370,7 @@ uint32_t sv_gid_ipv4(const uint8_t *gid);
 bool sv_subnet_reaches(const struct sv_port *p, uint32_t ipv4);
 void sv_subnets_load(struct sv_device *devs, int ndevs);
 void sv_async_event(struct sv_context *ctx, enum ibv_event_type type, void *elem, int port);
-void sv_set_port_state(enum ibv_port_state state);
+void sv_set_port_state(int dev, enum ibv_port_state state);
 
 /* sv_mr.c */
 struct sv_mr *sv_mr_lookup(uint32_t key);

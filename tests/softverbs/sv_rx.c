@@ -137,31 +137,41 @@ static void rx_one(struct sv_conn *c)
 		sv_on_request(c, &h);
 }
 
-static void port_faults(uint64_t now, int *timeout_ms)
+/* The fault knobs' times for device d: its ports go down, then come back. */
+static void port_fault(int d, long el, int *timeout_ms)
 {
-	long el = (long)((now - sv_eng.start_ns) / 1000000ull);
-	long dn = sv_eng.cfg.fault_port_down_ms, up = sv_eng.cfg.fault_port_up_ms;
+	long dn = sv_eng.cfg.fault_port_down_ms[d], up = sv_eng.cfg.fault_port_up_ms[d];
 
-	if (dn >= 0 && !sv_eng.port_down_done) {
+	if (dn >= 0 && !sv_eng.port_down_done[d]) {
 		if (el >= dn) {
-			sv_eng.port_down_done = true;
-			sv_debug("fault: ports down");
-			sv_set_port_state(IBV_PORT_DOWN);
+			sv_eng.port_down_done[d] = true;
+			sv_debug("fault: device %d's ports down", d);
+			sv_set_port_state(d, IBV_PORT_DOWN);
 			pthread_cond_broadcast(&sv_eng.tx_cond);
 		} else if (dn - el < *timeout_ms) {
 			*timeout_ms = (int)(dn - el);
 		}
 	}
-	if (up >= 0 && sv_eng.port_down_done && !sv_eng.port_up_done) {
+	if (up >= 0 && sv_eng.port_down_done[d] && !sv_eng.port_up_done[d]) {
 		if (el >= up) {
-			sv_eng.port_up_done = true;
-			sv_debug("fault: ports up");
-			sv_set_port_state(IBV_PORT_ACTIVE);
+			sv_eng.port_up_done[d] = true;
+			sv_debug("fault: device %d's ports up", d);
+			sv_set_port_state(d, IBV_PORT_ACTIVE);
 			pthread_cond_broadcast(&sv_eng.tx_cond);
 		} else if (up - el < *timeout_ms) {
 			*timeout_ms = (int)(up - el);
 		}
 	}
+}
+
+static void port_faults(uint64_t now, int *timeout_ms)
+{
+	long el = (long)((now - sv_eng.start_ns) / 1000000ull);
+	int n;
+
+	sv_devices(&n);
+	for (int d = 0; d < n && d < SV_MAX_DEVICES; d++)
+		port_fault(d, el, timeout_ms);
 }
 
 void *sv_rx_main(void *arg)

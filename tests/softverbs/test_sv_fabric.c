@@ -951,6 +951,52 @@ static void test_fault_port_down(void **state)
 	svt_end_fini(&b);
 }
 
+/* NAME:MS entries take one device: svroce1 goes down and comes back while svroce0 keeps
+ * moving data and hears no event (a fused device's other NIC, issue 19). */
+static void test_fault_port_down_one_device(void **state)
+{
+	struct svt_end a0, b0, a1, b1;
+	char buf[64] = { 0 }, dst[64] = { 0 };
+	struct ibv_mr *smr, *dmr;
+	struct ibv_port_attr pa;
+	struct pollfd pfd;
+	struct ibv_wc wc;
+
+	(void)state;
+	setenv("SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS", "svroce1:100", 1);
+	setenv("SOFTVERBS_FAULT_PORT_UP_AFTER_MS", "svroce1:400", 1);
+	assert_int_equal(svt_pair(&a0, &b0, "svroce0"), 0);
+	assert_int_equal(svt_pair(&a1, &b1, "svroce1"), 0);
+	expect_port_event(a1.ctx, IBV_EVENT_PORT_ERR);
+	assert_int_equal(ibv_query_port(a1.ctx, 1, &pa), 0);
+	assert_int_equal(pa.state, IBV_PORT_DOWN);
+	assert_int_equal(ibv_query_port(a0.ctx, 1, &pa), 0);
+	assert_int_equal(pa.state, IBV_PORT_ACTIVE);
+	pfd = (struct pollfd){ .fd = a0.ctx->async_fd, .events = POLLIN };
+	assert_int_equal(poll(&pfd, 1, 0), 0);
+
+	memset(buf, 0x3c, sizeof(buf));
+	smr = ibv_reg_mr(a0.pd, buf, sizeof(buf), ACC_ALL);
+	dmr = ibv_reg_mr(b0.pd, dst, sizeof(dst), ACC_ALL);
+	assert_int_equal(svt_post_rdma(a0.qp, IBV_WR_RDMA_WRITE, 1, buf, sizeof(buf), smr->lkey,
+				       (uintptr_t)dst, dmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
+	assert_int_equal(svt_wait_wc(a0.cq, &wc, 5000), 0);
+	assert_int_equal(wc.status, IBV_WC_SUCCESS);
+	assert_memory_equal(buf, dst, sizeof(buf));
+
+	expect_port_event(a1.ctx, IBV_EVENT_PORT_ACTIVE);
+	assert_int_equal(ibv_query_port(a1.ctx, 1, &pa), 0);
+	assert_int_equal(pa.state, IBV_PORT_ACTIVE);
+	assert_int_equal(poll(&pfd, 1, 0), 0);
+	ibv_dereg_mr(smr);
+	ibv_dereg_mr(dmr);
+	svt_end_fini(&a0);
+	svt_end_fini(&b0);
+	svt_end_fini(&a1);
+	svt_end_fini(&b1);
+}
+
 /* Process CPU time, ms: a thread spinning instead of waiting shows here. */
 static uint64_t cpu_ms(void)
 {
@@ -1152,6 +1198,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_fault_cut_link, clear_env),
 		cmocka_unit_test_teardown(test_fault_port_down, clear_env),
 		cmocka_unit_test_teardown(test_fault_port_down_for_good, clear_env),
+		cmocka_unit_test_teardown(test_fault_port_down_one_device, clear_env),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, svt_fabric_group_teardown);

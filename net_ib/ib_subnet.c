@@ -23,6 +23,15 @@
  * reach the peer before any set-up message; the listener's NICs ride in the handle,
  * 8 bytes each (struct braid_handle). The HELLO then names, per QP, the listener's NIC it
  * goes to, and the listener puts its QP there (link_answer): both sides pair the same way.
+ *
+ * Ports that are down (issue 19): a NIC whose port is down when the comm forms is left out
+ * of it, with a WARN, as long as one NIC of the device is up: the comm forms on the live
+ * NICs instead of putting QPs on a port that cannot carry them, whose first message would
+ * fail the whole comm once the retry budget is spent. The listener marks its down NICs in
+ * the handle (nic_down) and the connector pairs with the others. With every NIC down the
+ * comm forms on all of them as before, and RC retries carry it over a short flap. A port
+ * that goes down between listen and the connector's HELLO is not seen here: the comm
+ * forms on it and fails as it did.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -115,11 +124,30 @@ static void dev_key(const struct ib_dev *d, uint8_t *key)
 	ib_subnet_key(d->link_layer, d->gid.raw, key);
 }
 
+/* d's port is down now: its HCA's pending async events are read first (set-up only). */
+static int dev_down(struct ib_dev *d)
+{
+	ib_async_poll(d->hca);
+	return __atomic_load_n(&d->down_ns, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* The peer's NIC p may take QPs: not marked down, unless all of them are. */
+static int peer_nic_up(const struct braid_link *lk, int p)
+{
+	unsigned all = (1u << lk->peer_nnics) - 1;
+
+	return !(lk->peer_nic_down >> p & 1) || (lk->peer_nic_down & all) == all;
+}
+
 void ib_subnet_fill_handle(const struct braid_vdev *vd, struct braid_handle *h)
 {
 	h->nnics = (uint8_t)vd->n;
-	for (int k = 0; k < vd->n; k++)
+	h->nic_down = 0;
+	for (int k = 0; k < vd->n; k++) {
 		dev_key(&ib.devs[vd->nic[k]], h->nic_net[k]);
+		if (dev_down(&ib.devs[vd->nic[k]]))
+			h->nic_down |= (uint8_t)(1u << k);
+	}
 }
 
 /* "10.0.0.0/24, 10.0.1.0/24": the networks of a list of keys, for messages. */
@@ -150,28 +178,57 @@ static void warn_left_out(const struct ib_dev *d, const char *side, const char *
 		   side, peer, d->name, d->port, gid, net, peer_nets);
 }
 
+static void warn_down(const struct ib_dev *d, const char *side, const char *peer, int live, int n)
+{
+	BRAID_WARN("ib: %s %s: %s:%d's port is down: left out of the comm, which runs on %d "
+		   "of the device's %d NICs",
+		   side, peer, d->name, d->port, live, n);
+}
+
+/* Our NICs whose port is up, into live; all of vd when none is (see the top). */
+static void pick_live(const struct braid_vdev *vd, const char *peer, struct braid_vdev *live)
+{
+	int down[BRAID_VDEV_MAX_NICS];
+
+	live->n = 0;
+	for (int k = 0; k < vd->n; k++) {
+		down[k] = dev_down(&ib.devs[vd->nic[k]]);
+		if (!down[k])
+			live->nic[live->n++] = vd->nic[k];
+	}
+	if (!live->n) {
+		*live = *vd;
+		return;
+	}
+	for (int k = 0; k < vd->n; k++)
+		if (down[k])
+			warn_down(&ib.devs[vd->nic[k]], "connect to", peer, live->n, vd->n);
+}
+
 int ib_subnet_pick_rails(const struct braid_vdev *vd, const struct braid_link *lk,
 			 struct braid_vdev *use)
 {
 	char nets[BRAID_HANDLE_NICS * 48];
+	struct braid_vdev live;
 
+	pick_live(vd, lk->peer, &live);
 	if (!lk->peer_nnics) { /* nothing to pair by */
-		*use = *vd;
+		*use = live;
 		return 0;
 	}
 	keys_str(lk->peer_nic_net, lk->peer_nnics, nets, sizeof(nets));
 	use->n = 0;
-	for (int k = 0; k < vd->n; k++) {
+	for (int k = 0; k < live.n; k++) {
 		uint8_t key[8];
 		int reach = 0;
 
-		dev_key(&ib.devs[vd->nic[k]], key);
+		dev_key(&ib.devs[live.nic[k]], key);
 		for (int p = 0; p < lk->peer_nnics && !reach; p++)
-			reach = keys_reach(key, lk->peer_nic_net[p]);
+			reach = peer_nic_up(lk, p) && keys_reach(key, lk->peer_nic_net[p]);
 		if (reach)
-			use->nic[use->n++] = vd->nic[k];
+			use->nic[use->n++] = live.nic[k];
 		else
-			warn_left_out(&ib.devs[vd->nic[k]], "connect to", lk->peer, nets);
+			warn_left_out(&ib.devs[live.nic[k]], "connect to", lk->peer, nets);
 	}
 	if (use->n)
 		return 0;
@@ -194,11 +251,11 @@ void ib_subnet_pair_qps(const struct ib_comm *c, const struct braid_link *lk, ui
 
 		dev_key(c->rails[a].dev, key);
 		for (int p = 0; p < lk->peer_nnics; p++)
-			if (keys_reach(key, lk->peer_nic_net[p]))
+			if (peer_nic_up(lk, p) && keys_reach(key, lk->peer_nic_net[p]))
 				cand[n++] = p;
 		/* The peer's NIC i mod n when reachable: the pairing of a flat fabric, which
 		 * is braid's pairing with routing off. Else the reachable ones in turn. */
-		if (!n || keys_reach(key, lk->peer_nic_net[i % np]))
+		if (!n || (peer_nic_up(lk, i % np) && keys_reach(key, lk->peer_nic_net[i % np])))
 			peer_nic[i] = (uint8_t)(i % np);
 		else
 			peer_nic[i] = (uint8_t)cand[(i / c->nrails) % n];
@@ -234,6 +291,10 @@ void ib_subnet_listener_rails(const struct braid_vdev *vd, const struct ib_wire 
 
 		if (slot[k] >= 0)
 			continue;
+		if (dev_down(&ib.devs[vd->nic[k]])) {
+			warn_down(d, "accept from", peer, use->n, vd->n);
+			continue;
+		}
 		dev_key(d, key);
 		for (int r = 0; r < hello->nrails && !reach; r++)
 			reach = keys_reach(key, nets[r]);

@@ -20,7 +20,8 @@ struct wire_handle {
 	uint64_t nonce;
 	uint8_t addr[16];
 	uint8_t nnics;
-	uint8_t pad[3];
+	uint8_t nic_down;
+	uint8_t pad[2];
 	uint8_t nic_net[BRAID_HANDLE_NICS][8];
 	uint32_t check;
 } __attribute__((packed));
@@ -50,6 +51,7 @@ void braid_handle_encode(const struct braid_handle *h, void *out)
 	w.dev = htonl(h->dev);
 	w.nonce = h->nonce;
 	w.nnics = h->nnics;
+	w.nic_down = h->nic_down;
 	memcpy(w.nic_net, h->nic_net, sizeof(w.nic_net));
 	if (h->addr.ss_family == AF_INET) {
 		const struct sockaddr_in *sin = (const struct sockaddr_in *)&h->addr;
@@ -98,6 +100,7 @@ int braid_handle_decode(const void *in, struct braid_handle *h, char *why, size_
 		return -1;
 	}
 	h->nnics = w.nnics;
+	h->nic_down = w.nic_down;
 	memcpy(h->nic_net, w.nic_net, sizeof(h->nic_net));
 	if (w.family == 4) {
 		struct sockaddr_in *sin = (struct sockaddr_in *)&h->addr;

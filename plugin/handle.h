@@ -14,7 +14,7 @@
 #include "nccl_net_abi.h"
 
 #define BRAID_HANDLE_MAGIC 0x62726169u /* "brai" */
-/* 4: the listener's NICs' networks; 3: plugin/link.c set-up and goodbye; net_ofi size
+/* 4: the listener's NICs' networks (and since, in a former pad byte, which are down); 3: plugin/link.c set-up and goodbye; net_ofi size
  * announcements always */
 #define BRAID_WIRE_VERSION 4
 #define BRAID_HANDLE_NICS 8 /* BRAID_VDEV_MAX_NICS */
@@ -29,6 +29,9 @@ struct braid_handle {
 	 * NICs with reachable ones before it makes its QPs, i.e. before any set-up message. */
 	uint8_t nnics;
 	uint8_t nic_net[BRAID_HANDLE_NICS][8];
+	/* Bit k: the listener's NIC k was down when it listened (net_ib: port not ACTIVE).
+	 * The connector pairs with the live ones; 0 from a listener that never says. */
+	uint8_t nic_down;
 };
 
 /* Writes exactly NCCL_NET_HANDLE_MAXSIZE bytes (the rest zeroed). */

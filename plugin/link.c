@@ -198,6 +198,7 @@ ncclResult_t braid_link_dial(const struct braid_link_ops *ops, int dev, const vo
 	(*out)->nonce = h.nonce;
 	(*out)->peer_nnics = h.nnics;
 	memcpy((*out)->peer_nic_net, h.nic_net, sizeof(h.nic_net));
+	(*out)->peer_nic_down = h.nic_down;
 	(*out)->stage = STAGE_CONNECTING;
 	return ncclSuccess;
 }

@@ -71,6 +71,7 @@ struct braid_link {
 	/* connector: the listener's NICs from its handle (struct braid_handle) */
 	uint8_t peer_nnics;
 	uint8_t peer_nic_net[BRAID_HANDLE_NICS][8];
+	uint8_t peer_nic_down; /* bit k: its NIC k was down when it listened */
 	/* after set-up */
 	enum braid_link_state state;
 	uint64_t next_check_ns;

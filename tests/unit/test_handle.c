@@ -22,6 +22,7 @@ static struct braid_handle sample_v4(void)
 	h.nnics = 2;
 	memcpy(h.nic_net[0], "\0\0\xff\xff\x0a\0\0\x01", 8);
 	memcpy(h.nic_net[1], "\0\0\xff\xff\x0a\0\x01\x01", 8);
+	h.nic_down = 0x2;
 	return h;
 }
 
@@ -40,6 +41,7 @@ static void round_trip_ipv4(void **state)
 	assert_memory_equal(&out.addr, &h.addr, sizeof(struct sockaddr_in));
 	assert_int_equal(out.nnics, 2);
 	assert_memory_equal(out.nic_net, h.nic_net, sizeof(h.nic_net));
+	assert_int_equal(out.nic_down, 0x2);
 	/* Nothing of the old buffer survives past the handle. */
 	for (size_t i = WIRE_BYTES; i < sizeof(buf); i++)
 		assert_int_equal(buf[i], 0);

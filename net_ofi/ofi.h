@@ -59,7 +59,8 @@
  * FI_MR_ENDPOINT the registrations bound to it keep it open until fini.
  *
  * Files, each calling only those listed before it: ofi_dl.c, ofi_hmem.c (libfabric
- * itself); ofi_dev.c (provider and devices); ofi_comm.c (the comm object); ofi_post.c
+ * itself); ofi_dev.c (provider and devices); ofi_live.c (the NICs a new comm uses);
+ * ofi_comm.c (the comm object); ofi_post.c
  * (posting a lane's part); ofi_cq.c (completions, progress, cancel); ofi_ep.c (a
  * device's shared endpoint, AV, announcement buffers); ofi_mr.c (registration);
  * ofi_data.c (isend, irecv, test); ofi_conn.c (listen, connect, accept, close);
@@ -406,6 +407,8 @@ struct ofi_comm {
 	/* profiler events (ofi_prof.c): NULL without NCCL's callback; each lane has a copy.
 	 * Set before the first post, cleared under every lane's ep_lock. */
 	struct braid_prof_comm *prof;
+	uint8_t dev_nics; /* NICs of the device; the comm's lanes are those in used */
+	uint32_t used;
 	struct ofi_lane lane[]; /* nlanes */
 };
 
@@ -478,10 +481,26 @@ struct ofi_comm *ofi_comm_alloc(const struct braid_vdev *vd, int is_send, struct
  * posted any more. Takes each lane's ep_lock (not held). */
 void ofi_comm_release(struct ofi_comm *c);
 
+/* ofi_live.c: the NICs a new comm uses, those up on both sides (set-up only) */
+struct braid_handle;
+/* d's interface is down or has no carrier (0 for a domain that is no interface) */
+int ofi_dev_link_down(const struct ofi_dev *d);
+/* listen: the device's NICs, the down ones marked */
+void ofi_live_fill_handle(const struct braid_vdev *vd, struct braid_handle *h);
+/* connect: the NICs up on both sides into use (all when none is), each other one WARNed;
+ * returns them as a mask of vd's NICs */
+uint32_t ofi_live_pick(const struct braid_vdev *vd, const struct braid_link *lk,
+		       struct braid_vdev *use);
+/* accept: the NICs the connector kept (used), each other one WARNed; -EPROTO when used
+ * names no NIC or one vd lacks */
+int ofi_live_take(const struct braid_vdev *vd, uint32_t used, const char *peer,
+		  struct braid_vdev *use);
+
 /* ofi_ep.c */
 /* Fabric, domain and the shared endpoint with its announcement buffers, unless open;
  * 0 or -errno (WARNed). d->lock held. */
 int ofi_dev_open_ep(struct ofi_dev *d);
+
 /* Close the shared endpoint, its CQ and AV, and free the comms whose last parked lane was
  * there. d->lock held, no live lane on the device (or fini). */
 void ofi_dev_close_ep(struct ofi_dev *d);
@@ -582,10 +601,11 @@ struct ofi_blob {
 	uint32_t token;
 };
 
-#define OFI_BLOB_MAGIC 0x6f666c32u /* "ofl2": lanes, announcements and weight messages */
+#define OFI_BLOB_MAGIC 0x6f666c33u /* "ofl3": the NICs a comm uses (ofi_live.c) */
 struct ofi_blob_head {
 	uint32_t magic;
-	uint32_t nlanes;
+	uint32_t nlanes; /* NICs of the sender's device */
+	uint32_t used;   /* bit k: NIC k has a lane in this comm, in order; one ofi_blob each */
 };
 
 /* What a valid peer blob says. */

@@ -234,7 +234,7 @@ static int comm_open(struct ofi_comm *c)
 
 static void fill_blob(const struct ofi_comm *c, void *blob, uint32_t *len)
 {
-	struct ofi_blob_head h = { OFI_BLOB_MAGIC, (uint32_t)c->nlanes };
+	struct ofi_blob_head h = { OFI_BLOB_MAGIC, c->dev_nics, c->used };
 	char *p = blob;
 
 	memcpy(p, &h, sizeof(h));
@@ -283,30 +283,54 @@ int ofi_blob_check(const void *blob, uint32_t len, const char *provider, struct 
 	return 0;
 }
 
-/* The peer's blob: as many lanes as ours, each checked and reached. */
+/*
+ * The head of a peer's blob: its device has as many NICs as ours (dev_nics), and its
+ * lanes are well formed. 0 and *h, or -EPROTO after a WARN. Which NICs it uses
+ * (h->used) the caller checks.
+ */
+static int peer_blob_head(const char *dev, int dev_nics, const char *peer, const void *blob,
+			  uint32_t len, struct ofi_blob_head *h)
+{
+	if (len < sizeof(*h))
+		goto bad;
+	memcpy(h, blob, sizeof(*h));
+	if (h->magic != OFI_BLOB_MAGIC || h->nlanes > BRAID_VDEV_MAX_NICS || h->used >> h->nlanes ||
+	    len != sizeof(*h) + (uint32_t)__builtin_popcount(h->used) * sizeof(struct ofi_blob))
+		goto bad;
+	if ((int)h->nlanes != dev_nics) {
+		BRAID_WARN("ofi: comm on %s with %s: the peer's device has %u NICs, ours %d; "
+			   "fuse the same number of NICs on every rank (BRAID_MERGE, "
+			   "NCCL_NET_FORCE_MERGE)",
+			   dev, peer, h->nlanes, dev_nics);
+		return -EPROTO;
+	}
+	return 0;
+bad:
+	BRAID_WARN("ofi: comm on %s with %s: the peer's address is not one of braid's ofi (%u "
+		   "bytes); does it run the same braid?",
+		   dev, peer, len);
+	return -EPROTO;
+}
+
+/* The peer's blob: lanes on the same NICs as ours, each checked and reached. */
 static int take_peer_blob(struct ofi_comm *c, const void *blob, uint32_t len)
 {
 	const char *lane_blob = (const char *)blob + sizeof(struct ofi_blob_head);
 	struct ofi_blob_head h;
 	char why[256];
+	int rc = peer_blob_head(c->lane[0].dev->name, c->dev_nics, c->peer, blob, len, &h);
 
-	if (len < sizeof(h))
-		goto bad;
-	memcpy(&h, blob, sizeof(h));
-	if (h.magic != OFI_BLOB_MAGIC || h.nlanes > BRAID_VDEV_MAX_NICS ||
-	    len != sizeof(h) + h.nlanes * sizeof(struct ofi_blob))
-		goto bad;
-	if ((int)h.nlanes != c->nlanes) {
-		BRAID_WARN("ofi: comm on %s with %s: the peer's device has %u NICs, ours %d; "
-			   "fuse the same number of NICs on every rank (BRAID_MERGE, "
-			   "NCCL_NET_FORCE_MERGE)",
-			   c->lane[0].dev->name, c->peer, h.nlanes, c->nlanes);
+	if (rc)
+		return rc;
+	if (h.used != c->used) {
+		BRAID_WARN("ofi: comm on %s with %s: the peer has lanes on NICs %#x of its device, "
+			   "we on %#x",
+			   c->lane[0].dev->name, c->peer, h.used, c->used);
 		return -EPROTO;
 	}
 	for (int k = 0; k < c->nlanes; k++, lane_blob += sizeof(struct ofi_blob)) {
 		struct ofi_lane *l = &c->lane[k];
 		struct ofi_peer_addr a;
-		int rc;
 
 		if (ofi_blob_check(lane_blob, sizeof(struct ofi_blob), ofi.provider, &a, why,
 				   sizeof(why))) {
@@ -323,11 +347,6 @@ static int take_peer_blob(struct ofi_comm *c, const void *blob, uint32_t len)
 			return rc;
 	}
 	return 0;
-bad:
-	BRAID_WARN("ofi: comm on %s with %s: the peer's address is not one of braid's ofi (%u "
-		   "bytes); does it run the same braid?",
-		   c->lane[0].dev->name, c->peer, len);
-	return -EPROTO;
 }
 
 /* ---- plugin/link.c and plugin/conn.c callbacks ---- */
@@ -346,11 +365,26 @@ static int link_finish(void *comm, const void *blob, uint32_t len)
 static int link_answer(void *listen_comm, struct braid_link *lk, const void *blob, uint32_t len,
 		       void *reply, uint32_t *rlen, void **comm)
 {
-	struct ofi_comm *c = ofi_comm_alloc(&to_listen_comm(listen_comm)->vdev, 0, lk);
-	int rc;
+	const struct braid_vdev *lvd = &to_listen_comm(listen_comm)->vdev;
+	struct ofi_blob_head h;
+	struct braid_vdev use;
+	struct ofi_comm *c;
+	int rc = peer_blob_head(ofi.devs[lvd->nic[0]].name, lvd->n, lk->peer, blob, len, &h);
 
+	if (rc)
+		return rc;
+	rc = ofi_live_take(lvd, h.used, lk->peer, &use);
+	if (rc) {
+		BRAID_WARN("ofi: accept from %s on %s: the peer names no lane on this device's %d "
+			   "NICs (%#x)",
+			   lk->peer, ofi.devs[lvd->nic[0]].name, lvd->n, h.used);
+		return rc;
+	}
+	c = ofi_comm_alloc(&use, 0, lk);
 	if (!c)
 		return -ENOMEM;
+	c->dev_nics = (uint8_t)lvd->n;
+	c->used = h.used;
 	rc = comm_open(c);
 	if (!rc)
 		rc = take_peer_blob(c, blob, len);
@@ -418,12 +452,16 @@ static void comm_ready(struct ofi_comm *c, int is_send)
 static void *conn_create(const struct braid_vdev *vd, const struct braid_conn_opts *opts,
 			 struct braid_link *lk, int *rc)
 {
-	struct ofi_comm *c = ofi_comm_alloc(vd, 1, lk);
+	struct braid_vdev use;
+	uint32_t used = ofi_live_pick(vd, lk, &use);
+	struct ofi_comm *c = ofi_comm_alloc(&use, 1, lk);
 
 	(void)opts; /* traffic classes: libfabric has fi_tx_attr.tclass; not mapped yet */
 	*rc = -ENOMEM;
 	if (!c)
 		return NULL;
+	c->dev_nics = (uint8_t)vd->n;
+	c->used = used;
 	*rc = comm_open(c);
 	if (*rc) {
 		c->link = NULL; /* the driver closes it */
@@ -458,8 +496,23 @@ static const struct braid_conn_ops ofi_conn_ops = {
 
 ncclResult_t ofi_listen(const struct braid_vdev *vd, void *handle, void **listen_comm)
 {
-	return braid_listen_comm_open(&ofi_link_ops, vd, handle, ofi.devs[vd->nic[0]].ctr,
-				      listen_comm);
+	ncclResult_t res = braid_listen_comm_open(&ofi_link_ops, vd, handle,
+						  ofi.devs[vd->nic[0]].ctr, listen_comm);
+	struct braid_handle h;
+	char why[128];
+
+	if (res != ncclSuccess)
+		return res;
+	/* the device's NICs that are down, for the connector's choice (ofi_live.c) */
+	if (braid_handle_decode(handle, &h, why, sizeof(why))) {
+		BRAID_WARN("ofi: listen on %s: our own handle: %s", ofi.devs[vd->nic[0]].name, why);
+		braid_listen_comm_close(&ofi_link_ops, *listen_comm);
+		*listen_comm = NULL;
+		return ncclInternalError;
+	}
+	ofi_live_fill_handle(vd, &h);
+	braid_handle_encode(&h, handle);
+	return ncclSuccess;
 }
 
 ncclResult_t ofi_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,

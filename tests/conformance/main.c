@@ -156,15 +156,20 @@ static void on_alarm(int sig)
 /* One side of one scenario on one version: this is the whole life of the process. */
 
 /* CONF_START_DELAY_MS: a pause between init and the scenario, for a fault that must come
- * after init has listed the devices and before the first comm forms (tests/ib/nic-down.sh). */
+ * after init has listed the devices and before the first comm forms (tests/ib/nic-down.sh,
+ * netns-fused.sh). */
 static void start_delay(void)
 {
 	const char *v = getenv("CONF_START_DELAY_MS");
 	long ms = v ? strtol(v, NULL, 10) : 0;
 	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000L };
 
-	if (ms > 0 && ms <= 60000)
-		nanosleep(&ts, NULL);
+	if (ms <= 0 || ms > 60000)
+		return;
+	/* a script waits for this line before it injects the fault */
+	printf("start delay: %ld ms\n", ms);
+	fflush(stdout);
+	nanosleep(&ts, NULL);
 }
 static int run_side(const struct options *o, const struct scenario *sc, int version, char role)
 {

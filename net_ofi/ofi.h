@@ -51,7 +51,7 @@
  *
  * Closing: a comm says goodbye over its link (plugin/link.h), then cancels what its
  * lanes posted and reaps their CQs until none of its operations is outstanding, for at
- * most OFI_CLOSE_REAP_MS. A lane with operations still outstanding (a send to a dead
+ * most OFI_CLOSE_REAP_MS without a completion (OFI_CLOSE_REAP_MAX_MS in all). A lane with operations still outstanding (a send to a dead
  * peer) is parked on its device, and the comm is freed when the last parked lane's
  * endpoint closes, so late completions land in live memory: at backend fini, or when the
  * device's last live lane closes (NCCL before v11 never finalizes, and an endpoint left
@@ -128,8 +128,16 @@ int ofi_tag_format_ok(uint64_t mem_tag_format, char *why, size_t whylen);
  * (maxRecvs x 32) */
 #define OFI_BACKLOG (BRAID_MAX_RECVS * OFI_MAX_INFLIGHT)
 
-/* How long closing a comm waits for its cancelled operations before parking it. */
+/* How long closing a comm waits for its cancelled operations before parking it: 200 ms
+ * with nothing completing on the device, and at most OFI_CLOSE_REAP_MAX_MS while things
+ * do. A send still outstanding may be one the provider has yet to copy out of the user's
+ * buffer, which NCCL frees once close returns (ncclCommAbort): on tcp;ofi_rxm the comms
+ * between two processes share one connection, so a send can wait behind other comms'
+ * data for a long while under load, then read its buffer. While the device completes
+ * anything the connection is moving; with nothing for 200 ms what is left is stuck (a
+ * rendezvous send the peer will never match, a dead peer) and is parked. */
 #define OFI_CLOSE_REAP_MS 200
+#define OFI_CLOSE_REAP_MAX_MS 5000
 
 /*
  * The control messages, untagged, landing in the device's shared buffers:
@@ -214,6 +222,7 @@ struct ofi_dev {
 	struct ofi_lane *lanes;    /* every lane holding an id, parked ones included */
 	int nlive;                 /* lanes holding an id, parked ones not included */
 	struct ofi_lane *deferred; /* ep_lock: lanes with operations the provider refused */
+	uint64_t completions;      /* ep_lock: CQ entries read, for closing (lane_quiesce) */
 	struct ofi_av_entry *av_tab[OFI_AV_BUCKETS];
 	/* announcements land here, whichever lane they are for */
 	struct ofi_announce_slot *ann;
@@ -547,6 +556,13 @@ int ofi_dev_progress(struct ofi_dev *d);
 void ofi_lane_undefer(struct ofi_lane *l);
 /* Closing: fi_cancel everything l has posted, off the deferred list. */
 void ofi_lane_cancel(struct ofi_lane *l);
+/* Closing: progress d until left(d, arg) is 0, within the bounds of OFI_CLOSE_REAP_MS;
+ * with yield, ep_lock is dropped between reads so that other comms keep moving. Returns
+ * what left() says at the end; *rc the first fi_cq_read error (which ends it), or 0. */
+int ofi_dev_reap(struct ofi_dev *d, int (*left)(const struct ofi_dev *d, const void *arg),
+		 const void *arg, int yield, int *rc);
+/* A left() for ofi_dev_reap: the operations outstanding on every lane d lists. */
+int ofi_dev_lanes_left(const struct ofi_dev *d, const void *arg);
 
 /* ofi_mr.c */
 ncclResult_t ofi_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);

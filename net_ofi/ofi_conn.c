@@ -6,13 +6,11 @@
  * reached by our lane k. Each side sends to the other's ids and receives on its own.
  */
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "net_ofi/ofi.h"
-#include "plugin/clock.h"
 #include "plugin/comm_limit.h"
 #include "plugin/conn.h"
 #include "plugin/handle.h"
@@ -116,13 +114,21 @@ static int lane_open(struct ofi_lane *l)
 /*
  * Take back every operation l still has posted, reaping its device's CQ until none is
  * outstanding; other comms' completions met on the way are dispatched as usual. Bounded,
- * since the peer may be gone and the provider slow to answer. The lock is dropped between
- * reads so that other comms keep moving. Returns how many are still outstanding.
+ * since the peer may be gone and the provider slow to answer (OFI_CLOSE_REAP_MS: each
+ * completion on the device gives the rest that long again, up to OFI_CLOSE_REAP_MAX_MS,
+ * ofi.h). The lock is
+ * dropped between reads so that other comms keep moving. Returns how many are still
+ * outstanding.
  */
+static int lane_left(const struct ofi_dev *d, const void *lane)
+{
+	(void)d;
+	return ((const struct ofi_lane *)lane)->outstanding;
+}
+
 static int lane_quiesce(struct ofi_lane *l)
 {
 	struct ofi_dev *d = l->dev;
-	uint64_t until = braid_now_ns() + OFI_CLOSE_REAP_MS * 1000000ULL;
 	int left, rc;
 
 	pthread_mutex_lock(&d->ep_lock);
@@ -130,15 +136,7 @@ static int lane_quiesce(struct ofi_lane *l)
 	if (d->by_id && d->by_id[l->id] == l)
 		d->by_id[l->id] = NULL;
 	ofi_lane_cancel(l);
-	for (;;) {
-		rc = ofi_dev_progress(d);
-		left = l->outstanding;
-		if (!left || rc || braid_now_ns() >= until)
-			break;
-		pthread_mutex_unlock(&d->ep_lock);
-		sched_yield();
-		pthread_mutex_lock(&d->ep_lock);
-	}
+	left = ofi_dev_reap(d, lane_left, l, 1, &rc);
 	if (left)
 		l->ctr = &parked_ctr; /* under ep_lock: dispatch may be counting right now */
 	pthread_mutex_unlock(&d->ep_lock);

@@ -6,9 +6,11 @@
  * Every function here runs under the device's ep_lock, and writes only lane state and
  * requests' per-lane state (ofi.h, Locking).
  */
+#include <sched.h>
 #include <string.h>
 
 #include "net_ofi/ofi.h"
+#include "plugin/clock.h"
 #include "plugin/log.h"
 
 #define CQ_BATCH 16
@@ -197,12 +199,50 @@ static int poll_cq(struct ofi_dev *d)
 		}
 		if (n <= 0)
 			break;
+		d->completions += (uint64_t)n;
 		for (ssize_t i = 0; i < n; i++)
 			handle_completion(d, &e[i]);
 		if (n < CQ_BATCH)
 			break;
 	}
 	return n < 0 && n != -FI_EAGAIN ? (int)n : 0;
+}
+
+int ofi_dev_lanes_left(const struct ofi_dev *d, const void *arg)
+{
+	int n = 0;
+
+	(void)arg;
+	for (const struct ofi_lane *l = d->lanes; l; l = l->next)
+		n += l->outstanding;
+	return n;
+}
+
+int ofi_dev_reap(struct ofi_dev *d, int (*left)(const struct ofi_dev *d, const void *arg),
+		 const void *arg, int yield, int *rc)
+{
+	uint64_t now = braid_now_ns(), cap = now + OFI_CLOSE_REAP_MAX_MS * 1000000ULL;
+	uint64_t until = now + OFI_CLOSE_REAP_MS * 1000000ULL, seen = d->completions;
+	int n;
+
+	for (;;) {
+		*rc = ofi_dev_progress(d);
+		n = left(d, arg);
+		now = braid_now_ns();
+		if (d->completions != seen) { /* the provider is moving: ours may be next */
+			seen = d->completions;
+			until = now + OFI_CLOSE_REAP_MS * 1000000ULL;
+			if (until > cap)
+				until = cap;
+		}
+		if (!n || *rc || now >= until)
+			return n;
+		if (yield) {
+			pthread_mutex_unlock(&d->ep_lock);
+			sched_yield();
+			pthread_mutex_lock(&d->ep_lock);
+		}
+	}
 }
 
 int ofi_dev_progress(struct ofi_dev *d)

@@ -232,10 +232,20 @@ static void cancel_announce_bufs(struct ofi_dev *d)
 void ofi_dev_close_ep(struct ofi_dev *d)
 {
 	struct ofi_lane *gone = NULL; /* the last parked lane of each comm to free */
+	int left, rc;
 
 	if (!d->ep)
 		return;
 	pthread_mutex_lock(&d->ep_lock);
+	/* Parked lanes' operations once more, within a close's bounds: rxm in libfabric 1.17
+	 * can crash closing an endpoint with operations still on it (seen closing comms with
+	 * 1 MiB sends in flight under load, tests/conformance abort-close). */
+	left = ofi_dev_reap(d, ofi_dev_lanes_left, NULL, 0, &rc);
+	if (left)
+		BRAID_INFO(NCCL_NET,
+			   "ofi: %s: %d operation(s) of closed comms still outstanding; closing "
+			   "the endpoint with them",
+			   d->name, left);
 	if (d->ann)
 		cancel_announce_bufs(d);
 	/* The endpoint first: it stops the provider from touching our buffers. */

@@ -14,21 +14,14 @@
  */
 static void dev_quiesce(struct ofi_dev *d)
 {
-	uint64_t until = braid_now_ns() + OFI_CLOSE_REAP_MS * 1000000ULL;
-	int left = 0;
+	int left, rc;
 
 	pthread_mutex_lock(&d->ep_lock);
 	for (struct ofi_lane *l = d->lanes; l; l = l->next) {
 		l->closing = 1;
 		ofi_lane_cancel(l);
 	}
-	do {
-		if (ofi_dev_progress(d))
-			break;
-		left = 0;
-		for (struct ofi_lane *l = d->lanes; l; l = l->next)
-			left += l->outstanding;
-	} while (left > 0 && braid_now_ns() < until);
+	left = ofi_dev_reap(d, ofi_dev_lanes_left, NULL, 0, &rc);
 	pthread_mutex_unlock(&d->ep_lock);
 	if (left > 0)
 		BRAID_INFO(NCCL_NET,

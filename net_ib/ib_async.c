@@ -77,6 +77,8 @@ static void port_event(const struct ib_hca *h, int port, int down, const char *w
 		if (dv->hca != h || dv->port != port || !was == !down)
 			continue;
 		__atomic_store_n(&dv->down_ns, down ? now : 0, __ATOMIC_RELEASE);
+		if (dv->ctr) /* braid stat: the lanes on it are down */
+			__atomic_store_n(&dv->ctr->port_down, down ? 1u : 0u, __ATOMIC_RELAXED);
 		if (down)
 			BRAID_WARN("ib: %s:%d: %s: the port is down; its comms wait for it, and "
 				   "a QP with traffic fails if it is not back within the retry "

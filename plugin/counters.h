@@ -32,7 +32,9 @@ struct braid_ctr_dev {
 	char name[64];
 	char provider[64];
 	uint32_t in_use;
-	uint32_t pad;
+	/* 1 while the NIC's port is down (net_ib: IBV_EVENT_PORT_ERR until PORT_ACTIVE; a
+	 * pad before, so 0 in older files). net_ofi does not watch its interfaces. */
+	uint32_t port_down;
 	struct braid_ctr_traffic t;
 	/* version 3 */
 	uint64_t av_entries; /* libfabric address vector entries in use (ofi; 0 for verbs) */

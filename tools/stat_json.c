@@ -66,6 +66,7 @@ static json_t *json_devices(const struct braid_ctr_region *r)
 		stat_jset(o, "strangers", stat_jint(v->strangers));
 		stat_jset(o, "slow_lanes", stat_jint(v->slow_lanes));
 		stat_jset(o, "stalls", stat_jint(v->stalls));
+		stat_jset(o, "port_down", json_boolean(v->port_down));
 		json_array_append_new(a, o);
 	}
 	return a;
@@ -105,6 +106,7 @@ static json_t *json_comms(const struct braid_ctr_region *r)
 			stat_jset(lo, "weight", json_real((double)l->weight_ppm / 1e6));
 			stat_jset(lo, "rate_Bps", stat_jint(l->rate_bps));
 			stat_jset(lo, "slow", json_boolean(l->slow));
+			stat_jset(lo, "up", json_boolean(stat_lane_up(r, l)));
 			json_array_append_new(lanes, lo);
 		}
 		stat_jset(o, "lanes", lanes);

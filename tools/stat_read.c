@@ -448,6 +448,13 @@ const char *stat_dev_name(const struct braid_ctr_region *r, int32_t dev)
 	return r->devs[dev].name[0] ? r->devs[dev].name : "?";
 }
 
+bool stat_lane_up(const struct braid_ctr_region *r, const struct braid_ctr_lane *l)
+{
+	if (l->dev < 0 || l->dev >= BRAID_CTR_MAX_DEVS || (uint32_t)l->dev >= r->ndevs)
+		return true; /* nothing says otherwise */
+	return !__atomic_load_n(&r->devs[l->dev].port_down, __ATOMIC_RELAXED);
+}
+
 uint32_t stat_comm_nlanes(const struct braid_ctr_comm *c)
 {
 	return c->nlanes < BRAID_CTR_MAX_LANES ? c->nlanes : BRAID_CTR_MAX_LANES;

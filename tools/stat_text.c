@@ -49,20 +49,20 @@ static void print_devices(const struct ent *e, double up)
 	printf("  devices: %u\n", r->ndevs);
 	if (!r->ndevs)
 		return;
-	printf("    %-3s %-16s %14s %14s %10s %10s %7s %7s %9s %10s %8s %8s\n", "dev", "name",
+	printf("    %-3s %-16s %14s %14s %10s %10s %7s %7s %9s %10s %8s %8s  %s\n", "dev", "name",
 	       "tx_bytes", "rx_bytes", "tx_msgs", "rx_msgs", "errors", "stalls", "strangers",
-	       "slow_lanes", "avg_tx", "avg_rx");
+	       "slow_lanes", "avg_tx", "avg_rx", "port");
 	for (uint32_t d = 0; d < r->ndevs; d++) {
 		const struct braid_ctr_dev *v = &r->devs[d];
 
 		printf("    %-3u %-16s %14llu %14llu %10llu %10llu %7llu %7llu %9llu %10llu %8.1f "
-		       "%8.1f\n",
+		       "%8.1f  %s\n",
 		       d, v->name, (unsigned long long)v->t.tx_bytes,
 		       (unsigned long long)v->t.rx_bytes, (unsigned long long)v->t.tx_msgs,
 		       (unsigned long long)v->t.rx_msgs, (unsigned long long)v->t.errors,
 		       (unsigned long long)v->stalls, (unsigned long long)v->strangers,
 		       (unsigned long long)v->slow_lanes, avg_mbps(v->t.tx_bytes, up),
-		       avg_mbps(v->t.rx_bytes, up));
+		       avg_mbps(v->t.rx_bytes, up), v->port_down ? "DOWN" : "up");
 	}
 	for (uint32_t d = 0; d < r->ndevs; d++)
 		if (r->devs[d].provider[0] && strcmp(r->devs[d].provider, r->fallback.provider))
@@ -76,16 +76,16 @@ static void print_lanes(const struct braid_ctr_region *r, const struct braid_ctr
 
 	for (uint32_t k = 0; k < n; k++)
 		total += c->lanes[k].bytes;
-	printf("         %-16s %14s %7s %7s %10s  %s\n", "NIC", "bytes", "share", "weight",
-	       "rate_MB/s", "slow");
+	printf("         %-16s %14s %7s %7s %10s  %-4s  %s\n", "NIC", "bytes", "share", "weight",
+	       "rate_MB/s", "slow", "state");
 	for (uint32_t k = 0; k < n; k++) {
 		const struct braid_ctr_lane *l = &c->lanes[k];
 
-		printf("         %-16s %14llu %6.1f%% %6.1f%% %10.1f  %s\n",
+		printf("         %-16s %14llu %6.1f%% %6.1f%% %10.1f  %-4s  %s\n",
 		       stat_dev_name(r, l->dev), (unsigned long long)l->bytes,
 		       total ? 100.0 * (double)l->bytes / (double)total : 0.0,
 		       (double)l->weight_ppm / 1e4, (double)l->rate_bps / 1e6,
-		       l->slow ? "SLOW" : "no");
+		       l->slow ? "SLOW" : "no", stat_lane_up(r, l) ? "up" : "DOWN");
 	}
 }
 

@@ -9,6 +9,8 @@
 #   port down for good     SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS -> retry exceeded, naming
 #                          the port that is down (softverbs' budget: 0.34 s)
 #   port flap under budget  down and up again 0.6 s later: survived, every byte right
+#   one NIC of a fused device flaps for 2 s: survived, and braid stat shows the NIC and
+#                          its lanes down meanwhile
 set -u
 . "$(dirname "$0")/lib.sh"
 need "$BRAID"
@@ -67,6 +69,47 @@ if [ "$rc" -ne 0 ] || [ "$downs" -ne 2 ] || [ "$backs" -ne 2 ] ||
 	[ "$(grep -c 'NCCL WARN' "$log")" -ne 4 ]; then
 	echo "FAIL: port flap: want the soak to pass with one down and one back WARN per process," \
 		"and no other (rc $rc, $downs down, $backs back)"
+	tail -n 20 "$log"
+	fail=1
+fi
+
+# A fused device (svroce0+svroce1) whose svroce1 port flaps for 2 s during a soak, at
+# real retry timing: RC retries carry its QPs over it, every byte is verified, and while
+# it is down `braid stat` shows it: the device's port_down and each comm's lane on it
+# not up (braid_lane_up 0), svroce0 up; both back after.
+command -v python3 >/dev/null || die "python3 is needed (braid stat's JSON is read with it)"
+start=$(date +%s.%N)
+SOFTVERBS_DEVICES=svroce0:roce:1,svroce1:roce:1 BRAID_IB_HCA==svroce0,svroce1 \
+	BRAID_MERGE=svroce0+svroce1 SOFTVERBS_TIME_SCALE=1 \
+	SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS=svroce1:1500 SOFTVERBS_FAULT_PORT_UP_AFTER_MS=svroce1:3500 \
+	CONF_SOAK_TRANSFERS=3000 NCCL_DEBUG=WARN timeout 120 "$CONF_BIN" --plugin "$PLUGIN_SO" \
+	--api 11 --scenario soak >"$log" 2>&1 &
+conf=$!
+desc() { local c; for c in $(pgrep -P "$1"); do echo "$c"; desc "$c"; done; }
+lanes() { # the devices' port state / the soak's comms' lanes, "name:up" each
+	local p
+	for p in $(desc $conf); do "$BRAID" stat --json --pid "$p"; done 2>/dev/null |
+		python3 -c '
+import json, sys
+dec, text, lanes, devs = json.JSONDecoder(), sys.stdin.read(), set(), set()
+while text.strip():
+    doc, n = dec.raw_decode(text.lstrip()); text = text.lstrip()[n:]
+    for p in doc.get("processes", []):
+        devs |= {"%s:%s" % (d["name"], "down" if d.get("port_down") else "up") for d in p.get("devices", [])}
+        for c in p.get("comms", []):
+            lanes |= {"%s:%s" % (l["name"], "up" if l.get("up") else "down") for l in c.get("lanes", [])}
+print(" ".join(sorted(devs)), "/", " ".join(sorted(lanes)))'
+}
+sleep 2.3
+during=$(lanes)
+wait $conf
+rc=$?
+secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
+echo "== fused device, svroce1 down from 1.5 to 3.5 s during a soak: exit $rc after $secs s"
+echo "  braid stat during the outage: devices / lanes: $during"
+grep -E 'WARN|soak done' "$log" | head -n 6
+if [ "$rc" -ne 0 ] || [ "$during" != "svroce0:1:up svroce1:1:down / svroce0:1:up svroce1:1:down" ]; then
+	echo "FAIL: fused flap: want the soak to pass and braid stat to show svroce1 and its lanes down"
 	tail -n 20 "$log"
 	fail=1
 fi

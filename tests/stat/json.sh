@@ -74,7 +74,7 @@ check(s.get("file") == "braid-%d" % slow and s.get("path") == "%s/braid-%d" % (d
 check(10 <= (s.get("uptime_s") or 0) < 60, "uptime_s about 10: %s" % s.get("uptime_s"))
 dev = (f.get("devices") or [{}])[0]
 has(dev, ["index", "name", "provider", "in_use", "tx_bytes", "tx_msgs", "rx_bytes", "rx_msgs",
-          "completions", "errors", "av_entries", "strangers", "slow_lanes", "stalls"],
+          "completions", "errors", "av_entries", "strangers", "slow_lanes", "stalls", "port_down"],
     "device members")
 check(dev.get("name") == "mkdev0" and dev.get("rx_bytes") == 2000000000 and dev.get("strangers") == 7
       and dev.get("completions") == 3000 and dev.get("tx_bytes", 0) >= 1000000000, "device values: %s" % dev)
@@ -83,14 +83,15 @@ check(i.get("link_layer") == "RoCE" and i.get("gid_index") == 3 and i.get("gid_t
       and i.get("mtu") == 4096, "ib: link layer, GID, MTU")
 check([x.get("slow_lanes") for x in i.get("devices", [])] == [0, 3], "ib: slow_lanes per device")
 check([x.get("stalls") for x in i.get("devices", [])] == [5, 6], "ib: stalls per device")
+check([x.get("port_down") for x in i.get("devices", [])] == [False, True], "ib: port_down per device")
 comms = i.get("comms", [])
 check([(c.get("slot"), c.get("kind"), c.get("nlanes")) for c in comms] == [(0, "send", 2), (2, "recv", 1)],
       "ib: comms slot, kind, nlanes")
 lanes = comms[0].get("lanes", []) if comms else []
 check([(l.get("name"), l.get("bytes"), round(l.get("share", 0), 3), round(l.get("weight", 0), 3),
-        l.get("rate_Bps"), l.get("slow")) for l in lanes] ==
-      [("svroce0:1", 480000000, 0.8, 0.8, 12000000000, False),
-       ("svroce1:1", 120000000, 0.2, 0.2, 3000000000, True)], "ib: lanes %s" % lanes)
+        l.get("rate_Bps"), l.get("slow"), l.get("up")) for l in lanes] ==
+      [("svroce0:1", 480000000, 0.8, 0.8, 12000000000, False, True),
+       ("svroce1:1", 120000000, 0.2, 0.2, 3000000000, True, False)], "ib: lanes %s" % lanes)
 check(len(comms) > 1 and comms[1].get("lanes") == [] and comms[1].get("peer") == "192.0.2.8:40002",
       "one-NIC comm: no lanes, peer")
 qps = i.get("qps") or []

@@ -58,15 +58,15 @@ expect "$out" "^  liveness: live: holds its counters file's lock$" "liveness by 
 # dev 0: 1e9 tx (and 100 MB/s more), 2e9 rx bytes, started 10 s before mkregion ran:
 # about 100 and 200 MB/s on average
 avg100='(9[0-9]|10[0-9])\.[0-9]' avg200='(19[0-9]|200)\.[0-9]'
-expect "$out" "^    0   mkdev0 +1[0-9]{9} +2000000000 +[0-9]+ +2000 +0 +5 +7 +0 +$avg100 +$avg200$" \
-	"device line: bytes, msgs, errors, stalls, strangers, slow_lanes, averages"
-expect "$out" "^    1   svroce1:1 +2000000000 +2000000000 +1000 +2000 +1 +6 +7 +3 +$avg200 +$avg200$" \
-	"ib device 1: errors 1, stalls 6, slow_lanes 3"
+expect "$out" "^    0   mkdev0 +1[0-9]{9} +2000000000 +[0-9]+ +2000 +0 +5 +7 +0 +$avg100 +$avg200  up$" \
+	"device line: bytes, msgs, errors, stalls, strangers, slow_lanes, averages, port up"
+expect "$out" "^    1   svroce1:1 +2000000000 +2000000000 +1000 +2000 +1 +6 +7 +3 +$avg200 +$avg200  DOWN$" \
+	"ib device 1: errors 1, stalls 6, slow_lanes 3, port DOWN"
 expect "$out" "^  comms: 2 \(1 send, 1 recv\)$" "comm counts"
 expect "$out" "^    0 +send 0 +192\.0\.2\.7:40001 +600000000 +0 +600 +0 +2$" "fused send comm, 2 NICs"
 expect "$out" "^    2 +recv 0 +192\.0\.2\.8:40002 +0 +500000000 +500 +0 +1$" "recv comm"
-expect "$out" "^ +svroce0:1 +480000000 +80\.0% +80\.0% +12000\.0  no$" "NIC 0: bytes, share, weight, rate"
-expect "$out" "^ +svroce1:1 +120000000 +20\.0% +20\.0% +3000\.0  SLOW$" "NIC 1: marked slow"
+expect "$out" "^ +svroce0:1 +480000000 +80\.0% +80\.0% +12000\.0  no    up$" "NIC 0: bytes, share, weight, rate, up"
+expect "$out" "^ +svroce1:1 +120000000 +20\.0% +20\.0% +3000\.0  SLOW  DOWN$" "NIC 1: marked slow, DOWN (its port)"
 expect "$out" "^  link: RoCE, GID index 3 \(RoCEv2\), MTU 4096$" "link layer, GID, MTU"
 expect "$out" "^  qps: 4$" "4 QP records"
 expect "$out" "^    0 +0 +svroce0:1 +0x100 +0x200 +0x1000 +49152 +0 +1[0-9]{8} +0 +0 " "QP 0: qpn, remote, flow label, sport"

@@ -94,6 +94,7 @@ static void fill(struct braid_ctr_region *r, const struct mk_opts *o, int pid)
 		v->t.errors = (uint64_t)d;
 		v->strangers = 7;
 		v->slow_lanes = o->ib && d == 1 ? 3 : 0;
+		v->port_down = o->ib && d == 1;
 		v->stalls = 5 + (uint64_t)d;
 	}
 	r->comms[0].kind = BRAID_CTR_COMM_SEND;

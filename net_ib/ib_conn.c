@@ -281,6 +281,17 @@ static int comm_build(struct ib_comm *c, int nqps, const uint8_t *rail_of)
 			speed[k] = c->rails[k].dev->speed_mbps;
 		braid_stripe_init(&c->stripe, c->nrails, speed, &cfg);
 	}
+	for (int k = 0; k < c->nrails; k++) {
+		struct braid_stripe_cfg cfg;
+		int nq = ib_rail_nqps(c, k);
+
+		if (nq < 2 || nq > BRAID_STRIPE_MAX_LANES)
+			continue;
+		braid_stripe_cfg_qps(&cfg, c->split_bytes, nq);
+		/* QPs of one NIC have no nominal speeds to tell apart: equal until measured */
+		braid_stripe_init(&c->qst[k], nq, NULL, &cfg);
+		c->qlanes_on |= (uint8_t)(1u << k);
+	}
 	c->fifo = braid_numa_alloc(IB_RING * sizeof(*c->fifo), c->dev->numa_node);
 	if (!c->fifo)
 		return -ENOMEM;

@@ -137,74 +137,119 @@ static ncclResult_t refuse_after_bye(struct ib_comm *c)
 }
 
 /*
+ * Rail k's part of len bytes over its QPs by their weights (ib_comm.qst[k]): one chunk on
+ * each QP that gets a part, appended to p from chunk ci. Only for a part that is one
+ * chunk of the rail's max_msg_sz at most, so no QP's part needs cutting again. The new
+ * ci, or -EMSGSIZE past IB_MAX_QPS chunks.
+ */
+static int plan_qp_lanes(struct ib_comm *c, int k, size_t len, struct ib_plan *p, int ci)
+{
+	size_t qlen[BRAID_STRIPE_MAX_LANES];
+	struct braid_stripe *st = &c->qst[k];
+	int first, n = braid_stripe_split(st, len, qlen, &first);
+
+	if (ci + n > IB_MAX_QPS)
+		return -EMSGSIZE;
+	for (int i = first; i < st->nlanes; i++) {
+		if (!qlen[i])
+			continue;
+		p->qp[ci] = (uint8_t)(k + i * c->nrails);
+		p->clen[ci++] = (uint32_t)qlen[i];
+	}
+	p->qlanes |= (uint8_t)(1u << k);
+	return ci;
+}
+
+/*
  * The one chunker, for a comm of one NIC or several. plugin/stripe.c says how many bytes
  * each rail carries (all of them on one NIC); a rail's part above BRAID_IB_SPLIT_BYTES is
- * cut over the rail's QPs, and no chunk is above the rail's port max_msg_sz (the part then
- * takes more chunks than the rail has QPs). Every chunk's immediate carries the total, so
- * the receiver knows when the buffer is complete: at most IB_MAX_QPS chunks. 0, or -EMSGSIZE
- * when the message needs more.
+ * cut over the rail's QPs by their weights (plan_qp_lanes), and no chunk is above the
+ * rail's port max_msg_sz: a part above it is cut in equal chunks of it over the QPs in
+ * turn. Every chunk's immediate carries the total, so the receiver knows when the buffer
+ * is complete: at most IB_MAX_QPS chunks. 0, or -EMSGSIZE when the message needs more.
  */
 static int plan_message(struct ib_comm *c, size_t size, struct ib_plan *p)
 {
-	int first = 0;
+	int first = 0, ci = 0;
 
 	p->len[0] = size;
+	p->qlanes = 0;
 	if (c->nrails > 1)
 		braid_stripe_split(&c->stripe, size, p->len, &first);
-	p->total = 0;
 	for (int k = 0; k < c->nrails; k++) {
 		size_t len = p->len[k], max = c->rails[k].dev->max_msg_sz, ch = len;
-		int nq = ib_rail_nqps(c, k);
+		int nq = ib_rail_nqps(c, k), n, was = ci;
 
 		p->nch[k] = 0;
 		if (!len && k != first)
 			continue;
+		if (max >= 256)
+			max &= ~(size_t)127;
+		if (len > c->split_bytes && nq > 1 && len <= max && (c->qlanes_on >> k & 1)) {
+			ci = plan_qp_lanes(c, k, len, p, ci);
+			if (ci < 0)
+				return ci;
+			p->nch[k] = ci - was;
+			continue;
+		}
 		if (len > c->split_bytes && nq > 1)
 			ch = ((len + (size_t)nq - 1) / (size_t)nq + 127) & ~(size_t)127;
 		if (ch > max)
-			ch = max >= 256 ? max & ~(size_t)127 : max;
+			ch = max;
 		if (len > ch && (len + ch - 1) / ch > IB_MAX_QPS)
 			return -EMSGSIZE;
-		p->chunk[k] = ch;
-		p->nch[k] = len > ch ? (int)((len + ch - 1) / ch) : 1;
-		p->total += p->nch[k];
+		n = len > ch ? (int)((len + ch - 1) / ch) : 1;
+		if (ci + n > IB_MAX_QPS)
+			return -EMSGSIZE;
+		for (int j = 0; j < n; j++, ci++) {
+			p->qp[ci] = (uint8_t)ib_plan_qp(c, k, j);
+			p->clen[ci] = (uint32_t)(len < ch ? len : ch);
+			len -= p->clen[ci];
+		}
+		p->nch[k] = n;
 	}
-	return p->total > IB_MAX_QPS ? -EMSGSIZE : 0;
+	p->total = ci;
+	return 0;
 }
 
 /*
- * The chunks of plan p: rail k's over its QPs in turn from next_qp, each into e at its
- * offset, for adaptive routing when ar. 0, or the first post's error (*posted went out).
+ * The chunks of plan p, each into e at its offset, for adaptive routing when ar; the
+ * striping state of the rails (fused) and of the QPs (p->qlanes) told what went where.
+ * 0, or the first post's error (*posted went out).
  */
 static inline __attribute__((always_inline)) int
 post_plan(struct ib_comm *c, struct ib_req *r, const char *data, const struct ib_plan *p,
 	  const struct ib_mr *m, const struct ib_fifo_elem *e, uint32_t imm, int ar, int *posted)
 {
-	int fused = c->nrails > 1, rc = 0;
-	uint64_t now = fused ? braid_now_ns() : 0;
+	int fused = c->nrails > 1, rc = 0, ci = 0;
+	uint64_t now = fused || p->qlanes ? braid_now_ns() : 0;
 	size_t off = 0;
 
+	r->qlanes = p->qlanes;
 	for (int k = 0; k < c->nrails && !rc; k++) {
-		size_t left = p->len[k];
+		int lanes = p->qlanes >> k & 1;
 
 		if (!p->nch[k])
 			continue;
 		if (fused) {
-			braid_stripe_posted(&c->stripe, k, left, now);
-			r->rail_bytes[k] = (uint32_t)left;
+			braid_stripe_posted(&c->stripe, k, p->len[k], now);
+			r->rail_bytes[k] = (uint32_t)p->len[k];
 		}
-		for (int j = 0; j < p->nch[k]; j++) {
-			int q = ib_plan_qp(c, k, j);
-			uint32_t n = (uint32_t)(left < p->chunk[k] ? left : p->chunk[k]);
+		for (int j = 0; j < p->nch[k]; j++, ci++) {
+			int q = p->qp[ci];
+			uint32_t n = p->clen[ci];
 
 			rc = ar ? post_write_ar(c, q, r, data, off, n, m, e, imm, *posted)
 				: post_write(c, q, r, data, off, n, m, e, imm);
 			if (rc)
 				break;
+			if (lanes) {
+				r->qp_bytes[q] = n;
+				braid_stripe_posted(&c->qst[k], q / c->nrails, n, now);
+			}
 			r->rail_pending[k] += (uint8_t)fused;
 			(*posted)++;
 			off += n;
-			left -= n;
 		}
 		if (fused && c->rails[k].ctr) {
 			braid_ctr_add(&c->rails[k].ctr->bytes, p->len[k]);

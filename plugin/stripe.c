@@ -47,6 +47,15 @@ void braid_stripe_cfg_load(struct braid_stripe_cfg *cfg)
 	cfg->threshold = (size_t)braid_param_int(BRAID_P_STRIPE_BYTES);
 }
 
+void braid_stripe_cfg_qps(struct braid_stripe_cfg *cfg, size_t split_bytes, int nqps)
+{
+	braid_stripe_cfg_load(cfg);
+	cfg->threshold = split_bytes + 1;
+	cfg->align = 128;
+	cfg->min_chunk = nqps > 1 ? split_bytes / (size_t)nqps : split_bytes;
+	cfg->batched = 1;
+}
+
 /*
  * Weights from what is known: in equal mode (and in follow mode, until the other side's
  * weights come) 1/n; in adaptive mode the measured rates once

@@ -100,6 +100,16 @@ void braid_stripe_cfg_default(struct braid_stripe_cfg *cfg);
 void braid_stripe_cfg_load(struct braid_stripe_cfg *cfg);
 
 /*
+ * The configuration of one NIC's QPs as lanes (net_ib: a rail's part of a message above
+ * split_bytes is cut over its nqps QPs by their measured goodput, each QP's ECMP path
+ * being a lane of its own). Mode from BRAID_STRIPE like the NICs'; threshold just above
+ * split_bytes; chunks on 128-byte boundaries (the cut of the equal split before) and of
+ * at least split_bytes / nqps, so that a message that was cut over every QP still is
+ * when the weights are equal; batched (a CQ is read at test()).
+ */
+void braid_stripe_cfg_qps(struct braid_stripe_cfg *cfg, size_t split_bytes, int nqps);
+
+/*
  * Set up for nlanes lanes (1..BRAID_STRIPE_MAX_LANES). speed_mbps (NULL: all unknown)
  * gives the first weights, until every lane has been measured. cfg NULL: the defaults;
  * align 0 is taken as 1, min_chunk is rounded up to a multiple of align (at least align),

@@ -40,6 +40,7 @@
 #define BRAID_STRIPE_SLOW_RATIO 0.5            /* slow: under this x the others' mean */
 #define BRAID_STRIPE_SLOW_COMPLETIONS 8        /* slow for at least this many completions */
 #define BRAID_STRIPE_SLOW_BUSY_NS 100000000ull /* and this much busy time (100 ms) */
+#define BRAID_STRIPE_MEMO_SLACK 0.01           /* a kept cut outlives weight moves under this */
 
 enum braid_stripe_mode {
 	BRAID_STRIPE_ADAPTIVE = 0, /* weights follow the measured lane rates */
@@ -84,10 +85,21 @@ struct braid_stripe_lane {
 	uint8_t slow_reported; /* braid_stripe_slow_lane() returned it: never again */
 };
 
+/* The last cut over every lane, kept while no lane's weight has moved by
+ * BRAID_STRIPE_MEMO_SLACK since: a stream of same-sized messages (the common case) is cut
+ * once per real change of the weights, not once a message. */
+struct braid_stripe_memo {
+	size_t size; /* 0: none */
+	int first, rr;
+	size_t len[BRAID_STRIPE_MAX_LANES];
+	double weight[BRAID_STRIPE_MAX_LANES]; /* the weights it was cut by */
+};
+
 struct braid_stripe {
 	int nlanes;
 	int rr; /* the lane preferred next among equals (round robin) */
 	struct braid_stripe_cfg cfg;
+	struct braid_stripe_memo memo;
 	struct braid_stripe_lane lane[BRAID_STRIPE_MAX_LANES];
 };
 
@@ -134,7 +146,9 @@ int braid_stripe_init(struct braid_stripe *st, int nlanes, const int *speed_mbps
  * size is its lane's weight. Boundaries are multiples of align; no part is under
  * min_chunk (a lane whose share would be is left out and its share goes to the others by
  * weight, the lowest weight left out first); never more parts than size / min_chunk.
- * Deterministic for a given state; it moves only the round robin.
+ * Deterministic for a given state; it moves only the round robin. A cut over every lane
+ * is kept (struct braid_stripe_memo) and given again for the same size until some
+ * lane's weight moves by BRAID_STRIPE_MEMO_SLACK.
  */
 int braid_stripe_split(struct braid_stripe *st, size_t size, size_t len[BRAID_STRIPE_MAX_LANES],
 		       int *first_lane);
@@ -146,7 +160,24 @@ int braid_stripe_split(struct braid_stripe *st, size_t size, size_t len[BRAID_ST
  * time between messages reads as slowness. A lane out of range is ignored; completing
  * more than is outstanding counts as completing what is.
  */
-void braid_stripe_posted(struct braid_stripe *st, int lane, size_t bytes, uint64_t now_ns);
+static inline void braid_stripe_posted(struct braid_stripe *st, int lane, size_t bytes,
+				       uint64_t now_ns)
+{
+	struct braid_stripe_lane *l;
+
+	/* inline: net_ib calls it for every chunk of a striped message */
+	if (lane < 0 || lane >= st->nlanes)
+		return;
+	l = &st->lane[lane];
+	l->chunks_posted++;
+	if (!bytes)
+		return; /* no bytes, no busy time: a 0-byte message measures latency, not rate */
+	if (!l->outstanding)
+		l->busy_mark = now_ns;
+	l->outstanding += bytes;
+	l->bytes_posted += bytes;
+}
+
 void braid_stripe_completed(struct braid_stripe *st, int lane, size_t bytes, uint64_t now_ns);
 
 /*

@@ -118,16 +118,15 @@ static void handle_wc_error(struct ib_comm *c, const struct ibv_wc *wc)
 	ib_comm_fail(c, wc_result(wc->status));
 }
 
-/* A data chunk landed in one of our buffers: len bytes of it (bad: a malformed
- * adaptive-routing chunk). */
+/* A data chunk landed in one of our buffers over QP qi (the receive's wr_id names it: no
+ * search by QP number): len bytes of it (bad: a malformed adaptive-routing chunk). */
 static inline __attribute__((always_inline)) void
-data_arrived(struct ib_comm *c, const struct ibv_wc *wc, uint32_t len, int bad)
+data_arrived(struct ib_comm *c, const struct ibv_wc *wc, int qi, uint32_t len, int bad)
 {
 	uint32_t imm = ntohl(wc->imm_data);
 	uint32_t seq8 = (imm >> 3) & 0xff;
 	int idx = (int)(imm & 7), nch = ib_imm_chunks(imm);
 	struct ib_req *r = c->slot[seq8 % IB_RING];
-	int qi = qp_index(c, wc->qp_num);
 
 	if ((imm >> 24) != IB_IMM_MAGIC || !r || (r->seq & 0xff) != seq8 || idx >= r->n ||
 	    (r->chunks_want[idx] && r->chunks_want[idx] != nch) || r->chunks_got[idx] >= nch ||
@@ -147,11 +146,11 @@ data_arrived(struct ib_comm *c, const struct ibv_wc *wc, uint32_t len, int bad)
 	r->size[idx] += len;
 	if (__builtin_expect(c->prof != NULL, 0))
 		ib_prof_recv_chunk(c, r, idx, wc, len);
-	if (qi >= 0 && c->qps[qi].ctr) {
+	if (c->qps[qi].ctr) {
 		braid_ctr_add(&c->qps[qi].ctr->rx_bytes, len);
 		braid_ctr_add(&c->qps[qi].ctr->rx_msgs, 1);
 	}
-	if (qi >= 0 && c->nrails > 1 && c->rails[c->qps[qi].rail].ctr) {
+	if (c->nrails > 1 && c->rails[c->qps[qi].rail].ctr) {
 		braid_ctr_add(&c->rails[c->qps[qi].rail].ctr->bytes, len);
 		braid_ctr_add(&c->rails[c->qps[qi].rail].ctr->chunks, 1);
 	}
@@ -180,7 +179,7 @@ static __attribute__((noinline)) void ar_data_arrived(struct ib_comm *c, const s
 				      __ATOMIC_RELAXED);
 		bad = r->size[idx] + len > r->cap[idx];
 	}
-	data_arrived(c, wc, len, bad);
+	data_arrived(c, wc, (int)(wc->wr_id >> 2), len, bad);
 }
 
 /*
@@ -287,7 +286,7 @@ static void handle_wc(struct ib_comm *c, const struct ibv_wc *wc, uint64_t *now)
 		if (wc->imm_data & htonl(IB_IMM_AR))
 			ar_data_arrived(c, wc);
 		else
-			data_arrived(c, wc, wc->byte_len, 0);
+			data_arrived(c, wc, (int)(wc->wr_id >> 2), wc->byte_len, 0);
 		break;
 	default: break;
 	}

@@ -324,12 +324,13 @@ static double stripe_others_rate(const struct braid_stripe *st, int lane)
 	return n ? sum / n : 0;
 }
 
-/* n completions on lane, busy_ns of busy time since the last: extend or end its run of
- * slow completions, and mark it found when the run is long enough (once). */
-static void stripe_slow_check(struct braid_stripe *st, int lane, uint32_t n, uint64_t busy_ns)
+/* n completions on lane, busy_ns of busy time since the last, others the other lanes'
+ * mean rate: extend or end its run of slow completions, and mark it found when the run is
+ * long enough (once). */
+static void stripe_slow_check(struct braid_stripe *st, int lane, uint32_t n, uint64_t busy_ns,
+			      double others)
 {
 	struct braid_stripe_lane *l = &st->lane[lane];
-	double others = stripe_others_rate(st, lane);
 
 	if (l->slow_found)
 		return;
@@ -370,45 +371,17 @@ static void stripe_rates_moved(struct braid_stripe *st)
 		stripe_reweigh(st);
 }
 
-void braid_stripe_completed(struct braid_stripe *st, int lane, size_t bytes, uint64_t now_ns)
+void braid_stripe_fold(struct braid_stripe *st, int lane, uint64_t busy_ns)
 {
-	struct braid_stripe_lane *l;
-	uint64_t busy = 0;
-
-	if (lane < 0 || lane >= st->nlanes)
-		return;
-	l = &st->lane[lane];
-	l->chunks_completed++;
-	if (bytes > l->outstanding)
-		bytes = l->outstanding;
-	if (!bytes)
-		return;
-	/* Busy since the mark: the last post onto an idle lane, or the last completion.
-	 * A clock that steps back counts as no time. */
-	if (now_ns > l->busy_mark) {
-		busy = now_ns - l->busy_mark;
-		l->busy_mark = now_ns;
-	}
-	l->outstanding -= bytes;
-	l->bytes_completed += bytes;
-	l->busy_ns += busy;
-	l->win_bytes += bytes;
-	l->win_ns += busy;
-	if (st->cfg.batched) {
-		/* The first completion of a batch carries all the time since the last reap,
-		 * the rest almost none: a sample must hold whole batches (braid_stripe_reaped) */
-		l->batch_n++;
-		l->batch_ns += busy;
-		return;
-	}
-	if (stripe_close_window(l))
+	if (stripe_close_window(&st->lane[lane]))
 		stripe_rates_moved(st);
-	stripe_slow_check(st, lane, 1, busy);
+	stripe_slow_check(st, lane, 1, busy_ns, stripe_others_rate(st, lane));
 }
 
 void braid_stripe_reaped(struct braid_stripe *st)
 {
-	int moved = 0;
+	int moved = 0, measured = 0;
+	double sum = 0;
 
 	for (int i = 0; i < st->nlanes; i++) {
 		struct braid_stripe_lane *l = &st->lane[i];
@@ -418,12 +391,20 @@ void braid_stripe_reaped(struct braid_stripe *st)
 	}
 	if (moved) /* once a reap, however many lanes closed a sample */
 		stripe_rates_moved(st);
+	/* the measured rates' sum once, not the others' for each lane */
+	for (int i = 0; i < st->nlanes; i++) {
+		sum += st->lane[i].rate > 0 ? st->lane[i].rate : 0;
+		measured += st->lane[i].rate > 0;
+	}
 	for (int i = 0; i < st->nlanes; i++) {
 		struct braid_stripe_lane *l = &st->lane[i];
+		int own = l->rate > 0;
 
 		if (!l->batch_n)
 			continue;
-		stripe_slow_check(st, i, l->batch_n, l->batch_ns);
+		stripe_slow_check(st, i, l->batch_n, l->batch_ns,
+				  measured > own ? (sum - (own ? l->rate : 0)) / (measured - own)
+						 : 0);
 		l->batch_n = 0;
 		l->batch_ns = 0;
 	}

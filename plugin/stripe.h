@@ -178,7 +178,44 @@ static inline void braid_stripe_posted(struct braid_stripe *st, int lane, size_t
 	l->bytes_posted += bytes;
 }
 
-void braid_stripe_completed(struct braid_stripe *st, int lane, size_t bytes, uint64_t now_ns);
+/* Not batched: a completion's sample and slow-lane run (braid_stripe_completed's tail). */
+void braid_stripe_fold(struct braid_stripe *st, int lane, uint64_t busy_ns);
+
+static inline void braid_stripe_completed(struct braid_stripe *st, int lane, size_t bytes,
+					  uint64_t now_ns)
+{
+	struct braid_stripe_lane *l;
+	uint64_t busy = 0;
+
+	/* inline, as braid_stripe_posted: once per completed chunk */
+	if (lane < 0 || lane >= st->nlanes)
+		return;
+	l = &st->lane[lane];
+	l->chunks_completed++;
+	if (bytes > l->outstanding)
+		bytes = l->outstanding;
+	if (!bytes)
+		return;
+	/* Busy since the mark: the last post onto an idle lane, or the last completion.
+	 * A clock that steps back counts as no time. */
+	if (now_ns > l->busy_mark) {
+		busy = now_ns - l->busy_mark;
+		l->busy_mark = now_ns;
+	}
+	l->outstanding -= bytes;
+	l->bytes_completed += bytes;
+	l->busy_ns += busy;
+	l->win_bytes += bytes;
+	l->win_ns += busy;
+	if (st->cfg.batched) {
+		/* The first completion of a batch carries all the time since the last reap,
+		 * the rest almost none: a sample must hold whole batches (braid_stripe_reaped) */
+		l->batch_n++;
+		l->batch_ns += busy;
+		return;
+	}
+	braid_stripe_fold(st, lane, busy);
+}
 
 /*
  * cfg.batched: every completion of a reap has been reported; fold the samples. A NIC's

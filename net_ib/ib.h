@@ -310,6 +310,8 @@ struct ib_comm {
 	int counted; /* rails whose port's ncomms this comm holds a place in */
 	int nqps;
 	struct ib_qp qps[IB_MAX_QPS];
+	uint32_t qpn[IB_MAX_QPS];          /* qps[i].qp->qp_num, side by side: a completion's QP is
+				   * found by its number without a pointer chase per QP */
 	uint32_t psn[IB_MAX_QPS];          /* our QPs' first PSNs (set-up only) */
 	uint8_t want_peer_nic[IB_MAX_QPS]; /* connector, set-up: the listener's NIC per QP */
 	uint32_t next_qp;

@@ -238,6 +238,7 @@ static int comm_build(struct ib_comm *c, int nqps, const uint8_t *rail_of)
 		rc = ib_qp_create(c, &c->qps[i], rail[i], c->is_send);
 		if (rc)
 			return rc;
+		c->qpn[i] = c->qps[i].qp->qp_num;
 	}
 	if (c->ar) {
 		rc = ar_register(c);

@@ -39,7 +39,7 @@ void ib_comm_who(const void *comm, char *buf, size_t len)
 static int qp_index(const struct ib_comm *c, uint32_t qpn)
 {
 	for (int i = 0; i < c->nqps; i++)
-		if (c->qps[i].qp->qp_num == qpn)
+		if (c->qpn[i] == qpn)
 			return i;
 	return -1;
 }

@@ -76,17 +76,22 @@ static inline int post_wr(struct ib_comm *c, struct ib_qp *q, struct ibv_send_wr
 	return 0;
 }
 
-/* Bytes [off, off + len) of the message, over QP qi, into the receiver's buffer e. */
-static int post_write(struct ib_comm *c, int qi, struct ib_req *r, const char *data, size_t off,
-		      uint32_t len, const struct ib_mr *m, const struct ib_fifo_elem *e,
-		      uint32_t imm)
+/* Bytes [off, off + len) of the message, over QP qi, into the receiver's buffer e: wr and
+ * sge were filled by data_wr for the message's first chunk, and what a chunk changes is
+ * set here (the rest, the zeroing included, is done once a message). */
+static inline int post_write(struct ib_comm *c, int qi, struct ibv_send_wr *wr, struct ibv_sge *sge,
+			     const char *data, size_t off, uint32_t len, const struct ib_mr *m,
+			     const struct ib_fifo_elem *e)
 {
 	struct ib_qp *q = &c->qps[qi];
-	struct ibv_sge sge;
-	struct ibv_send_wr wr;
 
-	data_wr(&wr, &sge, q, r, data, off, len, m, e, imm);
-	return post_wr(c, q, &wr, len);
+	sge->addr = (uintptr_t)(data + off);
+	sge->length = len;
+	sge->lkey = ib_mr_on(m, q->rail)->lkey;
+	wr->num_sge = len ? 1 : 0;
+	wr->wr.rdma.remote_addr = e->addr + off;
+	wr->wr.rdma.rkey = e->rkey[q->peer_rail];
+	return post_wr(c, q, wr, len);
 }
 
 /*
@@ -174,6 +179,16 @@ static int plan_message(struct ib_comm *c, size_t size, struct ib_plan *p)
 
 	p->len[0] = size;
 	p->qlanes = 0;
+	/* One NIC, one chunk (a message not above the split threshold, or one QP): the QPs
+	 * in turn, nothing to weigh. Every small message, so ahead of the general case. */
+	if (c->nrails == 1 && (size <= c->split_bytes || c->nqps == 1) &&
+	    size <= (c->dev->max_msg_sz & ~(size_t)127)) {
+		p->nch[0] = 1;
+		p->total = 1;
+		p->qp[0] = (uint8_t)(c->nqps == 1 ? 0 : c->next_qp % (uint32_t)c->nqps);
+		p->clen[0] = (uint32_t)size;
+		return 0;
+	}
 	if (c->nrails > 1)
 		braid_stripe_split(&c->stripe, size, p->len, &first);
 	for (int k = 0; k < c->nrails; k++) {
@@ -223,7 +238,12 @@ post_plan(struct ib_comm *c, struct ib_req *r, const char *data, const struct ib
 {
 	int fused = c->nrails > 1, rc = 0, ci = 0;
 	uint64_t now = fused || p->qlanes ? braid_now_ns() : 0;
+	struct ibv_send_wr wr;
+	struct ibv_sge sge;
 	size_t off = 0;
+
+	if (!ar)
+		data_wr(&wr, &sge, &c->qps[p->qp[0]], r, data, 0, p->clen[0], m, e, imm);
 
 	r->qlanes = p->qlanes;
 	for (int k = 0; k < c->nrails && !rc; k++) {
@@ -240,7 +260,7 @@ post_plan(struct ib_comm *c, struct ib_req *r, const char *data, const struct ib
 			uint32_t n = p->clen[ci];
 
 			rc = ar ? post_write_ar(c, q, r, data, off, n, m, e, imm, *posted)
-				: post_write(c, q, r, data, off, n, m, e, imm);
+				: post_write(c, q, &wr, &sge, data, off, n, m, e);
 			if (rc)
 				break;
 			if (lanes) {

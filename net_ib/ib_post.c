@@ -36,24 +36,40 @@ static const struct ib_fifo_elem *group_ready(struct ib_comm *c)
 	return e;
 }
 
-/* The WRITE_WITH_IMM of bytes [off, off + len) of the message over q into the receiver's
- * buffer e: with the keys of the QP's rail here and of the peer's rail it reaches there. */
-static inline void data_wr(struct ibv_send_wr *wr, struct ibv_sge *sge, const struct ib_qp *q,
-			   struct ib_req *r, const char *data, size_t off, uint32_t len,
-			   const struct ib_mr *m, const struct ib_fifo_elem *e, uint32_t imm)
+/* What every WRITE_WITH_IMM of a message shares: set once a message (data_wr_chunk sets
+ * the rest for each chunk). */
+static inline void data_wr_head(struct ibv_send_wr *wr, struct ibv_sge *sge, struct ib_req *r,
+				uint32_t imm)
+{
+	memset(wr, 0, sizeof(*wr));
+	wr->wr_id = ib_wr_id(r, IB_WR_SEND);
+	wr->sg_list = sge; /* not NULL even with num_sge 0: some providers read it regardless */
+	wr->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr->send_flags = IBV_SEND_SIGNALED;
+	wr->imm_data = htonl(imm);
+}
+
+/* Bytes [off, off + len) of the message over q into the receiver's buffer e: with the keys
+ * of the QP's rail here and of the peer's rail it reaches there. */
+static inline void data_wr_chunk(struct ibv_send_wr *wr, struct ibv_sge *sge, const struct ib_qp *q,
+				 const char *data, size_t off, uint32_t len, const struct ib_mr *m,
+				 const struct ib_fifo_elem *e)
 {
 	sge->addr = (uintptr_t)(data + off);
 	sge->length = len;
 	sge->lkey = ib_mr_on(m, q->rail)->lkey;
-	memset(wr, 0, sizeof(*wr));
-	wr->wr_id = ib_wr_id(r, IB_WR_SEND);
-	wr->sg_list = sge; /* not NULL even with num_sge 0: some providers read it regardless */
 	wr->num_sge = len ? 1 : 0;
-	wr->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-	wr->send_flags = IBV_SEND_SIGNALED;
-	wr->imm_data = htonl(imm);
 	wr->wr.rdma.remote_addr = e->addr + off;
 	wr->wr.rdma.rkey = e->rkey[q->peer_rail];
+}
+
+/* The WRITE_WITH_IMM of bytes [off, off + len) of the message over q into e, whole. */
+static inline void data_wr(struct ibv_send_wr *wr, struct ibv_sge *sge, const struct ib_qp *q,
+			   struct ib_req *r, const char *data, size_t off, uint32_t len,
+			   const struct ib_mr *m, const struct ib_fifo_elem *e, uint32_t imm)
+{
+	data_wr_head(wr, sge, r, imm);
+	data_wr_chunk(wr, sge, q, data, off, len, m, e);
 }
 
 static inline int post_wr(struct ib_comm *c, struct ib_qp *q, struct ibv_send_wr *wr, uint32_t len)
@@ -77,20 +93,15 @@ static inline int post_wr(struct ib_comm *c, struct ib_qp *q, struct ibv_send_wr
 }
 
 /* Bytes [off, off + len) of the message, over QP qi, into the receiver's buffer e: wr and
- * sge were filled by data_wr for the message's first chunk, and what a chunk changes is
- * set here (the rest, the zeroing included, is done once a message). */
+ * sge hold the message's data_wr_head (the zeroing and what the chunks share, done once a
+ * message). */
 static inline int post_write(struct ib_comm *c, int qi, struct ibv_send_wr *wr, struct ibv_sge *sge,
 			     const char *data, size_t off, uint32_t len, const struct ib_mr *m,
 			     const struct ib_fifo_elem *e)
 {
 	struct ib_qp *q = &c->qps[qi];
 
-	sge->addr = (uintptr_t)(data + off);
-	sge->length = len;
-	sge->lkey = ib_mr_on(m, q->rail)->lkey;
-	wr->num_sge = len ? 1 : 0;
-	wr->wr.rdma.remote_addr = e->addr + off;
-	wr->wr.rdma.rkey = e->rkey[q->peer_rail];
+	data_wr_chunk(wr, sge, q, data, off, len, m, e);
 	return post_wr(c, q, wr, len);
 }
 
@@ -243,7 +254,7 @@ post_plan(struct ib_comm *c, struct ib_req *r, const char *data, const struct ib
 	size_t off = 0;
 
 	if (!ar)
-		data_wr(&wr, &sge, &c->qps[p->qp[0]], r, data, 0, p->clen[0], m, e, imm);
+		data_wr_head(&wr, &sge, r, imm);
 
 	r->qlanes = p->qlanes;
 	for (int k = 0; k < c->nrails && !rc; k++) {

@@ -289,6 +289,11 @@ static int comm_build(struct ib_comm *c, int nqps, const uint8_t *rail_of)
 		if (nq < 2 || nq > BRAID_STRIPE_MAX_LANES)
 			continue;
 		braid_stripe_cfg_qps(&cfg, c->split_bytes, nq);
+		/* BRAID_STRIPE=equal: NCCL's even cut, by ib_post.c's chunker alone. Nothing
+		 * reads a QP's rate but its weight, so none is measured: equal costs per
+		 * message what it did before the QPs were lanes. */
+		if (cfg.mode == BRAID_STRIPE_EQUAL)
+			continue;
 		/* QPs of one NIC have no nominal speeds to tell apart: equal until measured */
 		braid_stripe_init(&c->qst[k], nq, NULL, &cfg);
 		c->qlanes_on |= (uint8_t)(1u << k);

@@ -218,6 +218,10 @@ struct ib_req {
 	 * goodput measure) */
 	uint8_t rail_pending[BRAID_VDEV_MAX_NICS];
 	uint32_t rail_bytes[BRAID_VDEV_MAX_NICS];
+	/* send: the rails whose part was cut over their QPs by weight (ib_comm.qst), and each
+	 * QP's chunk then: one at most per QP, so its completion is the QP's whole part */
+	uint8_t qlanes;
+	uint32_t qp_bytes[IB_MAX_QPS];
 	uint64_t waiting_ns; /* stall counter: when test() first found it waiting (0: not yet) */
 	uint8_t stalled;
 	/* Receives only, and last: a send comm's pool holds IB_SEND_REQ_SIZE bytes per
@@ -291,7 +295,13 @@ struct ib_comm {
 	int nrails;
 	struct ib_rail rails[BRAID_VDEV_MAX_NICS];
 	struct braid_stripe stripe; /* sender on several rails */
-	struct braid_link *link;    /* to the peer comm: set-up, liveness, goodbye */
+	/* sender: per rail with several QPs, its QPs as lanes (plugin/stripe.c again: each
+	 * QP's ECMP path has a goodput of its own); qlanes_on has a bit per such rail, and
+	 * qreap is set once a completion fed one of them since the last CQ read */
+	struct braid_stripe qst[BRAID_VDEV_MAX_NICS];
+	uint8_t qlanes_on;
+	uint8_t qreap;
+	struct braid_link *link; /* to the peer comm: set-up, liveness, goodbye */
 	char peer[64];
 	char peer_gid[48];
 	int traffic_class;
@@ -300,6 +310,8 @@ struct ib_comm {
 	int counted; /* rails whose port's ncomms this comm holds a place in */
 	int nqps;
 	struct ib_qp qps[IB_MAX_QPS];
+	uint32_t qpn[IB_MAX_QPS];          /* qps[i].qp->qp_num, side by side: a completion's QP is
+				   * found by its number without a pointer chase per QP */
 	uint32_t psn[IB_MAX_QPS];          /* our QPs' first PSNs (set-up only) */
 	uint8_t want_peer_nic[IB_MAX_QPS]; /* connector, set-up: the listener's NIC per QP */
 	uint32_t next_qp;
@@ -461,13 +473,16 @@ static inline int ib_rail_nqps(const struct ib_comm *c, int k)
 	return (c->nqps - k + c->nrails - 1) / c->nrails;
 }
 
-/* How a message goes out: bytes, chunk size and chunk count per rail (ib_post.c's
- * plan_message). Chunk j of rail k goes over QP ib_plan_qp(c, k, j). */
+/* How a message goes out (ib_post.c's plan_message, computed once a message): bytes and
+ * chunk count per rail, and every chunk's QP and length in message order (rail 0's
+ * chunks first). qlanes: the rails whose part was cut over their QPs by weight. */
 struct ib_plan {
 	size_t len[BRAID_VDEV_MAX_NICS];
-	size_t chunk[BRAID_VDEV_MAX_NICS];
 	int nch[BRAID_VDEV_MAX_NICS]; /* 0: the rail carries nothing */
 	int total;
+	uint8_t qlanes;
+	uint8_t qp[IB_MAX_QPS];
+	uint32_t clen[IB_MAX_QPS];
 };
 
 static inline int ib_plan_qp(const struct ib_comm *c, int k, int j)

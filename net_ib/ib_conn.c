@@ -238,6 +238,7 @@ static int comm_build(struct ib_comm *c, int nqps, const uint8_t *rail_of)
 		rc = ib_qp_create(c, &c->qps[i], rail[i], c->is_send);
 		if (rc)
 			return rc;
+		c->qpn[i] = c->qps[i].qp->qp_num;
 	}
 	if (c->ar) {
 		rc = ar_register(c);
@@ -280,6 +281,22 @@ static int comm_build(struct ib_comm *c, int nqps, const uint8_t *rail_of)
 		for (int k = 0; k < c->nrails; k++)
 			speed[k] = c->rails[k].dev->speed_mbps;
 		braid_stripe_init(&c->stripe, c->nrails, speed, &cfg);
+	}
+	for (int k = 0; k < c->nrails; k++) {
+		struct braid_stripe_cfg cfg;
+		int nq = ib_rail_nqps(c, k);
+
+		if (nq < 2 || nq > BRAID_STRIPE_MAX_LANES)
+			continue;
+		braid_stripe_cfg_qps(&cfg, c->split_bytes, nq);
+		/* BRAID_STRIPE=equal: NCCL's even cut, by ib_post.c's chunker alone. Nothing
+		 * reads a QP's rate but its weight, so none is measured: equal costs per
+		 * message what it did before the QPs were lanes. */
+		if (cfg.mode == BRAID_STRIPE_EQUAL)
+			continue;
+		/* QPs of one NIC have no nominal speeds to tell apart: equal until measured */
+		braid_stripe_init(&c->qst[k], nq, NULL, &cfg);
+		c->qlanes_on |= (uint8_t)(1u << k);
 	}
 	c->fifo = braid_numa_alloc(IB_RING * sizeof(*c->fifo), c->dev->numa_node);
 	if (!c->fifo)

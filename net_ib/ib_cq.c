@@ -39,7 +39,7 @@ void ib_comm_who(const void *comm, char *buf, size_t len)
 static int qp_index(const struct ib_comm *c, uint32_t qpn)
 {
 	for (int i = 0; i < c->nqps; i++)
-		if (c->qps[i].qp->qp_num == qpn)
+		if (c->qpn[i] == qpn)
 			return i;
 	return -1;
 }
@@ -118,16 +118,15 @@ static void handle_wc_error(struct ib_comm *c, const struct ibv_wc *wc)
 	ib_comm_fail(c, wc_result(wc->status));
 }
 
-/* A data chunk landed in one of our buffers: len bytes of it (bad: a malformed
- * adaptive-routing chunk). */
+/* A data chunk landed in one of our buffers over QP qi (the receive's wr_id names it: no
+ * search by QP number): len bytes of it (bad: a malformed adaptive-routing chunk). */
 static inline __attribute__((always_inline)) void
-data_arrived(struct ib_comm *c, const struct ibv_wc *wc, uint32_t len, int bad)
+data_arrived(struct ib_comm *c, const struct ibv_wc *wc, int qi, uint32_t len, int bad)
 {
 	uint32_t imm = ntohl(wc->imm_data);
 	uint32_t seq8 = (imm >> 3) & 0xff;
 	int idx = (int)(imm & 7), nch = ib_imm_chunks(imm);
 	struct ib_req *r = c->slot[seq8 % IB_RING];
-	int qi = qp_index(c, wc->qp_num);
 
 	if ((imm >> 24) != IB_IMM_MAGIC || !r || (r->seq & 0xff) != seq8 || idx >= r->n ||
 	    (r->chunks_want[idx] && r->chunks_want[idx] != nch) || r->chunks_got[idx] >= nch ||
@@ -147,11 +146,11 @@ data_arrived(struct ib_comm *c, const struct ibv_wc *wc, uint32_t len, int bad)
 	r->size[idx] += len;
 	if (__builtin_expect(c->prof != NULL, 0))
 		ib_prof_recv_chunk(c, r, idx, wc, len);
-	if (qi >= 0 && c->qps[qi].ctr) {
+	if (c->qps[qi].ctr) {
 		braid_ctr_add(&c->qps[qi].ctr->rx_bytes, len);
 		braid_ctr_add(&c->qps[qi].ctr->rx_msgs, 1);
 	}
-	if (qi >= 0 && c->nrails > 1 && c->rails[c->qps[qi].rail].ctr) {
+	if (c->nrails > 1 && c->rails[c->qps[qi].rail].ctr) {
 		braid_ctr_add(&c->rails[c->qps[qi].rail].ctr->bytes, len);
 		braid_ctr_add(&c->rails[c->qps[qi].rail].ctr->chunks, 1);
 	}
@@ -180,19 +179,55 @@ static __attribute__((noinline)) void ar_data_arrived(struct ib_comm *c, const s
 				      __ATOMIC_RELAXED);
 		bad = r->size[idx] + len > r->cap[idx];
 	}
-	data_arrived(c, wc, len, bad);
+	data_arrived(c, wc, (int)(wc->wr_id >> 2), len, bad);
 }
 
-/* A sender's chunk on a rail completed: the rail's part of r is done once all are. */
-static void rail_chunk_done(struct ib_comm *c, struct ib_req *r, uint32_t qpn)
+/*
+ * A sender's chunk completed, of a request whose rails or QPs are measured: the QP's part
+ * is done (it had one chunk), the rail's once all its chunks are. *now: the clock, read
+ * once per CQ read (0: not yet).
+ */
+static void chunk_done(struct ib_comm *c, struct ib_req *r, uint32_t qpn, uint64_t *now)
 {
 	int qi = qp_index(c, qpn), k;
 
 	if (qi < 0)
 		return;
 	k = c->qps[qi].rail;
-	if (r->rail_pending[k] && !--r->rail_pending[k])
-		braid_stripe_completed(&c->stripe, k, r->rail_bytes[k], braid_now_ns());
+	if (!*now)
+		*now = braid_now_ns();
+	if (r->qlanes >> k & 1) {
+		braid_stripe_completed(&c->qst[k], qi / c->nrails, r->qp_bytes[qi], *now);
+		c->qreap = 1;
+	}
+	if (c->nrails > 1 && r->rail_pending[k] && !--r->rail_pending[k])
+		braid_stripe_completed(&c->stripe, k, r->rail_bytes[k], *now);
+}
+
+/* After a CQ read that completed QP-measured chunks: their samples, and a QP whose path
+ * runs slow is named once (at INFO: an ECMP path, not a NIC, and the weights route
+ * around it). */
+static __attribute__((noinline)) void qp_lanes_reaped(struct ib_comm *c)
+{
+	double rate, others;
+	int slow;
+
+	c->qreap = 0;
+	for (int k = 0; k < c->nrails; k++) {
+		if (!(c->qlanes_on >> k & 1))
+			continue;
+		braid_stripe_reaped(&c->qst[k]);
+		slow = braid_stripe_slow_lane(&c->qst[k], &rate, &others);
+		if (slow >= 0)
+			BRAID_INFO(NCCL_NET,
+				   "ib: send comm to %s: QP %#x on %s:%d carries %.0f MB/s, "
+				   "under half the %.0f MB/s of its other QPs (a congested ECMP "
+				   "path?); it gets a smaller share (BRAID_STRIPE=%s)",
+				   c->peer, c->qps[k + slow * c->nrails].qp->qp_num,
+				   c->rails[k].dev->name, c->rails[k].dev->port, rate / 1e6,
+				   others / 1e6,
+				   braid_param_int(BRAID_P_STRIPE) ? "equal" : "adaptive");
+	}
 }
 
 /* After a CQ read on a sender over several rails: the stripe's goodput samples, the
@@ -225,7 +260,7 @@ static void stripe_reaped(struct ib_comm *c)
 	braid_ctr_add(&rl->dev->ctr->slow_lanes, 1);
 }
 
-static void handle_wc(struct ib_comm *c, const struct ibv_wc *wc)
+static void handle_wc(struct ib_comm *c, const struct ibv_wc *wc, uint64_t *now)
 {
 	struct ib_req *r = (struct ib_req *)(uintptr_t)(wc->wr_id & ~3ULL);
 
@@ -235,8 +270,8 @@ static void handle_wc(struct ib_comm *c, const struct ibv_wc *wc)
 	}
 	switch (wc->wr_id & 3) {
 	case IB_WR_SEND:
-		if (c->nrails > 1)
-			rail_chunk_done(c, r, wc->qp_num);
+		if (c->nrails > 1 || r->qlanes)
+			chunk_done(c, r, wc->qp_num, now);
 		if (__builtin_expect(c->prof != NULL, 0))
 			ib_prof_send_done(c, r, wc->qp_num);
 		if (--r->pending == 0 && r->status == ncclSuccess) {
@@ -251,7 +286,7 @@ static void handle_wc(struct ib_comm *c, const struct ibv_wc *wc)
 		if (wc->imm_data & htonl(IB_IMM_AR))
 			ar_data_arrived(c, wc);
 		else
-			data_arrived(c, wc, wc->byte_len, 0);
+			data_arrived(c, wc, (int)(wc->wr_id >> 2), wc->byte_len, 0);
 		break;
 	default: break;
 	}
@@ -260,6 +295,7 @@ static void handle_wc(struct ib_comm *c, const struct ibv_wc *wc)
 void ib_progress(struct ib_comm *c)
 {
 	struct ibv_wc wc[CQ_BATCH];
+	uint64_t now = 0;
 	int n;
 
 	for (int k = 0; k < c->nrails; k++) {
@@ -268,7 +304,7 @@ void ib_progress(struct ib_comm *c)
 		do {
 			n = ibv_poll_cq(rl->cq, CQ_BATCH, wc);
 			for (int i = 0; i < n; i++)
-				handle_wc(c, &wc[i]);
+				handle_wc(c, &wc[i], &now);
 		} while (n == CQ_BATCH);
 		if (n < 0) {
 			BRAID_WARN("ib: ibv_poll_cq on %s:%d (peer %s) failed", rl->dev->name,
@@ -278,6 +314,8 @@ void ib_progress(struct ib_comm *c)
 	}
 	if (c->is_send && c->nrails > 1)
 		stripe_reaped(c);
+	if (c->qreap)
+		qp_lanes_reaped(c);
 	if (c->is_send || c->error)
 		return;
 	for (int i = 0; i < c->nqps; i++) {

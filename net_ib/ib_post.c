@@ -36,24 +36,40 @@ static const struct ib_fifo_elem *group_ready(struct ib_comm *c)
 	return e;
 }
 
-/* The WRITE_WITH_IMM of bytes [off, off + len) of the message over q into the receiver's
- * buffer e: with the keys of the QP's rail here and of the peer's rail it reaches there. */
-static inline void data_wr(struct ibv_send_wr *wr, struct ibv_sge *sge, const struct ib_qp *q,
-			   struct ib_req *r, const char *data, size_t off, uint32_t len,
-			   const struct ib_mr *m, const struct ib_fifo_elem *e, uint32_t imm)
+/* What every WRITE_WITH_IMM of a message shares: set once a message (data_wr_chunk sets
+ * the rest for each chunk). */
+static inline void data_wr_head(struct ibv_send_wr *wr, struct ibv_sge *sge, struct ib_req *r,
+				uint32_t imm)
+{
+	memset(wr, 0, sizeof(*wr));
+	wr->wr_id = ib_wr_id(r, IB_WR_SEND);
+	wr->sg_list = sge; /* not NULL even with num_sge 0: some providers read it regardless */
+	wr->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr->send_flags = IBV_SEND_SIGNALED;
+	wr->imm_data = htonl(imm);
+}
+
+/* Bytes [off, off + len) of the message over q into the receiver's buffer e: with the keys
+ * of the QP's rail here and of the peer's rail it reaches there. */
+static inline void data_wr_chunk(struct ibv_send_wr *wr, struct ibv_sge *sge, const struct ib_qp *q,
+				 const char *data, size_t off, uint32_t len, const struct ib_mr *m,
+				 const struct ib_fifo_elem *e)
 {
 	sge->addr = (uintptr_t)(data + off);
 	sge->length = len;
 	sge->lkey = ib_mr_on(m, q->rail)->lkey;
-	memset(wr, 0, sizeof(*wr));
-	wr->wr_id = ib_wr_id(r, IB_WR_SEND);
-	wr->sg_list = sge; /* not NULL even with num_sge 0: some providers read it regardless */
 	wr->num_sge = len ? 1 : 0;
-	wr->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-	wr->send_flags = IBV_SEND_SIGNALED;
-	wr->imm_data = htonl(imm);
 	wr->wr.rdma.remote_addr = e->addr + off;
 	wr->wr.rdma.rkey = e->rkey[q->peer_rail];
+}
+
+/* The WRITE_WITH_IMM of bytes [off, off + len) of the message over q into e, whole. */
+static inline void data_wr(struct ibv_send_wr *wr, struct ibv_sge *sge, const struct ib_qp *q,
+			   struct ib_req *r, const char *data, size_t off, uint32_t len,
+			   const struct ib_mr *m, const struct ib_fifo_elem *e, uint32_t imm)
+{
+	data_wr_head(wr, sge, r, imm);
+	data_wr_chunk(wr, sge, q, data, off, len, m, e);
 }
 
 static inline int post_wr(struct ib_comm *c, struct ib_qp *q, struct ibv_send_wr *wr, uint32_t len)
@@ -76,17 +92,17 @@ static inline int post_wr(struct ib_comm *c, struct ib_qp *q, struct ibv_send_wr
 	return 0;
 }
 
-/* Bytes [off, off + len) of the message, over QP qi, into the receiver's buffer e. */
-static int post_write(struct ib_comm *c, int qi, struct ib_req *r, const char *data, size_t off,
-		      uint32_t len, const struct ib_mr *m, const struct ib_fifo_elem *e,
-		      uint32_t imm)
+/* Bytes [off, off + len) of the message, over QP qi, into the receiver's buffer e: wr and
+ * sge hold the message's data_wr_head (the zeroing and what the chunks share, done once a
+ * message). */
+static inline int post_write(struct ib_comm *c, int qi, struct ibv_send_wr *wr, struct ibv_sge *sge,
+			     const char *data, size_t off, uint32_t len, const struct ib_mr *m,
+			     const struct ib_fifo_elem *e)
 {
 	struct ib_qp *q = &c->qps[qi];
-	struct ibv_sge sge;
-	struct ibv_send_wr wr;
 
-	data_wr(&wr, &sge, q, r, data, off, len, m, e, imm);
-	return post_wr(c, q, &wr, len);
+	data_wr_chunk(wr, sge, q, data, off, len, m, e);
+	return post_wr(c, q, wr, len);
 }
 
 /*
@@ -137,74 +153,134 @@ static ncclResult_t refuse_after_bye(struct ib_comm *c)
 }
 
 /*
+ * Rail k's part of len bytes over its QPs by their weights (ib_comm.qst[k]): one chunk on
+ * each QP that gets a part, appended to p from chunk ci. Only for a part that is one
+ * chunk of the rail's max_msg_sz at most, so no QP's part needs cutting again. The new
+ * ci, or -EMSGSIZE past IB_MAX_QPS chunks.
+ */
+static int plan_qp_lanes(struct ib_comm *c, int k, size_t len, struct ib_plan *p, int ci)
+{
+	size_t qlen[BRAID_STRIPE_MAX_LANES];
+	struct braid_stripe *st = &c->qst[k];
+	int first, n = braid_stripe_split(st, len, qlen, &first);
+
+	if (ci + n > IB_MAX_QPS)
+		return -EMSGSIZE;
+	for (int i = first; i < st->nlanes; i++) {
+		if (!qlen[i])
+			continue;
+		p->qp[ci] = (uint8_t)(k + i * c->nrails);
+		p->clen[ci++] = (uint32_t)qlen[i];
+	}
+	p->qlanes |= (uint8_t)(1u << k);
+	return ci;
+}
+
+/*
  * The one chunker, for a comm of one NIC or several. plugin/stripe.c says how many bytes
  * each rail carries (all of them on one NIC); a rail's part above BRAID_IB_SPLIT_BYTES is
- * cut over the rail's QPs, and no chunk is above the rail's port max_msg_sz (the part then
- * takes more chunks than the rail has QPs). Every chunk's immediate carries the total, so
- * the receiver knows when the buffer is complete: at most IB_MAX_QPS chunks. 0, or -EMSGSIZE
- * when the message needs more.
+ * cut over the rail's QPs by their weights (plan_qp_lanes), and no chunk is above the
+ * rail's port max_msg_sz: a part above it is cut in equal chunks of it over the QPs in
+ * turn. Every chunk's immediate carries the total, so the receiver knows when the buffer
+ * is complete: at most IB_MAX_QPS chunks. 0, or -EMSGSIZE when the message needs more.
  */
 static int plan_message(struct ib_comm *c, size_t size, struct ib_plan *p)
 {
-	int first = 0;
+	int first = 0, ci = 0;
 
 	p->len[0] = size;
+	p->qlanes = 0;
+	/* One NIC, one chunk (a message not above the split threshold, or one QP): the QPs
+	 * in turn, nothing to weigh. Every small message, so ahead of the general case. */
+	if (c->nrails == 1 && (size <= c->split_bytes || c->nqps == 1) &&
+	    size <= (c->dev->max_msg_sz & ~(size_t)127)) {
+		p->nch[0] = 1;
+		p->total = 1;
+		p->qp[0] = (uint8_t)(c->nqps == 1 ? 0 : c->next_qp % (uint32_t)c->nqps);
+		p->clen[0] = (uint32_t)size;
+		return 0;
+	}
 	if (c->nrails > 1)
 		braid_stripe_split(&c->stripe, size, p->len, &first);
-	p->total = 0;
 	for (int k = 0; k < c->nrails; k++) {
 		size_t len = p->len[k], max = c->rails[k].dev->max_msg_sz, ch = len;
-		int nq = ib_rail_nqps(c, k);
+		int nq = ib_rail_nqps(c, k), n, was = ci;
 
 		p->nch[k] = 0;
 		if (!len && k != first)
 			continue;
+		if (max >= 256)
+			max &= ~(size_t)127;
+		if (len > c->split_bytes && nq > 1 && len <= max && (c->qlanes_on >> k & 1)) {
+			ci = plan_qp_lanes(c, k, len, p, ci);
+			if (ci < 0)
+				return ci;
+			p->nch[k] = ci - was;
+			continue;
+		}
 		if (len > c->split_bytes && nq > 1)
 			ch = ((len + (size_t)nq - 1) / (size_t)nq + 127) & ~(size_t)127;
 		if (ch > max)
-			ch = max >= 256 ? max & ~(size_t)127 : max;
+			ch = max;
 		if (len > ch && (len + ch - 1) / ch > IB_MAX_QPS)
 			return -EMSGSIZE;
-		p->chunk[k] = ch;
-		p->nch[k] = len > ch ? (int)((len + ch - 1) / ch) : 1;
-		p->total += p->nch[k];
+		n = len > ch ? (int)((len + ch - 1) / ch) : 1;
+		if (ci + n > IB_MAX_QPS)
+			return -EMSGSIZE;
+		for (int j = 0; j < n; j++, ci++) {
+			p->qp[ci] = (uint8_t)ib_plan_qp(c, k, j);
+			p->clen[ci] = (uint32_t)(len < ch ? len : ch);
+			len -= p->clen[ci];
+		}
+		p->nch[k] = n;
 	}
-	return p->total > IB_MAX_QPS ? -EMSGSIZE : 0;
+	p->total = ci;
+	return 0;
 }
 
 /*
- * The chunks of plan p: rail k's over its QPs in turn from next_qp, each into e at its
- * offset, for adaptive routing when ar. 0, or the first post's error (*posted went out).
+ * The chunks of plan p, each into e at its offset, for adaptive routing when ar; the
+ * striping state of the rails (fused) and of the QPs (p->qlanes) told what went where.
+ * 0, or the first post's error (*posted went out).
  */
 static inline __attribute__((always_inline)) int
 post_plan(struct ib_comm *c, struct ib_req *r, const char *data, const struct ib_plan *p,
 	  const struct ib_mr *m, const struct ib_fifo_elem *e, uint32_t imm, int ar, int *posted)
 {
-	int fused = c->nrails > 1, rc = 0;
-	uint64_t now = fused ? braid_now_ns() : 0;
+	int fused = c->nrails > 1, rc = 0, ci = 0;
+	uint64_t now = fused || p->qlanes ? braid_now_ns() : 0;
+	struct ibv_send_wr wr;
+	struct ibv_sge sge;
 	size_t off = 0;
 
+	if (!ar)
+		data_wr_head(&wr, &sge, r, imm);
+
+	r->qlanes = p->qlanes;
 	for (int k = 0; k < c->nrails && !rc; k++) {
-		size_t left = p->len[k];
+		int lanes = p->qlanes >> k & 1;
 
 		if (!p->nch[k])
 			continue;
 		if (fused) {
-			braid_stripe_posted(&c->stripe, k, left, now);
-			r->rail_bytes[k] = (uint32_t)left;
+			braid_stripe_posted(&c->stripe, k, p->len[k], now);
+			r->rail_bytes[k] = (uint32_t)p->len[k];
 		}
-		for (int j = 0; j < p->nch[k]; j++) {
-			int q = ib_plan_qp(c, k, j);
-			uint32_t n = (uint32_t)(left < p->chunk[k] ? left : p->chunk[k]);
+		for (int j = 0; j < p->nch[k]; j++, ci++) {
+			int q = p->qp[ci];
+			uint32_t n = p->clen[ci];
 
 			rc = ar ? post_write_ar(c, q, r, data, off, n, m, e, imm, *posted)
-				: post_write(c, q, r, data, off, n, m, e, imm);
+				: post_write(c, q, &wr, &sge, data, off, n, m, e);
 			if (rc)
 				break;
+			if (lanes) {
+				r->qp_bytes[q] = n;
+				braid_stripe_posted(&c->qst[k], q / c->nrails, n, now);
+			}
 			r->rail_pending[k] += (uint8_t)fused;
 			(*posted)++;
 			off += n;
-			left -= n;
 		}
 		if (fused && c->rails[k].ctr) {
 			braid_ctr_add(&c->rails[k].ctr->bytes, p->len[k]);

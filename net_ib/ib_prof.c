@@ -92,18 +92,13 @@ COLD void ib_prof_send_posting(struct ib_comm *c, struct ib_req *r, const struct
 		return; /* not armed: NCCL gave no phandle */
 	d.qp.wr_id = ib_wr_id(r, IB_WR_SEND);
 	d.qp.opcode = ar ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_WRITE_WITH_IMM;
-	for (int k = 0; k < c->nrails; k++) {
-		size_t left = p->len[k];
+	for (int ci = 0; ci < p->total; ci++) {
+		const struct ib_qp *q = &c->qps[p->qp[ci]];
 
-		for (int j = 0; j < p->nch[k]; j++) {
-			const struct ib_qp *q = &c->qps[ib_plan_qp(c, k, j)];
-
-			d.qp.device = k;
-			d.qp.qpNum = (int)q->qp->qp_num;
-			d.qp.length = left < p->chunk[k] ? left : p->chunk[k];
-			left -= d.qp.length;
-			braid_prof_start(c->prof, pr, 0, &d, q->qp->qp_num);
-		}
+		d.qp.device = q->rail;
+		d.qp.qpNum = (int)q->qp->qp_num;
+		d.qp.length = p->clen[ci];
+		braid_prof_start(c->prof, pr, 0, &d, q->qp->qp_num);
 	}
 }
 

@@ -9,7 +9,7 @@ IB_TESTS := tests/ib/conformance-roce.sh tests/ib/conformance-ib.sh \
 	tests/ib/pci-order.sh \
 	tests/ib/pkey.sh tests/ib/data-direct.sh tests/ib/eight-nics.sh \
 	tests/ib/relaxed-ordering.sh tests/ib/roce-version.sh tests/ib/async-race.sh \
-	tests/ib/subnet-pairing.sh tests/ib/nic-down.sh
+	tests/ib/subnet-pairing.sh tests/ib/nic-down.sh tests/ib/qp-lanes.sh
 TESTS += $(IB_TESTS)
 
 .PHONY: test-ib

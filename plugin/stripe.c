@@ -47,6 +47,15 @@ void braid_stripe_cfg_load(struct braid_stripe_cfg *cfg)
 	cfg->threshold = (size_t)braid_param_int(BRAID_P_STRIPE_BYTES);
 }
 
+void braid_stripe_cfg_qps(struct braid_stripe_cfg *cfg, size_t split_bytes, int nqps)
+{
+	braid_stripe_cfg_load(cfg);
+	cfg->threshold = split_bytes + 1;
+	cfg->align = 128;
+	cfg->min_chunk = nqps > 1 ? split_bytes / (size_t)nqps : split_bytes;
+	cfg->batched = 1;
+}
+
 /*
  * Weights from what is known: in equal mode (and in follow mode, until the other side's
  * weights come) 1/n; in adaptive mode the measured rates once
@@ -54,9 +63,10 @@ void braid_stripe_cfg_load(struct braid_stripe_cfg *cfg)
  * before that the nominal speeds when all are known, else equal. Then the floor: lanes
  * under it are raised to it and the rest scaled down, until none is under.
  */
-static void stripe_reweigh(struct braid_stripe *st)
+static void stripe_weigh(struct braid_stripe *st)
 {
-	int n = st->nlanes, measured = 1, speeds = 1, fixed[BRAID_STRIPE_MAX_LANES] = { 0 };
+	int n = st->nlanes, measured = 1, speeds = 1, under = 0;
+	int fixed[BRAID_STRIPE_MAX_LANES] = { 0 };
 	double raw[BRAID_STRIPE_MAX_LANES], sum = 0;
 
 	for (int i = 0; i < n; i++) {
@@ -72,9 +82,11 @@ static void stripe_reweigh(struct braid_stripe *st)
 			raw[i] = speeds ? st->lane[i].speed_mbps : 1;
 		sum += raw[i];
 	}
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		st->lane[i].weight = raw[i] / sum;
-	if (st->cfg.mode != BRAID_STRIPE_ADAPTIVE)
+		under |= st->lane[i].weight < BRAID_STRIPE_WEIGHT_FLOOR;
+	}
+	if (st->cfg.mode != BRAID_STRIPE_ADAPTIVE || !under)
 		return;
 	/* At most n rounds: each one fixes at least one more lane at the floor. */
 	for (int round = 0; round < n; round++) {
@@ -98,6 +110,20 @@ static void stripe_reweigh(struct braid_stripe *st)
 		}
 		if (!again)
 			break;
+	}
+}
+
+/* New weights; the kept cut goes once some lane's weight moved by the slack since it was
+ * made (samples move weights a little all the time: cutting again for each costs more than
+ * the message's other work on the path, and a cut 1% off costs 1% of one lane's share). */
+static void stripe_reweigh(struct braid_stripe *st)
+{
+	stripe_weigh(st);
+	for (int i = 0; st->memo.size && i < st->nlanes; i++) {
+		double d = st->lane[i].weight - st->memo.weight[i];
+
+		if (d >= BRAID_STRIPE_MEMO_SLACK || d <= -BRAID_STRIPE_MEMO_SLACK)
+			st->memo.size = 0;
 	}
 }
 
@@ -189,6 +215,12 @@ int braid_stripe_split(struct braid_stripe *st, size_t size, size_t len[BRAID_ST
 	uint64_t units, m, u[BRAID_STRIPE_MAX_LANES], sum = 0;
 	double x[BRAID_STRIPE_MAX_LANES], wsum;
 
+	if (size == st->memo.size && size) {
+		memcpy(len, st->memo.len, (size_t)n * sizeof(len[0]));
+		st->rr = st->memo.rr;
+		*first_lane = st->memo.first;
+		return n;
+	}
 	if (n == 1 || size < st->cfg.threshold || kmax < 2) {
 		int lane = stripe_pick_one(st);
 
@@ -264,23 +296,17 @@ int braid_stripe_split(struct braid_stripe *st, size_t size, size_t len[BRAID_ST
 	len[last] += size - (size_t)units * a;
 	st->rr = (last + 1) % n;
 	*first_lane = first;
+	/* Kept only when every lane has a part: then the cut depends on nothing but the
+	 * weights and size (leaving lanes out looks at what each has outstanding). */
+	if (count == n) {
+		memcpy(st->memo.len, len, (size_t)n * sizeof(len[0]));
+		for (int i = 0; i < n; i++)
+			st->memo.weight[i] = st->lane[i].weight;
+		st->memo.size = size;
+		st->memo.first = first;
+		st->memo.rr = st->rr;
+	}
 	return count;
-}
-
-void braid_stripe_posted(struct braid_stripe *st, int lane, size_t bytes, uint64_t now_ns)
-{
-	struct braid_stripe_lane *l;
-
-	if (lane < 0 || lane >= st->nlanes)
-		return;
-	l = &st->lane[lane];
-	l->chunks_posted++;
-	if (!bytes)
-		return; /* no bytes, no busy time: a 0-byte message measures latency, not rate */
-	if (!l->outstanding)
-		l->busy_mark = now_ns;
-	l->outstanding += bytes;
-	l->bytes_posted += bytes;
 }
 
 /* The others' mean rate, over those measured; 0 when none is. */
@@ -298,12 +324,13 @@ static double stripe_others_rate(const struct braid_stripe *st, int lane)
 	return n ? sum / n : 0;
 }
 
-/* n completions on lane, busy_ns of busy time since the last: extend or end its run of
- * slow completions, and mark it found when the run is long enough (once). */
-static void stripe_slow_check(struct braid_stripe *st, int lane, uint32_t n, uint64_t busy_ns)
+/* n completions on lane, busy_ns of busy time since the last, others the other lanes'
+ * mean rate: extend or end its run of slow completions, and mark it found when the run is
+ * long enough (once). */
+static void stripe_slow_check(struct braid_stripe *st, int lane, uint32_t n, uint64_t busy_ns,
+			      double others)
 {
 	struct braid_stripe_lane *l = &st->lane[lane];
-	double others = stripe_others_rate(st, lane);
 
 	if (l->slow_found)
 		return;
@@ -319,67 +346,65 @@ static void stripe_slow_check(struct braid_stripe *st, int lane, uint32_t n, uin
 	}
 }
 
-/* Fold the lane's sample into its rate once it is long enough. */
-static void stripe_close_window(struct braid_stripe *st, struct braid_stripe_lane *l)
+/* Fold the lane's sample into its rate once it is long enough; 1 when it was. The caller
+ * reweighs. */
+static int stripe_close_window(struct braid_stripe_lane *l)
 {
 	double sample;
 
 	if (l->win_ns < BRAID_STRIPE_WINDOW_NS &&
 	    (l->win_bytes < BRAID_STRIPE_WINDOW_BYTES || l->win_ns < BRAID_STRIPE_WINDOW_MIN_NS))
-		return;
+		return 0;
 	sample = (double)l->win_bytes * 1e9 / (double)l->win_ns;
 	l->rate = l->samples ? l->rate + BRAID_STRIPE_EMA_ALPHA * (sample - l->rate) : sample;
 	l->samples++;
 	l->win_bytes = 0;
 	l->win_ns = 0;
-	if (st->cfg.mode != BRAID_STRIPE_FOLLOW) /* the other side's (braid_stripe_follow) */
+	return 1;
+}
+
+/* New rates, new weights; in follow mode the weights are the other side's
+ * (braid_stripe_follow). */
+static void stripe_rates_moved(struct braid_stripe *st)
+{
+	if (st->cfg.mode != BRAID_STRIPE_FOLLOW)
 		stripe_reweigh(st);
 }
 
-void braid_stripe_completed(struct braid_stripe *st, int lane, size_t bytes, uint64_t now_ns)
+void braid_stripe_fold(struct braid_stripe *st, int lane, uint64_t busy_ns)
 {
-	struct braid_stripe_lane *l;
-	uint64_t busy = 0;
-
-	if (lane < 0 || lane >= st->nlanes)
-		return;
-	l = &st->lane[lane];
-	l->chunks_completed++;
-	if (bytes > l->outstanding)
-		bytes = l->outstanding;
-	if (!bytes)
-		return;
-	/* Busy since the mark: the last post onto an idle lane, or the last completion.
-	 * A clock that steps back counts as no time. */
-	if (now_ns > l->busy_mark) {
-		busy = now_ns - l->busy_mark;
-		l->busy_mark = now_ns;
-	}
-	l->outstanding -= bytes;
-	l->bytes_completed += bytes;
-	l->busy_ns += busy;
-	l->win_bytes += bytes;
-	l->win_ns += busy;
-	if (st->cfg.batched) {
-		/* The first completion of a batch carries all the time since the last reap,
-		 * the rest almost none: a sample must hold whole batches (braid_stripe_reaped) */
-		l->batch_n++;
-		l->batch_ns += busy;
-		return;
-	}
-	stripe_close_window(st, l);
-	stripe_slow_check(st, lane, 1, busy);
+	if (stripe_close_window(&st->lane[lane]))
+		stripe_rates_moved(st);
+	stripe_slow_check(st, lane, 1, busy_ns, stripe_others_rate(st, lane));
 }
 
 void braid_stripe_reaped(struct braid_stripe *st)
 {
+	int moved = 0, measured = 0;
+	double sum = 0;
+
 	for (int i = 0; i < st->nlanes; i++) {
 		struct braid_stripe_lane *l = &st->lane[i];
 
+		if (l->batch_n)
+			moved |= stripe_close_window(l);
+	}
+	if (moved) /* once a reap, however many lanes closed a sample */
+		stripe_rates_moved(st);
+	/* the measured rates' sum once, not the others' for each lane */
+	for (int i = 0; i < st->nlanes; i++) {
+		sum += st->lane[i].rate > 0 ? st->lane[i].rate : 0;
+		measured += st->lane[i].rate > 0;
+	}
+	for (int i = 0; i < st->nlanes; i++) {
+		struct braid_stripe_lane *l = &st->lane[i];
+		int own = l->rate > 0;
+
 		if (!l->batch_n)
 			continue;
-		stripe_close_window(st, l);
-		stripe_slow_check(st, i, l->batch_n, l->batch_ns);
+		stripe_slow_check(st, i, l->batch_n, l->batch_ns,
+				  measured > own ? (sum - (own ? l->rate : 0)) / (measured - own)
+						 : 0);
 		l->batch_n = 0;
 		l->batch_ns = 0;
 	}
@@ -446,6 +471,7 @@ int braid_stripe_follow(struct braid_stripe *st, uint64_t wire)
 		sum += (double)wire_lane(wire, i, bits);
 	for (int i = 0; i < st->nlanes; i++)
 		st->lane[i].weight = (double)wire_lane(wire, i, bits) / sum;
+	st->memo.size = 0;
 	return 0;
 }
 

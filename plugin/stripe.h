@@ -40,6 +40,7 @@
 #define BRAID_STRIPE_SLOW_RATIO 0.5            /* slow: under this x the others' mean */
 #define BRAID_STRIPE_SLOW_COMPLETIONS 8        /* slow for at least this many completions */
 #define BRAID_STRIPE_SLOW_BUSY_NS 100000000ull /* and this much busy time (100 ms) */
+#define BRAID_STRIPE_MEMO_SLACK 0.01           /* a kept cut outlives weight moves under this */
 
 enum braid_stripe_mode {
 	BRAID_STRIPE_ADAPTIVE = 0, /* weights follow the measured lane rates */
@@ -84,10 +85,21 @@ struct braid_stripe_lane {
 	uint8_t slow_reported; /* braid_stripe_slow_lane() returned it: never again */
 };
 
+/* The last cut over every lane, kept while no lane's weight has moved by
+ * BRAID_STRIPE_MEMO_SLACK since: a stream of same-sized messages (the common case) is cut
+ * once per real change of the weights, not once a message. */
+struct braid_stripe_memo {
+	size_t size; /* 0: none */
+	int first, rr;
+	size_t len[BRAID_STRIPE_MAX_LANES];
+	double weight[BRAID_STRIPE_MAX_LANES]; /* the weights it was cut by */
+};
+
 struct braid_stripe {
 	int nlanes;
 	int rr; /* the lane preferred next among equals (round robin) */
 	struct braid_stripe_cfg cfg;
+	struct braid_stripe_memo memo;
 	struct braid_stripe_lane lane[BRAID_STRIPE_MAX_LANES];
 };
 
@@ -98,6 +110,16 @@ void braid_stripe_cfg_default(struct braid_stripe_cfg *cfg);
 /* The defaults, with mode and threshold from BRAID_STRIPE and BRAID_STRIPE_BYTES: the one
  * reader of the striping knobs, for every backend. */
 void braid_stripe_cfg_load(struct braid_stripe_cfg *cfg);
+
+/*
+ * The configuration of one NIC's QPs as lanes (net_ib: a rail's part of a message above
+ * split_bytes is cut over its nqps QPs by their measured goodput, each QP's ECMP path
+ * being a lane of its own). Mode from BRAID_STRIPE like the NICs'; threshold just above
+ * split_bytes; chunks on 128-byte boundaries (the cut of the equal split before) and of
+ * at least split_bytes / nqps, so that a message that was cut over every QP still is
+ * when the weights are equal; batched (a CQ is read at test()).
+ */
+void braid_stripe_cfg_qps(struct braid_stripe_cfg *cfg, size_t split_bytes, int nqps);
 
 /*
  * Set up for nlanes lanes (1..BRAID_STRIPE_MAX_LANES). speed_mbps (NULL: all unknown)
@@ -124,7 +146,9 @@ int braid_stripe_init(struct braid_stripe *st, int nlanes, const int *speed_mbps
  * size is its lane's weight. Boundaries are multiples of align; no part is under
  * min_chunk (a lane whose share would be is left out and its share goes to the others by
  * weight, the lowest weight left out first); never more parts than size / min_chunk.
- * Deterministic for a given state; it moves only the round robin.
+ * Deterministic for a given state; it moves only the round robin. A cut over every lane
+ * is kept (struct braid_stripe_memo) and given again for the same size until some
+ * lane's weight moves by BRAID_STRIPE_MEMO_SLACK.
  */
 int braid_stripe_split(struct braid_stripe *st, size_t size, size_t len[BRAID_STRIPE_MAX_LANES],
 		       int *first_lane);
@@ -136,8 +160,62 @@ int braid_stripe_split(struct braid_stripe *st, size_t size, size_t len[BRAID_ST
  * time between messages reads as slowness. A lane out of range is ignored; completing
  * more than is outstanding counts as completing what is.
  */
-void braid_stripe_posted(struct braid_stripe *st, int lane, size_t bytes, uint64_t now_ns);
-void braid_stripe_completed(struct braid_stripe *st, int lane, size_t bytes, uint64_t now_ns);
+static inline void braid_stripe_posted(struct braid_stripe *st, int lane, size_t bytes,
+				       uint64_t now_ns)
+{
+	struct braid_stripe_lane *l;
+
+	/* inline: net_ib calls it for every chunk of a striped message */
+	if (lane < 0 || lane >= st->nlanes)
+		return;
+	l = &st->lane[lane];
+	l->chunks_posted++;
+	if (!bytes)
+		return; /* no bytes, no busy time: a 0-byte message measures latency, not rate */
+	if (!l->outstanding)
+		l->busy_mark = now_ns;
+	l->outstanding += bytes;
+	l->bytes_posted += bytes;
+}
+
+/* Not batched: a completion's sample and slow-lane run (braid_stripe_completed's tail). */
+void braid_stripe_fold(struct braid_stripe *st, int lane, uint64_t busy_ns);
+
+static inline void braid_stripe_completed(struct braid_stripe *st, int lane, size_t bytes,
+					  uint64_t now_ns)
+{
+	struct braid_stripe_lane *l;
+	uint64_t busy = 0;
+
+	/* inline, as braid_stripe_posted: once per completed chunk */
+	if (lane < 0 || lane >= st->nlanes)
+		return;
+	l = &st->lane[lane];
+	l->chunks_completed++;
+	if (bytes > l->outstanding)
+		bytes = l->outstanding;
+	if (!bytes)
+		return;
+	/* Busy since the mark: the last post onto an idle lane, or the last completion.
+	 * A clock that steps back counts as no time. */
+	if (now_ns > l->busy_mark) {
+		busy = now_ns - l->busy_mark;
+		l->busy_mark = now_ns;
+	}
+	l->outstanding -= bytes;
+	l->bytes_completed += bytes;
+	l->busy_ns += busy;
+	l->win_bytes += bytes;
+	l->win_ns += busy;
+	if (st->cfg.batched) {
+		/* The first completion of a batch carries all the time since the last reap,
+		 * the rest almost none: a sample must hold whole batches (braid_stripe_reaped) */
+		l->batch_n++;
+		l->batch_ns += busy;
+		return;
+	}
+	braid_stripe_fold(st, lane, busy);
+}
 
 /*
  * cfg.batched: every completion of a reap has been reported; fold the samples. A NIC's

@@ -12,6 +12,7 @@ ALL_TARGETS += $(FI_BENCH)
 BENCHES += tests/bench/compare.sh
 BENCHES += tests/bench/multirail.sh
 BENCHES += tests/bench/multirail-ofi.sh
+BENCHES += tests/bench/qp-lanes.sh
 
 # Instructions per message under callgrind (issue 18): tests/bench/ipm.sh drives the
 # client tests/bench/ipm.c; the table goes to $(BUILD)/bench/ipm.txt. Part of make bench.

@@ -61,7 +61,8 @@ writers | awk '$1 != 106 || $3 != 0 { printf "  tc %d, %d of %d writes inline\n"
 	END { exit odd }' || bad "without NCCL_IB_FIFO_TC and NCCL_IB_USE_INLINE"
 
 echo "== NCCL_IB_SPLIT_DATA_ON_QPS=1, 32 KiB messages (below BRAID_IB_SPLIT_BYTES): 8 KiB per QP"
-run 32K NCCL_IB_SPLIT_DATA_ON_QPS=1
+# BRAID_STRIPE=equal: NCCL's even cut (braid's default weighs the QPs by goodput)
+run 32K NCCL_IB_SPLIT_DATA_ON_QPS=1 BRAID_STRIPE=equal
 data_qps | awk -v n=$N '{ printf "  QP: %d bytes in %d writes\n", $1, $2 }
 	$1 != n * 8192 || $2 != n { odd++ } END { exit odd || NR != 4 }' ||
 	bad "each message must be cut in 4 chunks of 8 KiB"

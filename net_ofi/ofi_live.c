@@ -83,9 +83,10 @@ uint32_t ofi_live_pick(const struct braid_vdev *vd, const struct braid_link *lk,
 	for (int k = 0; k < vd->n; k++)
 		if (!(used >> k & 1))
 			BRAID_WARN("ofi: connect to %s: NIC %s (lane %d) left out of the comm, which "
-				   "runs on %d of the device's %d NICs: %s interface is down",
+				   "runs on %d of the device's %d NICs: %s",
 				   lk->peer, ofi.devs[vd->nic[k]].name, k, nused, vd->n,
-				   ours >> k & 1 ? "its" : "the peer's NIC on that lane has its");
+				   ours >> k & 1 ? "its interface is down"
+						 : "the peer's NIC on that lane is down");
 	return used;
 }
 

@@ -75,7 +75,8 @@ static int (*real_get_async_event)(struct ibv_context *ctx, struct ibv_async_eve
 static void (*real_ack_async_event)(struct ibv_async_event *event);
 static struct ibv_qp stray_qp; /* a QP no comm holds */
 static int fake_mode[2];       /* atomic, per HCA */
-static int fake_left[2];       /* events still to give on this poll; only the polling thread */
+static int fake_left[2];       /* events still to give on this poll; under the HCA's lock, as
+				* ib_async_poll reads events (connect and listen poll too) */
 
 static int hca_of(const struct ibv_context *ctx)
 {
@@ -158,7 +159,9 @@ static void *stray_poller(void *arg)
 {
 	(void)arg;
 	while (!__atomic_load_n(&stop_poller, __ATOMIC_ACQUIRE) && !past_deadline()) {
+		pthread_mutex_lock(&ib.hcas[0].lock);
 		fake_left[0] = 8;
+		pthread_mutex_unlock(&ib.hcas[0].lock);
 		ib_async_poll(&ib.hcas[0]);
 		sched_yield();
 	}
@@ -205,7 +208,9 @@ static void *fatal_poller(void *arg)
 	for (int r = 1; r <= FATAL_ROUNDS && !past_deadline(); r++) {
 		while (__atomic_load_n(&round_no, __ATOMIC_ACQUIRE) < r && !past_deadline())
 			sched_yield();
+		pthread_mutex_lock(&ib.hcas[h].lock);
 		fake_left[h] = 1;
+		pthread_mutex_unlock(&ib.hcas[h].lock);
 		/* Spin (bounded by the deadline) until the other poller is here too: spinning,
 		 * not sleeping, so both dispatch within a few hundred nanoseconds. */
 		__atomic_add_fetch(&gate, 1, __ATOMIC_ACQ_REL);

@@ -126,7 +126,7 @@ case_env() {
 		BRAID_IB_HCA==svroce0,svroce1 BRAID_MERGE=svroce0+svroce1 BRAID_IB_QPS_PER_CONN=4 \
 		BRAID_STRIPE=equal ;;
 	# Not in the default list: aws-ofi-nccl on tcp (PLUGIN=its .so, EXTRA_ENV=
-	# LD_LIBRARY_PATH=<folder of the libcudart stand-in>; docs/benchmarks.md)
+	# LD_LIBRARY_PATH=<folder of the libcudart stand-in>; docs/benchmarks-ipm.md)
 	aws-tcp) echo FI_PROVIDER=tcp NCCL_SOCKET_IFNAME=lo ;;
 	*) return 1 ;;
 	esac

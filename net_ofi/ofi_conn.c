@@ -116,9 +116,8 @@ static int lane_open(struct ofi_lane *l)
  * outstanding; other comms' completions met on the way are dispatched as usual. Bounded,
  * since the peer may be gone and the provider slow to answer (OFI_CLOSE_REAP_MS: each
  * completion on the device gives the rest that long again, up to OFI_CLOSE_REAP_MAX_MS,
- * ofi.h). The lock is
- * dropped between reads so that other comms keep moving. Returns how many are still
- * outstanding.
+ * ofi.h). The lock is dropped between reads so that other comms keep moving. Returns how
+ * many are still outstanding.
  */
 static int lane_left(const struct ofi_dev *d, const void *lane)
 {

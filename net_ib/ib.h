@@ -298,7 +298,7 @@ struct ib_comm {
 	/* sender: per rail with several QPs, its QPs as lanes (plugin/stripe.c again: each
 	 * QP's ECMP path has a goodput of its own); qlanes_on has a bit per such rail, and
 	 * qreap is set once a completion fed one of them since the last CQ read */
-	struct braid_stripe qst[BRAID_VDEV_MAX_NICS];
+	struct braid_stripe *qst; /* [nrails], NULL when no rail has QP lanes */
 	uint8_t qlanes_on;
 	uint8_t qreap;
 	struct braid_link *link; /* to the peer comm: set-up, liveness, goodbye */

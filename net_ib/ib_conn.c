@@ -74,6 +74,7 @@ static void comm_free(struct ib_comm *c)
 	if (c->pool_mr)
 		ibv.dereg_mr(c->pool_mr);
 	braid_numa_free(c->fifo, IB_RING * sizeof(*c->fifo));
+	free(c->qst);
 	braid_pool_fini(&c->reqs);
 	braid_link_close(c->link, NULL);
 	braid_counters_comm_put(c->ctr);
@@ -294,6 +295,10 @@ static int comm_build(struct ib_comm *c, int nqps, const uint8_t *rail_of)
 		 * message what it did before the QPs were lanes. */
 		if (cfg.mode == BRAID_STRIPE_EQUAL)
 			continue;
+		/* Allocated, not in the comm: 1.3 KiB a rail, and the comm's memory has a
+		 * budget (docs/reliability.md, conformance mem) */
+		if (!c->qst && !(c->qst = calloc((size_t)c->nrails, sizeof(*c->qst))))
+			return -ENOMEM;
 		/* QPs of one NIC have no nominal speeds to tell apart: equal until measured */
 		braid_stripe_init(&c->qst[k], nq, NULL, &cfg);
 		c->qlanes_on |= (uint8_t)(1u << k);

@@ -575,27 +575,13 @@ static const struct braid_link_ops ib_link_ops = {
 	.finish = link_finish,
 	.answer = link_answer,
 	.discard = link_discard,
+	.handle_nics = ib_subnet_fill_handle, /* the NICs' networks and ports (ib_subnet.c) */
 };
 
 ncclResult_t ib_listen(const struct braid_vdev *vd, void *handle, void **listen_comm)
 {
-	ncclResult_t res = braid_listen_comm_open(&ib_link_ops, vd, handle, ib.devs[vd->nic[0]].ctr,
-						  listen_comm);
-	struct braid_handle h;
-	char why[128];
-
-	if (res != ncclSuccess)
-		return res;
-	/* the device's NICs' networks, for the connector's pairing (ib_subnet.c) */
-	if (braid_handle_decode(handle, &h, why, sizeof(why))) {
-		BRAID_WARN("ib: listen on %s: our own handle: %s", ib.devs[vd->nic[0]].name, why);
-		braid_listen_comm_close(&ib_link_ops, *listen_comm);
-		*listen_comm = NULL;
-		return ncclInternalError;
-	}
-	ib_subnet_fill_handle(vd, &h);
-	braid_handle_encode(&h, handle);
-	return ncclSuccess;
+	return braid_listen_comm_open(&ib_link_ops, vd, handle, ib.devs[vd->nic[0]].ctr,
+				      listen_comm);
 }
 
 /* A comm is ready: its counters, and the QPs' records name it. */

@@ -407,6 +407,7 @@ static const struct braid_link_ops ofi_link_ops = {
 	.finish = link_finish,
 	.answer = link_answer,
 	.discard = link_discard,
+	.handle_nics = ofi_live_fill_handle, /* the NICs that are down (ofi_live.c) */
 };
 
 /* A comm is ready: its counters, and it becomes NCCL's. */
@@ -493,23 +494,8 @@ static const struct braid_conn_ops ofi_conn_ops = {
 
 ncclResult_t ofi_listen(const struct braid_vdev *vd, void *handle, void **listen_comm)
 {
-	ncclResult_t res = braid_listen_comm_open(&ofi_link_ops, vd, handle,
-						  ofi.devs[vd->nic[0]].ctr, listen_comm);
-	struct braid_handle h;
-	char why[128];
-
-	if (res != ncclSuccess)
-		return res;
-	/* the device's NICs that are down, for the connector's choice (ofi_live.c) */
-	if (braid_handle_decode(handle, &h, why, sizeof(why))) {
-		BRAID_WARN("ofi: listen on %s: our own handle: %s", ofi.devs[vd->nic[0]].name, why);
-		braid_listen_comm_close(&ofi_link_ops, *listen_comm);
-		*listen_comm = NULL;
-		return ncclInternalError;
-	}
-	ofi_live_fill_handle(vd, &h);
-	braid_handle_encode(&h, handle);
-	return ncclSuccess;
+	return braid_listen_comm_open(&ofi_link_ops, vd, handle, ofi.devs[vd->nic[0]].ctr,
+				      listen_comm);
 }
 
 ncclResult_t ofi_connect(const struct braid_vdev *vd, const struct braid_conn_opts *opts,

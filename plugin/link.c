@@ -530,6 +530,20 @@ ncclResult_t braid_listen_comm_open(const struct braid_link_ops *ops, const stru
 		free(l);
 		return rc;
 	}
+	if (ops->handle_nics) {
+		struct braid_handle h;
+		char why[128];
+
+		if (braid_handle_decode(handle, &h, why, sizeof(why))) {
+			BRAID_WARN("%s: listen on device %d: our own handle: %s", ops->who, dev,
+				   why);
+			braid_listener_close(&l->lsn, ops);
+			free(l);
+			return ncclInternalError;
+		}
+		ops->handle_nics(vd, &h);
+		braid_handle_encode(&h, handle);
+	}
 	l->dev = dev;
 	l->vdev = *vd;
 	l->magic = BRAID_MAGIC_LISTEN;

@@ -95,6 +95,9 @@ struct braid_link_ops {
 		      void *reply, uint32_t *rlen, void **comm);
 	/* listener: drop a comm that answer() made (its peer vanished before READY) */
 	void (*discard)(void *comm);
+	/* listen, optional: the device's NICs into the handle (nnics, nic_net, nic_down), for
+	 * the connector's pairing before any set-up message */
+	void (*handle_nics)(const struct braid_vdev *vd, struct braid_handle *h);
 };
 
 /* ---- the connector ---- */

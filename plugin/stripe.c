@@ -70,11 +70,13 @@ static void stripe_weigh(struct braid_stripe *st)
 	double raw[BRAID_STRIPE_MAX_LANES], sum = 0;
 
 	for (int i = 0; i < n; i++) {
-		measured &= st->lane[i].rate > 0;
-		speeds &= st->lane[i].speed_mbps > 0;
+		measured &= st->lane[i].down || st->lane[i].rate > 0;
+		speeds &= st->lane[i].down || st->lane[i].speed_mbps > 0;
 	}
 	for (int i = 0; i < n; i++) {
-		if (st->cfg.mode != BRAID_STRIPE_ADAPTIVE)
+		if (st->lane[i].down)
+			raw[i] = 0;
+		else if (st->cfg.mode != BRAID_STRIPE_ADAPTIVE)
 			raw[i] = 1;
 		else if (measured)
 			raw[i] = st->lane[i].rate;
@@ -82,9 +84,11 @@ static void stripe_weigh(struct braid_stripe *st)
 			raw[i] = speeds ? st->lane[i].speed_mbps : 1;
 		sum += raw[i];
 	}
+	if (sum <= 0) /* every lane down: nothing to weigh (the caller splits no more) */
+		return;
 	for (int i = 0; i < n; i++) {
 		st->lane[i].weight = raw[i] / sum;
-		under |= st->lane[i].weight < BRAID_STRIPE_WEIGHT_FLOOR;
+		under |= !st->lane[i].down && st->lane[i].weight < BRAID_STRIPE_WEIGHT_FLOOR;
 	}
 	if (st->cfg.mode != BRAID_STRIPE_ADAPTIVE || !under)
 		return;
@@ -103,7 +107,8 @@ static void stripe_weigh(struct braid_stripe *st)
 			st->lane[i].weight = fixed[i] ? BRAID_STRIPE_WEIGHT_FLOOR
 						      : raw[i] * free_mass / free_sum;
 		for (int i = 0; i < n; i++) {
-			if (!fixed[i] && st->lane[i].weight < BRAID_STRIPE_WEIGHT_FLOOR) {
+			if (!fixed[i] && !st->lane[i].down &&
+			    st->lane[i].weight < BRAID_STRIPE_WEIGHT_FLOOR) {
 				fixed[i] = 1;
 				again = 1;
 			}
@@ -173,7 +178,9 @@ static int stripe_pick_one(struct braid_stripe *st)
 		int i = (st->rr + k) % st->nlanes;
 		const struct braid_stripe_lane *a = &st->lane[i], *b = &st->lane[best];
 
-		if (a->outstanding < b->outstanding ||
+		if (a->down)
+			continue;
+		if (b->down || a->outstanding < b->outstanding ||
 		    (a->outstanding == b->outstanding &&
 		     (double)a->outstanding * b->weight < (double)b->outstanding * a->weight))
 			best = i;
@@ -210,7 +217,7 @@ static int stripe_drop_first(const struct braid_stripe *st, const int *active)
 int braid_stripe_split(struct braid_stripe *st, size_t size, size_t len[BRAID_STRIPE_MAX_LANES],
 		       int *first_lane)
 {
-	int n = st->nlanes, active[BRAID_STRIPE_MAX_LANES], count = n, first = -1, last = -1;
+	int n = st->nlanes, active[BRAID_STRIPE_MAX_LANES], count, first = -1, last = -1;
 	size_t a = st->cfg.align, mu = st->cfg.min_chunk, kmax = size / mu;
 	uint64_t units, m, u[BRAID_STRIPE_MAX_LANES], sum = 0;
 	double x[BRAID_STRIPE_MAX_LANES], wsum;
@@ -221,7 +228,7 @@ int braid_stripe_split(struct braid_stripe *st, size_t size, size_t len[BRAID_ST
 		*first_lane = st->memo.first;
 		return n;
 	}
-	if (n == 1 || size < st->cfg.threshold || kmax < 2) {
+	if (n == 1 || size < st->cfg.threshold || kmax < 2 || st->ndown >= n - 1) {
 		int lane = stripe_pick_one(st);
 
 		for (int i = 0; i < n; i++)
@@ -233,8 +240,11 @@ int braid_stripe_split(struct braid_stripe *st, size_t size, size_t len[BRAID_ST
 
 	/* The lanes that take part: drop the lowest weight until every share is at least
 	 * min_chunk and there are at most size / min_chunk of them. */
-	for (int i = 0; i < n; i++)
-		active[i] = 1;
+	count = 0;
+	for (int i = 0; i < n; i++) {
+		active[i] = !st->lane[i].down;
+		count += active[i];
+	}
 	for (;;) {
 		int short_share = 0;
 
@@ -473,6 +483,34 @@ int braid_stripe_follow(struct braid_stripe *st, uint64_t wire)
 		st->lane[i].weight = (double)wire_lane(wire, i, bits) / sum;
 	st->memo.size = 0;
 	return 0;
+}
+
+int braid_stripe_lane_down(struct braid_stripe *st, int lane, int down)
+{
+	struct braid_stripe_lane *l;
+
+	if (lane < 0 || lane >= st->nlanes)
+		return st->nlanes - st->ndown;
+	l = &st->lane[lane];
+	if (l->down != !!down) {
+		l->down = (uint8_t) !!down;
+		st->ndown += down ? 1 : -1;
+		l->outstanding = 0;
+		l->rate = 0;
+		l->samples = 0;
+		l->win_bytes = 0;
+		l->win_ns = 0;
+		l->batch_n = 0;
+		l->batch_ns = 0;
+		l->slow_run = 0;
+		l->slow_run_ns = 0;
+		st->memo.size = 0;
+		if (st->cfg.mode == BRAID_STRIPE_FOLLOW)
+			l->weight = 0; /* until the other side's next weights */
+		else
+			stripe_reweigh(st);
+	}
+	return st->nlanes - st->ndown;
 }
 
 double braid_stripe_weight(const struct braid_stripe *st, int lane)

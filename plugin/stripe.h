@@ -83,6 +83,7 @@ struct braid_stripe_lane {
 	uint64_t batch_ns;
 	uint8_t slow_found;    /* the run was long enough: to report */
 	uint8_t slow_reported; /* braid_stripe_slow_lane() returned it: never again */
+	uint8_t down;          /* failed (braid_stripe_lane_down): weight 0, never picked */
 };
 
 /* The last cut over every lane, kept while no lane's weight has moved by
@@ -97,7 +98,8 @@ struct braid_stripe_memo {
 
 struct braid_stripe {
 	int nlanes;
-	int rr; /* the lane preferred next among equals (round robin) */
+	int ndown; /* lanes down (braid_stripe_lane_down) */
+	int rr;    /* the lane preferred next among equals (round robin) */
 	struct braid_stripe_cfg cfg;
 	struct braid_stripe_memo memo;
 	struct braid_stripe_lane lane[BRAID_STRIPE_MAX_LANES];
@@ -247,6 +249,14 @@ int braid_stripe_wire_valid(uint64_t wire, int nlanes);
  * nothing when the form is not valid for this comm (braid_stripe_wire_valid).
  */
 int braid_stripe_follow(struct braid_stripe *st, uint64_t wire);
+
+/*
+ * Take a lane out (down 1: it failed; failover) or back in (0). A lane down has weight 0
+ * and gets no part of any message; its outstanding bytes are forgotten (they never
+ * complete on it) and its rate too, so that it comes back measured afresh. Returns the
+ * lanes still up; with none up the caller must not split.
+ */
+int braid_stripe_lane_down(struct braid_stripe *st, int lane, int down);
 
 /* Current weight of a lane, in [0, 1]; the lanes' weights sum to 1. For counters. */
 double braid_stripe_weight(const struct braid_stripe *st, int lane);

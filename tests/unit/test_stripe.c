@@ -753,6 +753,45 @@ static void batched_reap_reads_true_rate(void **state)
 	assert_true(braid_stripe_rate(&st, 1) == 0);
 }
 
+/* Failover: a lane down gets no part of any message, small or split, in either mode; the
+ * others share its weight; with one lane left everything goes whole to it; back up, it
+ * takes part again. */
+static void lane_down_takes_no_part(void **state)
+{
+	struct braid_stripe_cfg cfg;
+	struct braid_stripe st;
+	size_t len[BRAID_STRIPE_MAX_LANES];
+
+	(void)state;
+	for (int mode = BRAID_STRIPE_ADAPTIVE; mode <= BRAID_STRIPE_EQUAL; mode++) {
+		braid_stripe_cfg_default(&cfg);
+		cfg.mode = mode;
+		braid_stripe_init(&st, 3, NULL, &cfg);
+		braid_stripe_posted(&st, 1, MiB, 0);
+		assert_int_equal(braid_stripe_lane_down(&st, 1, 1), 2);
+		assert_int_equal(braid_stripe_lane_down(&st, 1, 1), 2); /* twice: no change */
+		assert_true(braid_stripe_weight(&st, 1) == 0);
+		assert_near(braid_stripe_weight(&st, 0) + braid_stripe_weight(&st, 2), 1, 1e-9);
+		for (int i = 0; i < 20; i++) {
+			assert_int_equal(checked_split(&st, 4 * MiB, len), 2);
+			assert_int_equal(len[1], 0);
+			checked_split(&st, 8, len);
+			assert_int_equal(len[1], 0);
+		}
+		assert_int_equal(braid_stripe_lane_down(&st, 0, 1), 1);
+		for (int i = 0; i < 5; i++) {
+			assert_int_equal(checked_split(&st, 4 * MiB, len), 1);
+			assert_int_equal(len[2], 4 * MiB);
+			checked_split(&st, 8, len);
+			assert_int_equal(len[2], 8);
+		}
+		assert_int_equal(braid_stripe_lane_down(&st, 1, 0), 2);
+		assert_int_equal(braid_stripe_lane_down(&st, 0, 0), 3);
+		assert_int_equal(checked_split(&st, 6 * MiB, len), 3);
+		assert_int_equal(braid_stripe_lane_down(&st, 9, 1), 3); /* out of range: ignored */
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -772,6 +811,7 @@ int main(void)
 		cmocka_unit_test(weight_floor),
 		cmocka_unit_test(deterministic_and_misuse),
 		cmocka_unit_test(batched_reap_reads_true_rate),
+		cmocka_unit_test(lane_down_takes_no_part),
 	};
 
 	return cmocka_run_group_tests_name("stripe", tests, NULL, NULL);

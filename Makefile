@@ -82,6 +82,10 @@ $(BUILD)/obj/%.o: %.c
 -include tests/conformance/conformance.mk
 -include tests/softverbs/softverbs.mk
 -include net_ib/net_ib.mk
+# NIC failover on a fused device (tests/ib/failover.sh): an ib test, listed here beside
+# net_ib.mk's IB_TESTS (TESTS took that list when net_ib.mk was read).
+IB_TESTS += tests/ib/failover.sh
+TESTS += tests/ib/failover.sh
 -include tests/nccl/nccl.mk
 -include tests/lint/lint.mk
 -include tests/cuda/cuda.mk

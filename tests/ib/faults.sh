@@ -122,16 +122,17 @@ for ar in "SOFTVERBS_FAULT_CUT_AFTER_BYTES=8000000 transport.retry.counter.excee
 done
 
 # A fused device (svroce0+svroce1): the link of one QP on svroce1 (the 2nd QP the process
-# creates: QP i of a comm is on NIC i % 2) is cut. The comm fails, and its WARN names
-# the NIC that failed, not the comm's first one.
+# creates: QP i of a comm is on NIC i % 2) is cut. With BRAID_FAILOVER=off the comm
+# fails, and its WARN names the NIC that failed, not the comm's first one. (Failover, on
+# by default, moves the traffic to svroce0 and the run passes: tests/ib/failover.sh.)
 start=$(date +%s.%N)
 SOFTVERBS_DEVICES=svroce0:roce:1,svroce1:roce:1 BRAID_IB_HCA==svroce0,svroce1 \
 	BRAID_MERGE=svroce0+svroce1 SOFTVERBS_FAULT_CUT_AFTER_BYTES=8000000 SOFTVERBS_FAULT_CUT_QP=2 \
-	timeout 60 "$BRAID" perf --backend ib --bw-only --min 1M --max 1M --iters 20000 \
-	--timeout 20 >"$log" 2>&1
+	BRAID_FAILOVER=off timeout 60 "$BRAID" perf --backend ib --bw-only --min 1M --max 1M \
+	--iters 20000 --timeout 20 >"$log" 2>&1
 rc=$?
 secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
-echo "== fused device, link of a QP on svroce1 cut: exit $rc after $secs s"
+echo "== fused device, link of a QP on svroce1 cut, BRAID_FAILOVER=off: exit $rc after $secs s"
 grep -E 'WARN|returned' "$log"
 if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] ||
 	! awk -v s="$secs" -v b="$BOUND_S" 'BEGIN { exit !(s < b) }' ||

@@ -98,7 +98,8 @@ struct ib_fifo_elem {
 _Static_assert(sizeof(struct ib_fifo_elem) == 64, "FIFO element layout");
 
 /* imm of a data write: [0..2] buffer, [3..10] seq, [11..15] chunks - 1, [16] the chunk's
- * size is in the receiver's record (adaptive routing), [17..20] the chunk's number then,
+ * size is in the receiver's record (adaptive routing), [17..20] the chunk's number (its
+ * identity: a chunk replayed after a failover lands twice, and counts once),
  * [24..31] IB_IMM_MAGIC. */
 #define IB_IMM_MAGIC 0xb7u
 #define IB_IMM_AR (1u << 16)
@@ -113,12 +114,17 @@ static inline int ib_imm_chunks(uint32_t imm)
 	return (int)((imm >> 11) & 31) + 1;
 }
 
-static inline uint32_t ib_imm_ar(uint32_t imm, int chunk)
+static inline uint32_t ib_imm_with_chunk(uint32_t imm, int chunk)
 {
-	return imm | IB_IMM_AR | ((uint32_t)chunk << 17);
+	return imm | ((uint32_t)chunk << 17);
 }
 
-static inline int ib_imm_ar_chunk(uint32_t imm)
+static inline uint32_t ib_imm_ar(uint32_t imm, int chunk)
+{
+	return ib_imm_with_chunk(imm | IB_IMM_AR, chunk);
+}
+
+static inline int ib_imm_chunk(uint32_t imm)
 {
 	return (int)((imm >> 17) & 15);
 }
@@ -211,9 +217,6 @@ struct ib_req {
 	uint32_t seq;
 	uint64_t first; /* number of its (first) receive buffer, counted over the connection */
 	size_t size[BRAID_MAX_RECVS];
-	uint8_t chunks_want[BRAID_MAX_RECVS]; /* 0 until the first chunk says */
-	uint8_t chunks_got[BRAID_MAX_RECVS];
-	size_t cap[BRAID_MAX_RECVS];
 	/* send on several rails: chunks not yet complete and bytes, per rail (striping's
 	 * goodput measure) */
 	uint8_t rail_pending[BRAID_VDEV_MAX_NICS];
@@ -224,9 +227,15 @@ struct ib_req {
 	uint32_t qp_bytes[IB_MAX_QPS];
 	uint64_t waiting_ns; /* stall counter: when test() first found it waiting (0: not yet) */
 	uint8_t stalled;
+	/* send, failover (ib_failover.c): enum ib_fo_state, and its entry in c->fo_send */
+	uint8_t fo;
+	uint16_t fo_at;
 	/* Receives only, and last: a send comm's pool holds IB_SEND_REQ_SIZE bytes per
 	 * request (256 of them), not the whole struct. */
 	struct ib_fifo_elem fifo[BRAID_MAX_RECVS]; /* receive: what we write to the sender */
+	size_t cap[BRAID_MAX_RECVS];
+	uint8_t chunks_want[BRAID_MAX_RECVS]; /* 0 until the first chunk says */
+	uint16_t chunks_got[BRAID_MAX_RECVS]; /* the chunks landed, a bit each (identity) */
 };
 #define IB_SEND_REQ_SIZE (offsetof(struct ib_req, fifo))
 
@@ -244,6 +253,7 @@ static inline void ib_req_start(struct ib_req *r, struct ib_comm *c, enum ib_req
 	r->comm = c;
 	r->waiting_ns = 0;
 	r->stalled = 0;
+	r->fo = 0;
 }
 
 /* wr_id: a pointer or index with the kind in the low 2 bits. */
@@ -343,6 +353,22 @@ struct ib_comm {
 	uint64_t rem_fifo_addr;
 	uint32_t rem_fifo_rkey;
 	struct ib_req *slot[IB_RING];
+
+	/* Failover (ib_failover.c): on when both sides offered it (BRAID_FAILOVER, several
+	 * rails). rail_dead: the rails that failed; the comm fails once all have. */
+	uint8_t fo;
+	uint8_t rail_dead;
+	int fo_busy;                /* sender: sends being probed or replayed */
+	struct ib_fo_send *fo_send; /* sender: [IB_RING * BRAID_MAX_RECVS] */
+	uint32_t *fo_probe;         /* sender: where probes land (after the FIFO) */
+	struct ibv_mr *fifo_mrs[BRAID_VDEV_MAX_NICS]; /* sender: the FIFO on every rail */
+	uint64_t rem_done_addr; /* sender: the receiver's landed-chunk words */
+	uint32_t rem_done_rkey[BRAID_VDEV_MAX_NICS];
+	uint32_t *fo_done; /* receiver: [IB_RING * BRAID_MAX_RECVS] */
+	struct ibv_mr *done_mr[BRAID_VDEV_MAX_NICS];
+	uint32_t rem_fifo_rkeys[BRAID_VDEV_MAX_NICS]; /* receiver: the sender's FIFO, per rail */
+	struct ibv_mr *pool_mrs[BRAID_VDEV_MAX_NICS]; /* receiver: its requests, per rail */
+	int fifo_qp; /* receiver: the QP that carries FIFO writes */
 
 	ncclResult_t error; /* sticky */
 	/* The first async event to hit the comm, through any of its HCAs (ib_dev.c
@@ -528,6 +554,42 @@ void ib_check_health_at(struct ib_comm *c, uint64_t now);
 ncclResult_t ib_comm_error(struct ib_comm *c);
 /* Closing: read the CQ once, then what c tells its peer in its goodbye. */
 void ib_comm_bye(struct ib_comm *c, struct braid_link_bye *bye);
+
+/* ib_failover.c: a fused comm survives a NIC failure (docs/ib.md, failover) */
+#define IB_FO_WORDS (IB_RING * BRAID_MAX_RECVS) /* one per buffer of each ring slot */
+/* A sender's FIFO allocation: its entries, and on a fused comm the probes' landing words. */
+static inline size_t ib_fifo_bytes(const struct ib_comm *c)
+{
+	return IB_RING * sizeof(*c->fifo) + (c->nrails > 1 ? IB_FO_WORDS * sizeof(uint32_t) : 0);
+}
+enum ib_fo_state { IB_FO_NONE = 0, IB_FO_LOST = 1, IB_FO_PROBING = 2, IB_FO_REPLAYING = 3 };
+/* What a send needs to be replayed: its plan, its data and the receiver's buffer. */
+struct ib_fo_send {
+	uint32_t seq;
+	uint8_t idx, total;
+	uint8_t qp[IB_MAX_QPS];
+	uint32_t clen[IB_MAX_QPS];
+	const char *data;
+	const struct ib_mr *m;
+	uint64_t raddr;
+	uint32_t rkey[BRAID_VDEV_MAX_NICS];
+};
+/* Set-up: each side's memory for it, once the rails are known (0 or -errno) */
+int ib_fo_build(struct ib_comm *c);
+void ib_fo_free(struct ib_comm *c);
+struct ib_wire;
+void ib_fo_fill_wire(const struct ib_comm *c, struct ib_wire *w);
+/* the peer's wire: failover on when both offer it */
+void ib_fo_take_wire(struct ib_comm *c, const struct ib_wire *w);
+/* A completion error that failover handles (1), or not (0: the comm fails as before). */
+int ib_fo_wc_error(struct ib_comm *c, const struct ibv_wc *wc, int qi);
+/* A send whose chunks all completed, some in error: probe what landed, replay the rest. */
+void ib_fo_send_settled(struct ib_comm *c, struct ib_req *r);
+/* The probe of r completed. */
+void ib_fo_probed(struct ib_comm *c, struct ib_req *r);
+/* isend, failover on: what a replay of r (buffer idx of e, plan p) needs. */
+void ib_fo_record(struct ib_comm *c, struct ib_req *r, int idx, const struct ib_plan *p,
+		  const char *data, const struct ib_mr *m, const struct ib_fifo_elem *e);
 
 /* ib_flush.c */
 ncclResult_t ib_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,

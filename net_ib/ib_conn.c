@@ -65,6 +65,7 @@ static void comm_free(struct ib_comm *c)
 	for (int k = 0; k < c->nrails; k++)
 		if (c->rails[k].cq)
 			ibv.destroy_cq(c->rails[k].cq);
+	ib_fo_free(c);
 	if (c->fifo_mr)
 		ibv.dereg_mr(c->fifo_mr);
 	for (int k = 0; k < BRAID_VDEV_MAX_NICS; k++)
@@ -73,7 +74,7 @@ static void comm_free(struct ib_comm *c)
 	braid_numa_free(c->ar_recs, IB_RING * sizeof(*c->ar_recs));
 	if (c->pool_mr)
 		ibv.dereg_mr(c->pool_mr);
-	braid_numa_free(c->fifo, IB_RING * sizeof(*c->fifo));
+	braid_numa_free(c->fifo, ib_fifo_bytes(c));
 	free(c->qst);
 	braid_pool_fini(&c->reqs);
 	braid_link_close(c->link, NULL);
@@ -303,10 +304,10 @@ static int comm_build(struct ib_comm *c, int nqps, const uint8_t *rail_of)
 		braid_stripe_init(&c->qst[k], nq, NULL, &cfg);
 		c->qlanes_on |= (uint8_t)(1u << k);
 	}
-	c->fifo = braid_numa_alloc(IB_RING * sizeof(*c->fifo), c->dev->numa_node);
+	c->fifo = braid_numa_alloc(ib_fifo_bytes(c), c->dev->numa_node);
 	if (!c->fifo)
 		return -ENOMEM;
-	c->fifo_mr = ibv.reg_mr(h->pd, c->fifo, IB_RING * sizeof(*c->fifo),
+	c->fifo_mr = ibv.reg_mr(h->pd, c->fifo, ib_fifo_bytes(c),
 				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!c->fifo_mr)
 		goto reg_fail;
@@ -358,6 +359,7 @@ static void fill_wire(struct ib_comm *c, struct ib_wire *w, const uint32_t *psn)
 		w->fifo_addr = (uint64_t)(uintptr_t)c->fifo;
 		w->fifo_rkey = c->fifo_mr->rkey;
 	}
+	ib_fo_fill_wire(c, w);
 	if (!c->is_send && c->ar_recs) {
 		w->ar_addr = (uint64_t)(uintptr_t)c->ar_recs;
 		for (int k = 0; k < c->nrails; k++)
@@ -504,6 +506,7 @@ static int link_finish(void *comm, const void *blob, uint32_t len)
 		c->ar_above = INT64_MAX;
 	c->rem_ar_addr = w->ar_addr;
 	memcpy(c->rem_ar_rkey, w->ar_rkey, sizeof(c->rem_ar_rkey));
+	ib_fo_take_wire(c, w);
 	return connect_qps(c, blob, c->psn);
 }
 
@@ -548,6 +551,10 @@ static int link_answer(void *listen_comm, struct braid_link *lk, const void *blo
 	c->rem_fifo_addr = hello->fifo_addr;
 	c->rem_fifo_rkey = hello->fifo_rkey;
 	rc = comm_open(c, hello->nqps, rail_of);
+	if (!rc) {
+		ib_fo_take_wire(c, hello);
+		rc = ib_fo_build(c);
+	}
 	if (!rc) {
 		make_psns(psn, c->nqps);
 		rc = connect_qps(c, hello, psn);
@@ -619,6 +626,10 @@ static void *ib_conn_create(const struct braid_vdev *vd, const struct braid_conn
 	if (opts->traffic_class != NCCL_NET_TRAFFIC_CLASS_UNDEF)
 		c->traffic_class = opts->traffic_class & 0xff;
 	*rc = comm_open(c, connector_nqps(c), NULL);
+	if (!*rc) {
+		c->fo = 1; /* offered, when it applies (ib_fo_build) */
+		*rc = ib_fo_build(c);
+	}
 	if (*rc) {
 		c->link = NULL; /* the driver closes it */
 		comm_free(c);

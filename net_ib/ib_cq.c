@@ -72,6 +72,9 @@ static void handle_wc_error(struct ib_comm *c, const struct ibv_wc *wc)
 	char port[96] = "";
 	uint64_t down;
 
+	/* a NIC of a fused comm failed: its traffic moves to the others (ib_failover.c) */
+	if (c->fo && ib_fo_wc_error(c, wc, qi))
+		return;
 	/* An adaptive-routing data write (no request: its WRITE_WITH_IMM carries that) only
 	 * completes in error; it fails the comm below. */
 	if (r && (kind == IB_WR_SEND || kind == IB_WR_FIFO || kind == IB_WR_FLUSH)) {
@@ -125,12 +128,21 @@ data_arrived(struct ib_comm *c, const struct ibv_wc *wc, int qi, uint32_t len, i
 {
 	uint32_t imm = ntohl(wc->imm_data);
 	uint32_t seq8 = (imm >> 3) & 0xff;
-	int idx = (int)(imm & 7), nch = ib_imm_chunks(imm);
+	int idx = (int)(imm & 7), nch = ib_imm_chunks(imm), chunk = ib_imm_chunk(imm);
 	struct ib_req *r = c->slot[seq8 % IB_RING];
+	uint16_t bit = (uint16_t)(1u << chunk);
 
 	if ((imm >> 24) != IB_IMM_MAGIC || !r || (r->seq & 0xff) != seq8 || idx >= r->n ||
-	    (r->chunks_want[idx] && r->chunks_want[idx] != nch) || r->chunks_got[idx] >= nch ||
-	    bad) {
+	    (r->chunks_want[idx] && r->chunks_want[idx] != nch) || chunk >= nch ||
+	    (r->chunks_got[idx] & bit) || bad) {
+		/* after a failover, a chunk that landed before its NIC failed may come again:
+		 * it counts once (ib_failover.c) */
+		if (c->fo && !bad && (imm >> 24) == IB_IMM_MAGIC &&
+		    (!r || (r->seq & 0xff) != seq8 || (r->chunks_got[idx] & bit))) {
+			BRAID_TRACE("ib: receive comm %s:%d: chunk %d of group %u buffer %d again",
+				    c->dev->name, c->dev->port, chunk, seq8, idx);
+			return;
+		}
 		if (!c->warned) {
 			c->warned = 1;
 			BRAID_WARN("ib: receive comm %s:%d QP %#x (peer %s, GID %s): protocol error: "
@@ -142,8 +154,11 @@ data_arrived(struct ib_comm *c, const struct ibv_wc *wc, int qi, uint32_t len, i
 		return;
 	}
 	r->chunks_want[idx] = (uint8_t)nch;
-	r->chunks_got[idx]++;
+	r->chunks_got[idx] |= bit;
 	r->size[idx] += len;
+	if (c->fo)
+		__atomic_store_n(&c->fo_done[(r->seq % IB_RING) * BRAID_MAX_RECVS + (uint32_t)idx],
+				 (r->seq & 0xffff) << 16 | r->chunks_got[idx], __ATOMIC_RELEASE);
 	if (__builtin_expect(c->prof != NULL, 0))
 		ib_prof_recv_chunk(c, r, idx, wc, len);
 	if (c->qps[qi].ctr) {
@@ -154,7 +169,7 @@ data_arrived(struct ib_comm *c, const struct ibv_wc *wc, int qi, uint32_t len, i
 		braid_ctr_add(&c->rails[c->qps[qi].rail].ctr->bytes, len);
 		braid_ctr_add(&c->rails[c->qps[qi].rail].ctr->chunks, 1);
 	}
-	if (r->chunks_got[idx] == nch) {
+	if (r->chunks_got[idx] == (1u << nch) - 1) {
 		r->pending--;
 		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_bytes), r->size[idx]);
 		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_msgs), 1);
@@ -170,7 +185,7 @@ static __attribute__((noinline)) void ar_data_arrived(struct ib_comm *c, const s
 {
 	uint32_t imm = ntohl(wc->imm_data), seq8 = (imm >> 3) & 0xff, idx = imm & 7, len = 0;
 	const struct ib_req *r = c->slot[seq8 % IB_RING];
-	int chunk = ib_imm_ar_chunk(imm);
+	int chunk = ib_imm_chunk(imm);
 	int bad = !c->ar_recs || chunk >= ib_imm_chunks(imm) || wc->byte_len != sizeof(len) || !r ||
 		  idx >= (uint32_t)r->n;
 
@@ -274,12 +289,22 @@ static void handle_wc(struct ib_comm *c, const struct ibv_wc *wc, uint64_t *now)
 			chunk_done(c, r, wc->qp_num, now);
 		if (__builtin_expect(c->prof != NULL, 0))
 			ib_prof_send_done(c, r, wc->qp_num);
-		if (--r->pending == 0 && r->status == ncclSuccess) {
-			braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_bytes), r->size[0]);
-			braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_msgs), 1);
+		if (--r->pending == 0) {
+			if (__builtin_expect(r->fo != IB_FO_NONE, 0)) {
+				ib_fo_send_settled(c, r);
+			} else if (r->status == ncclSuccess) {
+				braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_bytes),
+						r->size[0]);
+				braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_msgs), 1);
+			}
 		}
 		break;
 	case IB_WR_FIFO:
+		if (c->is_send) /* a failover probe (ib_failover.c) */
+			ib_fo_probed(c, r);
+		else
+			r->pending--;
+		break;
 	case IB_WR_FLUSH: r->pending--; break;
 	case IB_WR_RECV:
 		c->qps[wc->wr_id >> 2].rq_reposts++;
@@ -322,7 +347,7 @@ void ib_progress(struct ib_comm *c)
 		struct ib_qp *q = &c->qps[i];
 		int rc;
 
-		if (q->rq_reposts < RQ_REPOST_BATCH)
+		if (q->rq_reposts < RQ_REPOST_BATCH || (c->rail_dead >> q->rail & 1))
 			continue;
 		rc = ib_qp_post_recvs(c, q, q->rq_reposts);
 		q->rq_reposts = 0;
@@ -411,7 +436,7 @@ ncclResult_t ib_comm_error(struct ib_comm *c)
 /* A buffer of a receive request is complete once all its chunks landed. */
 static int buffer_done(const struct ib_req *r, int i)
 {
-	return r->chunks_want[i] && r->chunks_got[i] == r->chunks_want[i];
+	return r->chunks_want[i] && r->chunks_got[i] == (1u << r->chunks_want[i]) - 1;
 }
 
 /* A request still waiting: can it still complete? The comm's error, or the request's. */

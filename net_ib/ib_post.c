@@ -270,6 +270,8 @@ post_plan(struct ib_comm *c, struct ib_req *r, const char *data, const struct ib
 			int q = p->qp[ci];
 			uint32_t n = p->clen[ci];
 
+			if (!ar && ci) /* each chunk names itself (ib.h) */
+				wr.imm_data = htonl(ib_imm_with_chunk(imm, ci));
 			rc = ar ? post_write_ar(c, q, r, data, off, n, m, e, imm, *posted)
 				: post_write(c, q, &wr, &sge, data, off, n, m, e);
 			if (rc)
@@ -315,6 +317,11 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 	 * match (braid_judge_refuse_unannounced). */
 	if (ib_comm_error(c))
 		return c->error;
+	if (__builtin_expect(c->fo_busy != 0, 0)) {
+		/* a failover replays sends: none goes out before they have landed */
+		ib_progress(c);
+		return c->error;
+	}
 	if (!in_mr(m, data, size)) {
 		BRAID_WARN("ib: isend of %zu bytes at %p is outside its registration [%#lx, +%zu)",
 			   size, data, (unsigned long)m->range.base, m->range.len);
@@ -366,6 +373,8 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 			   c->dev->max_msg_sz, c->dev->name);
 		return ncclInvalidArgument;
 	}
+	if (c->fo)
+		ib_fo_record(c, r, idx, &plan, data, m, &e);
 	/* profiler events (ib_prof.c: isend_ph armed r's record with NCCL's phandle) start as
 	 * NCCL's IB transport starts them: before the post */
 	if (__builtin_expect(c->prof != NULL, 0))
@@ -406,6 +415,7 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 {
 	struct ib_comm *c = to_ib_comm(recv_comm);
 	struct ib_req *r;
+	struct ib_qp *q;
 	uint32_t slot = c->seq % IB_RING, len;
 	int rc;
 
@@ -419,6 +429,7 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 		}
 	if (c->inflight >= IB_RING || c->slot[slot])
 		return ncclSuccess;
+	q = &c->qps[c->fifo_qp];
 	r = braid_pool_get(&c->reqs);
 	if (!r)
 		return ncclSuccess;
@@ -444,17 +455,20 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 		};
 		for (int k = 0; k < c->nrails; k++)
 			r->fifo[i].rkey[k] = ib_mr_on(m, k)->rkey;
+		if (c->fo) /* no chunk of it landed yet (ib_failover.c) */
+			__atomic_store_n(&c->fo_done[slot * BRAID_MAX_RECVS + (uint32_t)i],
+					 (c->seq & 0xffff) << 16, __ATOMIC_RELAXED);
 	}
 	len = (uint32_t)n * (uint32_t)sizeof(r->fifo[0]);
-	rc = ib_qp_post_rdma(c->qps[0].qp, ib_wr_id(r, IB_WR_FIFO), IBV_WR_RDMA_WRITE,
-			     len <= c->qps[0].max_inline ? IBV_SEND_INLINE : 0, r->fifo, len,
+	rc = ib_qp_post_rdma(q->qp, ib_wr_id(r, IB_WR_FIFO), IBV_WR_RDMA_WRITE,
+			     len <= q->max_inline ? IBV_SEND_INLINE : 0, r->fifo, len,
 			     c->pool_mr->lkey, c->rem_fifo_addr + (uint64_t)slot * sizeof(r->fifo),
 			     c->rem_fifo_rkey);
 	if (rc) {
 		BRAID_WARN("ib: receive comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): posting "
 			   "the FIFO write failed: %s",
-			   c->dev->name, c->dev->port, c->qps[0].qp->qp_num, c->qps[0].remote_qpn,
-			   c->peer, c->peer_gid, strerror(rc));
+			   c->rails[q->rail].dev->name, c->rails[q->rail].dev->port, q->qp->qp_num,
+			   q->remote_qpn, c->peer, c->peer_gid, strerror(rc));
 		braid_pool_put(&c->reqs, r);
 		c->warned = 1;
 		ib_comm_fail(c, ncclSystemError);

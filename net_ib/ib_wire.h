@@ -13,10 +13,11 @@
 #include "net_ib/ib.h"
 
 #define IB_WIRE_MAGIC 0x62726962u /* "brib" */
-/* 6: each QP's rail, and the listener's NIC each connector QP goes to (subnet-aware
+/* 7: failover (each side's offer, the sender's FIFO key per rail, the receiver's
+ * landed-chunk words); 6: each QP's rail, and the listener's NIC each connector QP goes to (subnet-aware
  * pairing, ib_subnet.c); 5: the receiver's adaptive-routing records; 4: the sender's traffic class and service
  * level; 3: several NICs per comm; 2: the nonce moved to link.c */
-#define IB_WIRE_VERSION 6
+#define IB_WIRE_VERSION 7
 
 struct ib_wire_rail {
 	uint8_t link_layer;
@@ -53,6 +54,12 @@ struct ib_wire {
 		uint32_t vendor_id, options, comp_mask;
 	} ece[IB_MAX_QPS]; /* connecting side: offered; accepting side: accepted */
 	struct ib_wire_rail rails[BRAID_VDEV_MAX_NICS];
+	/* failover (net_ib/ib_failover.c): 1 when this side offers it */
+	uint8_t failover;
+	uint8_t pad2[3];
+	uint32_t fifo_rkeys[BRAID_VDEV_MAX_NICS]; /* connecting side: fifo_addr, per rail */
+	uint64_t done_addr; /* accepting side: its landed-chunk words, [IB_RING][MAX_RECVS] */
+	uint32_t done_rkey[BRAID_VDEV_MAX_NICS]; /* of done_addr, per rail */
 } __attribute__((packed));
 
 /*

@@ -58,9 +58,10 @@ struct braid_ctr_lane {
 	uint32_t weight_ppm; /* its current share of a large message, in millionths */
 	uint64_t bytes;      /* sent over it */
 	uint64_t chunks;
-	uint64_t rate_bps; /* measured goodput, bytes/s (0: not measured yet) */
-	uint32_t slow;     /* 1 once it was found under half the others' rate */
-	uint32_t pad;
+	uint64_t rate_bps;  /* measured goodput, bytes/s (0: not measured yet) */
+	uint32_t slow;      /* 1 once it was found under half the others' rate */
+	uint32_t failovers; /* times the NIC failed under the comm (net_ib failover; a pad
+			     * before, so 0 in older files) */
 };
 
 struct braid_ctr_comm {
@@ -69,8 +70,8 @@ struct braid_ctr_comm {
 	char peer[64];
 	struct braid_ctr_traffic t;
 	/* version 4 */
-	uint32_t nlanes; /* NICs the comm stripes over (1 on a device of one NIC) */
-	uint32_t pad;
+	uint32_t nlanes;    /* NICs the comm stripes over (1 on a device of one NIC) */
+	uint32_t failovers; /* NICs of it that failed and whose traffic moved (a pad before) */
 	struct braid_ctr_lane lanes[BRAID_CTR_MAX_LANES];
 };
 

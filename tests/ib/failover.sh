@@ -4,7 +4,8 @@
 # every message completes once with every byte right, and the comm fails only when every
 # NIC has failed (BRAID_FAILOVER=on, the default). Each process that fails over prints one
 # WARN per failed NIC per comm side:
-#   ib: failover: send comm to PEER: NIC svroce1:1 failed (QP 0x.. -> remote QP 0x..:
+#   ib: failover: send comm to PEER: NIC svroce1:1 failed (QP 0x.. -> remote QP 0x..: STATUS)
+#   after N bytes over it; its traffic moves to the comm's 1 other NIC(s) (peer GID ..)
 #       STATUS); its traffic moves to the comm's 1 other NIC(s)
 # (and "receive comm from PEER" on the receiver's side).
 #   svroce1 down for good mid-soak            passes, a failover WARN naming svroce1:1
@@ -91,7 +92,7 @@ no_comm_failed() {
 failover_warn() { # side-regex NIC
 	local qps='\(QP 0x[0-9a-f]+ -> remote QP 0x[0-9a-f]+: .*\)'
 
-	grep -Eq "WARN.*ib: failover: $1 comm .*NIC $2 failed $qps; its traffic moves to the comm's 1 other NIC\(s\)" "$log" ||
+	grep -Eq "WARN.*ib: failover: $1 comm .*NIC $2 failed $qps after [0-9]+ bytes over it; its traffic moves to the comm's 1 other NIC\(s\)" "$log" ||
 		bad "no failover WARN ($1 comm) naming $2"
 }
 only_nic() { # NIC: no failover WARN names another

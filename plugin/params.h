@@ -55,10 +55,11 @@ enum braid_param_type {
 	X(STRIPE, "BRAID_STRIPE", BRAID_PARAM_ENUM, "adaptive", 0, 0, "adaptive|equal", NULL,      \
 	  "How a fused device splits large messages over its NICs: adaptive (by each NIC's "       \
 	  "measured goodput) or equal.")                                                           \
-	X(FAILOVER, "BRAID_FAILOVER", BRAID_PARAM_ENUM, "on", 0, 0, "off|on", NULL,                \
+	X(FAILOVER, "BRAID_FAILOVER", BRAID_PARAM_BOOL, "1", 0, 1, NULL,                           \
+	  "NCCL_IB_RESILIENCY_PORT_FAILOVER",                                                      \
 	  "On a fused device (net_ib), a comm whose NIC fails moves that NIC's chunks in flight "  \
-	  "and all later traffic to its other NICs, and fails only when every NIC has; off: "      \
-	  "the first failed NIC fails the comm (docs/ib.md, failover).")                           \
+	  "and all later traffic to its other NICs, and fails only when every NIC has (on, the "   \
+	  "default; NCCL's is off); off: the first failed NIC fails the comm (docs/ib.md).")       \
 	X(STRIPE_BYTES, "BRAID_STRIPE_BYTES", BRAID_PARAM_INT,                                     \
 	  BRAID_STR(BRAID_STRIPE_BYTES_DEFAULT), 0, 1073741824, NULL, NULL,                        \
 	  "On a fused device, messages of at least this size are split over its NICs; smaller "    \

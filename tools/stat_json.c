@@ -91,6 +91,7 @@ static json_t *json_comms(const struct braid_ctr_region *r)
 		stat_jset(o, "peer", json_string(c->peer));
 		jtraffic(o, &c->t);
 		stat_jset(o, "nlanes", json_integer(c->nlanes));
+		stat_jset(o, "failovers", json_integer(c->failovers));
 		for (uint32_t k = 0; k < stat_comm_nlanes(c); k++)
 			total += c->lanes[k].bytes;
 		for (uint32_t k = 0; k < stat_comm_nlanes(c) && c->nlanes >= 2; k++) {
@@ -107,6 +108,7 @@ static json_t *json_comms(const struct braid_ctr_region *r)
 			stat_jset(lo, "rate_Bps", stat_jint(l->rate_bps));
 			stat_jset(lo, "slow", json_boolean(l->slow));
 			stat_jset(lo, "up", json_boolean(stat_lane_up(r, l)));
+			stat_jset(lo, "failovers", json_integer(l->failovers));
 			json_array_append_new(lanes, lo);
 		}
 		stat_jset(o, "lanes", lanes);

@@ -251,7 +251,15 @@ static void fam_qps(FILE *f, const struct ent *e, const char *name)
 	}
 }
 
-enum lane_field { LANE_BYTES, LANE_CHUNKS, LANE_RATE, LANE_WEIGHT, LANE_SLOW, LANE_UP };
+enum lane_field {
+	LANE_BYTES,
+	LANE_CHUNKS,
+	LANE_RATE,
+	LANE_WEIGHT,
+	LANE_SLOW,
+	LANE_UP,
+	LANE_FAILOVERS
+};
 
 /* Lanes: each NIC of a comm that stripes over two or more (a fused device). */
 static void lanes(FILE *f, const struct ent *e, const char *name, enum lane_field what)
@@ -277,6 +285,7 @@ static void lanes(FILE *f, const struct ent *e, const char *name, enum lane_fiel
 				snprintf(num, sizeof(num), "%.6f", (double)l->weight_ppm / 1e6);
 				break;
 			case LANE_SLOW: snprintf(num, sizeof(num), "%d", l->slow ? 1 : 0); break;
+			case LANE_FAILOVERS: U64(l->failovers); break;
 			case LANE_UP:
 				snprintf(num, sizeof(num), "%d", stat_lane_up(r, l) ? 1 : 0);
 				break;
@@ -291,6 +300,11 @@ static void lanes(FILE *f, const struct ent *e, const char *name, enum lane_fiel
 static void fam_lane_up(FILE *f, const struct ent *e, const char *name)
 {
 	lanes(f, e, name, LANE_UP);
+}
+
+static void fam_lane_failovers(FILE *f, const struct ent *e, const char *name)
+{
+	lanes(f, e, name, LANE_FAILOVERS);
 }
 
 static void fam_lane_bytes(FILE *f, const struct ent *e, const char *name)
@@ -368,8 +382,12 @@ static const struct family {
 	  "Share of a large message striping gives the NIC now, 0 to 1.", fam_lane_weight },
 	{ "braid_lane_slow", "gauge",
 	  "1 once the NIC was found under half the rate of the comm's other NICs.", fam_lane_slow },
-	{ "braid_lane_up", "gauge", "1 while the NIC's port is up, 0 while it is down (net_ib).",
+	{ "braid_lane_up", "gauge",
+	  "1 while the NIC's port is up and it has not failed under the comm (net_ib), else 0.",
 	  fam_lane_up },
+	{ "braid_lane_failovers_total", "counter",
+	  "Times the NIC failed under the comm and its traffic moved to the others (net_ib).",
+	  fam_lane_failovers },
 };
 
 void stat_prom_render(FILE *f, const struct scan *s)

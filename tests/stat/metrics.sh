@@ -47,6 +47,7 @@ for m in braid_up:gauge braid_process_start_time_seconds:gauge braid_slow_path:g
 	braid_av_entries:gauge braid_qps:gauge braid_lane_bytes_total:counter \
 	braid_lane_chunks_total:counter braid_lane_rate_bytes_per_second:gauge \
 	braid_lane_weight_ratio:gauge braid_lane_slow:gauge braid_lane_up:gauge \
+	braid_lane_failovers_total:counter \
 	braid_counters_files:gauge; do
 	n=${m%:*}
 	expect_before "$prom" "^# HELP $n [^ ]" "^# TYPE $n ${m#*:}$" "$n: HELP, then TYPE ${m#*:}"
@@ -101,6 +102,8 @@ expect "$prom" "^braid_lane_weight_ratio\{$lane,dev=\"0\",nic=\"svroce0:1\"\} 0\
 expect "$prom" "^braid_lane_slow\{$lane,dev=\"1\",nic=\"svroce1:1\"\} 1$" "braid_lane_slow"
 expect "$prom" "^braid_lane_up\{$lane,dev=\"0\",nic=\"svroce0:1\"\} 1$" "braid_lane_up NIC 0"
 expect "$prom" "^braid_lane_up\{$lane,dev=\"1\",nic=\"svroce1:1\"\} 0$" "braid_lane_up NIC 1, its port down"
+expect "$prom" "^braid_lane_failovers_total\{$lane,dev=\"0\",nic=\"svroce0:1\"\} 0$" "braid_lane_failovers_total NIC 0"
+expect "$prom" "^braid_lane_failovers_total\{$lane,dev=\"1\",nic=\"svroce1:1\"\} 1$" "braid_lane_failovers_total NIC 1"
 expect_not "$prom" "^braid_lane_[a-z_]+\{pid=\"$slow\"" "no lanes for a comm of one NIC"
 
 # ---- promtool (Debian's prometheus package)

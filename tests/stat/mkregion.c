@@ -126,7 +126,9 @@ static void fill(struct braid_ctr_region *r, const struct mk_opts *o, int pid)
 							.bytes = 120000000,
 							.chunks = 120,
 							.rate_bps = 3000000000ULL,
-							.slow = 1 };
+							.slow = 1,
+							.failovers = 1 };
+	r->comms[0].failovers = 1;
 	r->qp_rec_size = sizeof(struct braid_ctr_qp);
 	r->max_qps = BRAID_CTR_MAX_QPS;
 	for (int q = 0; q < 4; q++) {

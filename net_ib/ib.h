@@ -15,11 +15,13 @@
  *          truncates the message to that buffer (as ncclIbIsend) and writes it straight
  *          into it with RDMA_WRITE_WITH_IMM: one write for a small message (QPs taken in
  *          turn), one per QP for a message above the split threshold. The immediate
- *          names the slot, the buffer and the number of chunks; byte_len of each
+ *          names the slot, the buffer, the number of chunks and the chunk's own number
+ *          (the receiver counts a buffer complete by chunk identity); byte_len of each
  *          completion gives the real size. Nothing is copied.
  *   iflush: a 1-byte RDMA READ over the receive comm's own loopback QP (as NCCL's
  *          gpuFlush QP per receive comm), so no other comm's load can fill it.
  * Set-up, liveness and the goodbye go over plugin/link.c, like net_ofi.
+ * A comm over several NICs survives all but one of them failing (ib_failover.c).
  */
 #ifndef BRAID_IB_H
 #define BRAID_IB_H

@@ -373,8 +373,9 @@ void ib_fo_record(struct ib_comm *c, struct ib_req *r, int idx, const struct ib_
 	s->seq = r->seq;
 	s->idx = (uint8_t)idx;
 	s->total = (uint8_t)p->total;
-	memcpy(s->qp, p->qp, (size_t)p->total);
-	memcpy(s->clen, p->clen, (size_t)p->total * sizeof(s->clen[0]));
+	/* whole arrays (past total: never read): fixed sizes copy inline, no libc call */
+	memcpy(s->qp, p->qp, sizeof(s->qp));
+	memcpy(s->clen, p->clen, sizeof(s->clen));
 	s->data = data;
 	s->m = m;
 	s->raddr = e->addr;

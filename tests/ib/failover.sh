@@ -6,13 +6,14 @@
 # WARN per failed NIC per comm side:
 #   ib: failover: send comm to PEER: NIC svroce1:1 failed (QP 0x.. -> remote QP 0x..: STATUS)
 #   after N bytes over it; its traffic moves to the comm's 1 other NIC(s) (peer GID ..)
-#       STATUS); its traffic moves to the comm's 1 other NIC(s)
 # (and "receive comm from PEER" on the receiver's side).
 #   svroce1 down for good mid-soak            passes, a failover WARN naming svroce1:1
 #   svroce0 down for good mid-soak            passes; the receiver's FIFO writes go on
 #                                             rail 0, so both sides fail over
 #   both down                                 the soak fails, bounded, never hangs
 #   BRAID_FAILOVER=off, svroce1 down          the soak fails as before, no failover WARN
+#   a QP cut after a chunk landed, ACK lost    passes: the chunk is neither lost nor counted
+#                                             twice
 #   one QP's link cut on svroce1 (braid perf)  perf passes, a failover WARN
 # The soak (conformance's soak scenario) checks every byte of every message it receives
 # against the sender's pattern, and the 64 bytes past each message (xfer.c): its exit
@@ -145,6 +146,22 @@ within_bound
 grep -q 'data check: every verified iteration was right' "$log" || bad "perf's data check did not pass"
 failover_warn '(send|receive)' svroce1:1
 only_nic svroce1:1
+no_comm_failed
+once_each
+done_case
+
+# A chunk that landed although its sender saw it fail: the write that crosses the cut
+# arrives whole and the link goes before its ACK (SOFTVERBS_FAULT_CUT_DELIVER). The sender's
+# probe finds it landed and writes again only what did not; a chunk that came twice would
+# count once. Every byte of the soak is checked, so a buffer completed early, twice or
+# with a chunk missing fails it.
+soak "the 2nd QP of each process cut after a chunk landed whose ACK was lost" \
+	SOFTVERBS_FAULT_CUT_AFTER_BYTES=8000000 SOFTVERBS_FAULT_CUT_QP=2 SOFTVERBS_FAULT_CUT_DELIVER=1
+soak_passed
+within_bound
+# each process's 2nd QP: on svroce1 in one, on svroce0 in the other (their comms open in
+# another order), and the QP's peer, a receiver's FIFO QP, fails over too
+failover_warn '(send|receive)' 'svroce[01]:1'
 no_comm_failed
 once_each
 done_case

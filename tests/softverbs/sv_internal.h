@@ -289,9 +289,10 @@ struct sv_config {
 	uint64_t device_rate[SV_MAX_DEVICES];
 	/* SOFTVERBS_DEVICE_MAX_MSG_SZ, by device index: every port's max_msg_sz */
 	uint64_t max_msg[SV_MAX_DEVICES];
-	uint64_t fault_cut_bytes;                /* 0 = off */
-	int fault_cut_qp;                        /* ordinal, 0 = every QP */
-	long fault_fail_reg;                     /* n-th registration fails */
+	uint64_t fault_cut_bytes; /* 0 = off */
+	int fault_cut_qp;         /* ordinal, 0 = every QP */
+	bool fault_cut_deliver; /* the message that crosses the cut arrives whole: its ACK is lost */
+	long fault_fail_reg;    /* n-th registration fails */
 	long fault_remote_access;                /* n-th incoming RDMA op fails */
 	long fault_port_down_ms[SV_MAX_DEVICES]; /* by device index; -1 = off */
 	long fault_port_up_ms[SV_MAX_DEVICES];   /* by device index; -1 = off */

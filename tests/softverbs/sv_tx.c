@@ -240,7 +240,10 @@ static void tx_wqe(struct sv_qp *qp)
 				 : 0;
 		if (payload >= budget) {
 			cut = true;
-			n = iov_trim(iov, n, sizeof(h) + budget);
+			if (sv_eng.cfg.fault_cut_deliver)
+				budget = payload; /* it lands; the link goes before its ACK */
+			else
+				n = iov_trim(iov, n, sizeof(h) + budget);
 		}
 	}
 	qp->tx_busy = true;

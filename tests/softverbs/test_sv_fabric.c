@@ -41,6 +41,7 @@ static int clear_env(void **state)
 		"SOFTVERBS_UPLINK_DELAY_US",
 		"SOFTVERBS_FAULT_CUT_AFTER_BYTES",
 		"SOFTVERBS_FAULT_CUT_QP",
+		"SOFTVERBS_FAULT_CUT_DELIVER",
 		"SOFTVERBS_FAULT_FAIL_REG",
 		"SOFTVERBS_FAULT_REMOTE_ACCESS",
 		"SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS",
@@ -901,6 +902,45 @@ static void test_fault_cut_link(void **state)
 	svt_end_fini(&b);
 }
 
+/* SOFTVERBS_FAULT_CUT_DELIVER: the write that crosses the cut lands whole at the responder,
+ * and still completes in error at the requester (its ACK was lost with the link): what a
+ * requester's retry would find already there. */
+static void test_fault_cut_deliver(void **state)
+{
+	struct svt_end a, b;
+	static char src[1 << 20], dst[1 << 20];
+	struct ibv_mr *amr, *bmr;
+	struct ibv_wc wc;
+
+	setenv("SOFTVERBS_FAULT_CUT_AFTER_BYTES", "1572864", 1);
+	setenv("SOFTVERBS_FAULT_CUT_QP", "1", 1);
+	setenv("SOFTVERBS_FAULT_CUT_DELIVER", "1", 1);
+	assert_int_equal(svt_pair(&a, &b, "svib0"), 0);
+	amr = ibv_reg_mr(a.pd, src, sizeof(src), ACC_ALL);
+	bmr = ibv_reg_mr(b.pd, dst, sizeof(dst), ACC_ALL);
+	memset(src, 0x11, sizeof(src));
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 0, src, sizeof(src), amr->lkey,
+				       (uintptr_t)dst, bmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
+	assert_int_equal(svt_wait_wc(a.cq, &wc, 5000), 0);
+	assert_int_equal(wc.status, IBV_WC_SUCCESS);
+	/* the 2nd MiB crosses the cut: it lands whole, its ACK never comes */
+	memset(src, 0x22, sizeof(src));
+	assert_int_equal(svt_post_rdma(a.qp, IBV_WR_RDMA_WRITE, 1, src, sizeof(src), amr->lkey,
+				       (uintptr_t)dst, bmr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
+	assert_int_equal(svt_wait_wc(a.cq, &wc, 5000), 0);
+	assert_int_equal(wc.wr_id, 1);
+	assert_int_equal(wc.status, IBV_WC_RETRY_EXC_ERR);
+	for (size_t i = 0; i < sizeof(dst); i++)
+		if (dst[i] != 0x22)
+			fail_msg("byte %zu of the write that crossed the cut: %#x", i, dst[i]);
+	ibv_dereg_mr(amr);
+	ibv_dereg_mr(bmr);
+	svt_end_fini(&a);
+	svt_end_fini(&b);
+}
+
 static void expect_port_event(struct ibv_context *ctx, enum ibv_event_type type)
 {
 	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
@@ -1196,6 +1236,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_fault_fail_reg, clear_env),
 		cmocka_unit_test_teardown(test_fault_remote_access, clear_env),
 		cmocka_unit_test_teardown(test_fault_cut_link, clear_env),
+		cmocka_unit_test_teardown(test_fault_cut_deliver, clear_env),
 		cmocka_unit_test_teardown(test_fault_port_down, clear_env),
 		cmocka_unit_test_teardown(test_fault_port_down_for_good, clear_env),
 		cmocka_unit_test_teardown(test_fault_port_down_one_device, clear_env),

@@ -45,3 +45,9 @@ $(IB_MLX5_SI): $(BUILD)/obj/tests/ib/mlx5_standin.o tests/ib/mlx5_standin.map
 		-Wl,--version-script,tests/ib/mlx5_standin.map -Wl,-z,defs $(BRAID_LDFLAGS) -ldl
 
 ALL_TARGETS += $(IB_MLX5_SI)
+
+# The long form of tests/ib/failover.sh: ROUNDS soaks with a random fault each (not in make
+# test).
+.PHONY: soak-failover
+soak-failover: build-all
+	@BUILD=$(BUILD) tests/ib/failover-soak.sh

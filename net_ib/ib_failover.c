@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * Failover within a fused device: a comm over several NICs (rails) survives the failure of
- * all but one of them (BRAID_FAILOVER, on by default; docs/ib.md).
+ * all but one of them (BRAID_FAILOVER, on by default; docs/ib.md). A NIC fails for a comm
+ * when one of its QPs runs out of retries (IBV_WC_RETRY_EXC_ERR), as in NCCL.
  *
  * NCCL's IB transport (p2p_resiliency.cc, 2.29.7) is the reference: a completion error
  * marks the NIC failed; the sender then reads, over a surviving NIC, the receiver's
@@ -233,7 +234,12 @@ int ib_fo_wc_error(struct ib_comm *c, const struct ibv_wc *wc, int qi)
 			if (c->rails[j].flush_qp && c->rails[j].flush_qp->qp_num == wc->qp_num)
 				k = j;
 	}
-	if (k < 0 || (!(c->rail_dead >> k & 1) && !rail_failed(c, k, wc, qi)))
+	/* As in NCCL (ncclIbResiliencyCheckErrorNotFatal): a NIC fails for the comm when a QP
+	 * of it runs out of retries; any other first error (a remote access error, a flush
+	 * behind an async event) is the comm's, and fails it as before. Once the NIC is out,
+	 * every error of its QPs is the same failure. */
+	if (k < 0 || (!(c->rail_dead >> k & 1) &&
+		      (wc->status != IBV_WC_RETRY_EXC_ERR || !rail_failed(c, k, wc, qi))))
 		return 0;
 	if (qi >= 0 && c->qps[qi].ctr)
 		braid_ctr_add(&c->qps[qi].ctr->errors, 1);

@@ -12,7 +12,8 @@
 #include <stdint.h>
 
 #define BRAID_CTR_MAGIC 0x5254434449415242ULL /* "BRAIDCTR" little-endian */
-#define BRAID_CTR_VERSION 5
+/* 6: recoveries in lanes and comms; readers take only their own version (tools/stat_read.c) */
+#define BRAID_CTR_VERSION 6
 #define BRAID_CTR_MAX_DEVS 32
 #define BRAID_CTR_MAX_COMMS 1024
 #define BRAID_CTR_MAX_QPS 1024
@@ -62,6 +63,10 @@ struct braid_ctr_lane {
 	uint32_t slow;      /* 1 once it was found under half the others' rate */
 	uint32_t failovers; /* times the NIC failed under the comm (net_ib failover; a pad
 			     * before, so 0 in older files) */
+	/* version 6 */
+	uint32_t recoveries; /* times the NIC came back and rejoined the comm's stripe (net_ib);
+			      * the lane is up again once they reach failovers */
+	uint32_t pad;        /* keeps the record a multiple of 8 bytes; 0 */
 };
 
 struct braid_ctr_comm {
@@ -72,8 +77,16 @@ struct braid_ctr_comm {
 	/* version 4 */
 	uint32_t nlanes;    /* NICs the comm stripes over (1 on a device of one NIC) */
 	uint32_t failovers; /* NICs of it that failed and whose traffic moved (a pad before) */
+	/* version 6 */
+	uint32_t recoveries; /* NICs of it that came back and rejoined its stripe */
+	uint32_t pad;        /* keeps lanes[] 8-byte aligned; 0 */
 	struct braid_ctr_lane lanes[BRAID_CTR_MAX_LANES];
 };
+
+/* Records of an array in shared memory: a multiple of 8 bytes, so that no compiler or
+ * reader pads them differently (a member added here needs its pad). */
+_Static_assert(sizeof(struct braid_ctr_lane) % 8 == 0, "braid_ctr_lane: 8-byte multiple");
+_Static_assert(sizeof(struct braid_ctr_comm) % 8 == 0, "braid_ctr_comm: 8-byte multiple");
 
 /* Why the job runs the way it does: the record a fabric engineer reads first. */
 struct braid_ctr_fallback {

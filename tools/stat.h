@@ -73,8 +73,9 @@ bool stat_ent_running(const struct ent *e);
 double stat_mono_now(void);
 const char *stat_dev_name(const struct braid_ctr_region *r, int32_t dev);
 uint32_t stat_comm_nlanes(const struct braid_ctr_comm *c);
-/* A comm's lane is up: it has not failed over (net_ib failover; it does not come back
- * within the comm) and its NIC's port is not down (struct braid_ctr_dev port_down). */
+/* A comm's lane is up: it never failed over or came back as often as it failed
+ * (recoveries >= failovers: net_ib counts a failed NIC that rejoins the comm's stripe),
+ * and its NIC's port is not down (struct braid_ctr_dev port_down). */
 bool stat_lane_up(const struct braid_ctr_region *r, const struct braid_ctr_lane *l);
 bool stat_comm_used(const struct braid_ctr_comm *c);
 bool stat_qps_readable(const struct ent *e);

@@ -92,6 +92,7 @@ static json_t *json_comms(const struct braid_ctr_region *r)
 		jtraffic(o, &c->t);
 		stat_jset(o, "nlanes", json_integer(c->nlanes));
 		stat_jset(o, "failovers", json_integer(c->failovers));
+		stat_jset(o, "recoveries", json_integer(c->recoveries));
 		for (uint32_t k = 0; k < stat_comm_nlanes(c); k++)
 			total += c->lanes[k].bytes;
 		for (uint32_t k = 0; k < stat_comm_nlanes(c) && c->nlanes >= 2; k++) {
@@ -109,6 +110,7 @@ static json_t *json_comms(const struct braid_ctr_region *r)
 			stat_jset(lo, "slow", json_boolean(l->slow));
 			stat_jset(lo, "up", json_boolean(stat_lane_up(r, l)));
 			stat_jset(lo, "failovers", json_integer(l->failovers));
+			stat_jset(lo, "recoveries", json_integer(l->recoveries));
 			json_array_append_new(lanes, lo);
 		}
 		stat_jset(o, "lanes", lanes);

@@ -258,7 +258,8 @@ enum lane_field {
 	LANE_WEIGHT,
 	LANE_SLOW,
 	LANE_UP,
-	LANE_FAILOVERS
+	LANE_FAILOVERS,
+	LANE_RECOVERIES
 };
 
 /* Lanes: each NIC of a comm that stripes over two or more (a fused device). */
@@ -286,6 +287,7 @@ static void lanes(FILE *f, const struct ent *e, const char *name, enum lane_fiel
 				break;
 			case LANE_SLOW: snprintf(num, sizeof(num), "%d", l->slow ? 1 : 0); break;
 			case LANE_FAILOVERS: U64(l->failovers); break;
+			case LANE_RECOVERIES: U64(l->recoveries); break;
 			case LANE_UP:
 				snprintf(num, sizeof(num), "%d", stat_lane_up(r, l) ? 1 : 0);
 				break;
@@ -305,6 +307,11 @@ static void fam_lane_up(FILE *f, const struct ent *e, const char *name)
 static void fam_lane_failovers(FILE *f, const struct ent *e, const char *name)
 {
 	lanes(f, e, name, LANE_FAILOVERS);
+}
+
+static void fam_lane_recoveries(FILE *f, const struct ent *e, const char *name)
+{
+	lanes(f, e, name, LANE_RECOVERIES);
 }
 
 static void fam_lane_bytes(FILE *f, const struct ent *e, const char *name)
@@ -383,11 +390,15 @@ static const struct family {
 	{ "braid_lane_slow", "gauge",
 	  "1 once the NIC was found under half the rate of the comm's other NICs.", fam_lane_slow },
 	{ "braid_lane_up", "gauge",
-	  "1 while the NIC's port is up and it has not failed under the comm (net_ib), else 0.",
+	  "1 while the NIC's port is up and it never failed under the comm or came back as "
+	  "often as it failed (net_ib), else 0.",
 	  fam_lane_up },
 	{ "braid_lane_failovers_total", "counter",
 	  "Times the NIC failed under the comm and its traffic moved to the others (net_ib).",
 	  fam_lane_failovers },
+	{ "braid_lane_recoveries_total", "counter",
+	  "Times the NIC came back after a failure and rejoined the comm's stripe (net_ib).",
+	  fam_lane_recoveries },
 };
 
 void stat_prom_render(FILE *f, const struct scan *s)

@@ -450,10 +450,15 @@ const char *stat_dev_name(const struct braid_ctr_region *r, int32_t dev)
 
 bool stat_lane_up(const struct braid_ctr_region *r, const struct braid_ctr_lane *l)
 {
+	/* recoveries first: a failure between the two reads then shows DOWN, not up */
+	uint32_t recoveries = __atomic_load_n(&l->recoveries, __ATOMIC_RELAXED);
+	uint32_t failovers = __atomic_load_n(&l->failovers, __ATOMIC_RELAXED);
+
+	if (recoveries < failovers)
+		return false;
 	if (l->dev < 0 || l->dev >= BRAID_CTR_MAX_DEVS || (uint32_t)l->dev >= r->ndevs)
-		return !__atomic_load_n(&l->failovers, __ATOMIC_RELAXED);
-	return !__atomic_load_n(&l->failovers, __ATOMIC_RELAXED) &&
-	       !__atomic_load_n(&r->devs[l->dev].port_down, __ATOMIC_RELAXED);
+		return true;
+	return !__atomic_load_n(&r->devs[l->dev].port_down, __ATOMIC_RELAXED);
 }
 
 uint32_t stat_comm_nlanes(const struct braid_ctr_comm *c)

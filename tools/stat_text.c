@@ -76,16 +76,17 @@ static void print_lanes(const struct braid_ctr_region *r, const struct braid_ctr
 
 	for (uint32_t k = 0; k < n; k++)
 		total += c->lanes[k].bytes;
-	printf("         %-16s %14s %7s %7s %10s  %-4s  %-6s %s\n", "NIC", "bytes", "share",
-	       "weight", "rate_MB/s", "slow", "state", "failovers");
+	printf("         %-16s %14s %7s %7s %10s  %-4s  %-6s %9s %10s\n", "NIC", "bytes", "share",
+	       "weight", "rate_MB/s", "slow", "state", "failovers", "recoveries");
 	for (uint32_t k = 0; k < n; k++) {
 		const struct braid_ctr_lane *l = &c->lanes[k];
 
-		printf("         %-16s %14llu %6.1f%% %6.1f%% %10.1f  %-4s  %-6s %u\n",
+		printf("         %-16s %14llu %6.1f%% %6.1f%% %10.1f  %-4s  %-6s %9u %10u\n",
 		       stat_dev_name(r, l->dev), (unsigned long long)l->bytes,
 		       total ? 100.0 * (double)l->bytes / (double)total : 0.0,
 		       (double)l->weight_ppm / 1e4, (double)l->rate_bps / 1e6,
-		       l->slow ? "SLOW" : "no", stat_lane_up(r, l) ? "up" : "DOWN", l->failovers);
+		       l->slow ? "SLOW" : "no", stat_lane_up(r, l) ? "up" : "DOWN", l->failovers,
+		       l->recoveries);
 	}
 }
 

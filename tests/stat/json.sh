@@ -89,10 +89,15 @@ check([(c.get("slot"), c.get("kind"), c.get("nlanes")) for c in comms] == [(0, "
       "ib: comms slot, kind, nlanes")
 lanes = comms[0].get("lanes", []) if comms else []
 check([(l.get("name"), l.get("bytes"), round(l.get("share", 0), 3), round(l.get("weight", 0), 3),
-        l.get("rate_Bps"), l.get("slow"), l.get("up"), l.get("failovers")) for l in lanes] ==
-      [("svroce0:1", 480000000, 0.8, 0.8, 12000000000, False, True, 0),
-       ("svroce1:1", 120000000, 0.2, 0.2, 3000000000, True, False, 1)], "ib: lanes %s" % lanes)
-check([c.get("failovers") for c in comms] == [1, 0], "ib: failovers per comm")
+        l.get("rate_Bps"), l.get("slow")) for l in lanes] ==
+      [("svroce0:1", 480000000, 0.8, 0.8, 12000000000, False),
+       ("svroce1:1", 120000000, 0.2, 0.2, 3000000000, True)], "ib: lanes %s" % lanes)
+# NIC 0 failed twice and came back twice: up; NIC 1 failed and did not come back: down
+check([(l.get("failovers"), l.get("recoveries"), l.get("up")) for l in lanes] ==
+      [(2, 2, True), (1, 0, False)], "ib: lanes' failovers, recoveries, up: %s" %
+      [(l.get("failovers"), l.get("recoveries"), l.get("up")) for l in lanes])
+check([c.get("failovers") for c in comms] == [3, 0], "ib: failovers per comm")
+check([c.get("recoveries") for c in comms] == [2, 0], "ib: recoveries per comm")
 check(len(comms) > 1 and comms[1].get("lanes") == [] and comms[1].get("peer") == "192.0.2.8:40002",
       "one-NIC comm: no lanes, peer")
 qps = i.get("qps") or []

@@ -65,8 +65,12 @@ expect "$out" "^    1   svroce1:1 +2000000000 +2000000000 +1000 +2000 +1 +6 +7 +
 expect "$out" "^  comms: 2 \(1 send, 1 recv\)$" "comm counts"
 expect "$out" "^    0 +send 0 +192\.0\.2\.7:40001 +600000000 +0 +600 +0 +2$" "fused send comm, 2 NICs"
 expect "$out" "^    2 +recv 0 +192\.0\.2\.8:40002 +0 +500000000 +500 +0 +1$" "recv comm"
-expect "$out" "^ +svroce0:1 +480000000 +80\.0% +80\.0% +12000\.0  no    up     0$" "NIC 0: bytes, share, weight, rate, up"
-expect "$out" "^ +svroce1:1 +120000000 +20\.0% +20\.0% +3000\.0  SLOW  DOWN   1$" "NIC 1: marked slow, DOWN (its port)"
+expect "$out" "^ +NIC +bytes +share +weight +rate_MB/s +slow +state +failovers +recoveries$" \
+	"NIC header: failovers, then recoveries"
+expect "$out" "^ +svroce0:1 +480000000 +80\.0% +80\.0% +12000\.0  no    up +2 +2$" \
+	"NIC 0: bytes, share, weight, rate; failed twice, came back twice: up"
+expect "$out" "^ +svroce1:1 +120000000 +20\.0% +20\.0% +3000\.0  SLOW  DOWN +1 +0$" \
+	"NIC 1: marked slow; failed, not back (and its port down): DOWN"
 expect "$out" "^  link: RoCE, GID index 3 \(RoCEv2\), MTU 4096$" "link layer, GID, MTU"
 expect "$out" "^  qps: 4$" "4 QP records"
 expect "$out" "^    0 +0 +svroce0:1 +0x100 +0x200 +0x1000 +49152 +0 +1[0-9]{8} +0 +0 " "QP 0: qpn, remote, flow label, sport"

@@ -13,7 +13,7 @@ tf=$T/textfile
 mkdir -p "$tf"
 
 # a fused verbs process, a slow ofi one whose provider has a quote and a backslash, one
-# whose provider has a newline (the reader makes it '?'), one that ended, one of layout 5
+# whose provider has a newline (the reader makes it '?'), one that ended, one of a newer layout
 hold --dir "$BRAID_SHM_DIR" --backend ib --provider mlx5_0,mlx5_1 --ib --gdr
 ib=$HELD
 hold --dir "$BRAID_SHM_DIR" --slow --provider 'tcp;"q\b'
@@ -47,7 +47,7 @@ for m in braid_up:gauge braid_process_start_time_seconds:gauge braid_slow_path:g
 	braid_av_entries:gauge braid_qps:gauge braid_lane_bytes_total:counter \
 	braid_lane_chunks_total:counter braid_lane_rate_bytes_per_second:gauge \
 	braid_lane_weight_ratio:gauge braid_lane_slow:gauge braid_lane_up:gauge \
-	braid_lane_failovers_total:counter \
+	braid_lane_failovers_total:counter braid_lane_recoveries_total:counter \
 	braid_counters_files:gauge; do
 	n=${m%:*}
 	expect_before "$prom" "^# HELP $n [^ ]" "^# TYPE $n ${m#*:}$" "$n: HELP, then TYPE ${m#*:}"
@@ -100,10 +100,12 @@ expect "$prom" "^braid_lane_rate_bytes_per_second\{$lane,dev=\"1\",nic=\"svroce1
 	"braid_lane_rate_bytes_per_second"
 expect "$prom" "^braid_lane_weight_ratio\{$lane,dev=\"0\",nic=\"svroce0:1\"\} 0\.800000$" "braid_lane_weight_ratio"
 expect "$prom" "^braid_lane_slow\{$lane,dev=\"1\",nic=\"svroce1:1\"\} 1$" "braid_lane_slow"
-expect "$prom" "^braid_lane_up\{$lane,dev=\"0\",nic=\"svroce0:1\"\} 1$" "braid_lane_up NIC 0"
-expect "$prom" "^braid_lane_up\{$lane,dev=\"1\",nic=\"svroce1:1\"\} 0$" "braid_lane_up NIC 1, its port down"
-expect "$prom" "^braid_lane_failovers_total\{$lane,dev=\"0\",nic=\"svroce0:1\"\} 0$" "braid_lane_failovers_total NIC 0"
+expect "$prom" "^braid_lane_up\{$lane,dev=\"0\",nic=\"svroce0:1\"\} 1$" "braid_lane_up NIC 0, failed twice and came back twice"
+expect "$prom" "^braid_lane_up\{$lane,dev=\"1\",nic=\"svroce1:1\"\} 0$" "braid_lane_up NIC 1, failed, not back, its port down"
+expect "$prom" "^braid_lane_failovers_total\{$lane,dev=\"0\",nic=\"svroce0:1\"\} 2$" "braid_lane_failovers_total NIC 0"
 expect "$prom" "^braid_lane_failovers_total\{$lane,dev=\"1\",nic=\"svroce1:1\"\} 1$" "braid_lane_failovers_total NIC 1"
+expect "$prom" "^braid_lane_recoveries_total\{$lane,dev=\"0\",nic=\"svroce0:1\"\} 2$" "braid_lane_recoveries_total NIC 0"
+expect "$prom" "^braid_lane_recoveries_total\{$lane,dev=\"1\",nic=\"svroce1:1\"\} 0$" "braid_lane_recoveries_total NIC 1"
 expect_not "$prom" "^braid_lane_[a-z_]+\{pid=\"$slow\"" "no lanes for a comm of one NIC"
 
 # ---- promtool (Debian's prometheus package)

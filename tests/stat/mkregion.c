@@ -13,7 +13,8 @@
  *   --provider P     fallback record and devices: provider (default tcp;ofi_rxm)
  *   --slow           fallback record: slow_path = 1
  *   --gdr            fallback record: GPUDirect on (mode dma-buf)
- *   --ib             a verbs region: link layer, GID, two NICs, a comm fused over both,
+ *   --ib             a verbs region: link layer, GID, two NICs (NIC 1's port down), a comm
+ *                    fused over both (NIC 0 failed and came back twice, NIC 1 failed),
  *                    four QP records
  *   --dev-rec-size N the region's dev_rec_size (another layout under the same version)
  *   --size N         cut the file to N bytes after writing it (not with --hold)
@@ -115,12 +116,16 @@ static void fill(struct braid_ctr_region *r, const struct mk_opts *o, int pid)
 	fb->gid_index = 3;
 	snprintf(fb->gid_type, sizeof(fb->gid_type), "RoCEv2");
 	fb->mtu = 4096;
+	/* NIC 0 failed twice and came back twice: up. NIC 1 failed and did not come back
+	 * (and its port is down): DOWN. The comm counts both NICs' failures and returns. */
 	r->comms[0].nlanes = 2;
 	r->comms[0].lanes[0] = (struct braid_ctr_lane){ .dev = 0,
 							.weight_ppm = 800000,
 							.bytes = 480000000,
 							.chunks = 480,
-							.rate_bps = 12000000000ULL };
+							.rate_bps = 12000000000ULL,
+							.failovers = 2,
+							.recoveries = 2 };
 	r->comms[0].lanes[1] = (struct braid_ctr_lane){ .dev = 1,
 							.weight_ppm = 200000,
 							.bytes = 120000000,
@@ -128,7 +133,8 @@ static void fill(struct braid_ctr_region *r, const struct mk_opts *o, int pid)
 							.rate_bps = 3000000000ULL,
 							.slow = 1,
 							.failovers = 1 };
-	r->comms[0].failovers = 1;
+	r->comms[0].failovers = 3;
+	r->comms[0].recoveries = 2;
 	r->qp_rec_size = sizeof(struct braid_ctr_qp);
 	r->max_qps = BRAID_CTR_MAX_QPS;
 	for (int q = 0; q < 4; q++) {

@@ -210,6 +210,8 @@ struct braid_ctr_comm *braid_counters_comm_get(int dev, enum braid_ctr_comm_kind
 			continue;
 		memset(&c->t, 0, sizeof(c->t));
 		c->nlanes = 1;
+		c->failovers = 0;
+		c->recoveries = 0;
 		memset(c->lanes, 0, sizeof(c->lanes));
 		c->dev = dev;
 		snprintf(c->peer, sizeof(c->peer), "%s", peer ? peer : "");

@@ -52,8 +52,19 @@ static void region_lifecycle(void **state)
 	assert_int_equal(copy->comms[c - r->comms].t.tx_msgs, 1);
 	assert_string_equal(copy->comms[c - r->comms].peer, "192.0.2.1:5");
 	free(copy);
+	/* A comm that lost a NIC and got it back: the slot's next comm starts from 0. */
+	c->failovers = 2;
+	c->recoveries = 1;
+	c->lanes[1].failovers = 2;
+	c->lanes[1].recoveries = 1;
 	braid_counters_comm_put(c);
 	assert_int_equal(c->kind, BRAID_CTR_COMM_FREE);
+	assert_ptr_equal(braid_counters_comm_get(2, BRAID_CTR_COMM_RECV, "192.0.2.1:6"), c);
+	assert_int_equal(c->failovers, 0);
+	assert_int_equal(c->recoveries, 0);
+	assert_int_equal(c->lanes[1].failovers, 0);
+	assert_int_equal(c->lanes[1].recoveries, 0);
+	braid_counters_comm_put(c);
 
 	braid_counters_close();
 	assert_false(exists(path));

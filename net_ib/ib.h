@@ -21,7 +21,8 @@
  *   iflush: a 1-byte RDMA READ over the receive comm's own loopback QP (as NCCL's
  *          gpuFlush QP per receive comm), so no other comm's load can fill it.
  * Set-up, liveness and the goodbye go over plugin/link.c, like net_ofi.
- * A comm over several NICs survives all but one of them failing (ib_failover.c).
+ * A comm over several NICs survives all but one of them failing (ib_failover.c), and takes
+ * a failed one back once its port is up again (ib_recover.c).
  */
 #ifndef BRAID_IB_H
 #define BRAID_IB_H
@@ -280,6 +281,13 @@ struct ib_qp {
 	struct braid_ctr_qp *ctr;
 };
 
+/* Where a QP's peer QP lives (set-up; recovery connects the QP again). */
+struct ib_qp_path {
+	union ibv_gid gid;
+	uint16_t lid;
+	uint8_t mtu; /* enum ibv_mtu: the smaller of both ports' */
+};
+
 /*
  * One NIC of a comm: its CQ, its flush QP, its place in the HCA's comm list. QP i of a
  * comm lives on rail i % nrails (as NCCL stripes QPs over a merged device's NICs).
@@ -370,7 +378,28 @@ struct ib_comm {
 	struct ibv_mr *done_mr[BRAID_VDEV_MAX_NICS];
 	uint32_t rem_fifo_rkeys[BRAID_VDEV_MAX_NICS]; /* receiver: the sender's FIFO, per rail */
 	struct ibv_mr *pool_mrs[BRAID_VDEV_MAX_NICS]; /* receiver: its requests, per rail */
-	int fifo_qp; /* receiver: the QP that carries FIFO writes */
+	int fifo_qp;                                /* receiver: the QP that carries FIFO writes */
+	uint64_t rail_down_ns[BRAID_VDEV_MAX_NICS]; /* when each rail failed */
+	uint64_t rail_down_bytes[BRAID_VDEV_MAX_NICS]; /* sender: the others' bytes then */
+
+	/* Recovery (ib_recover.c): on when both sides offered it (BRAID_RECOVERY, with
+	 * failover). Sender: the rail under way (-1: none), its stage, the attempt, and the
+	 * rails whose QPs are drained and reset with nothing posted since; both: the QPs
+	 * being drained and the drain markers not yet back; receiver: the sender's ask. */
+	uint8_t rj;
+	int8_t rj_rail;
+	uint8_t rj_stage;
+	uint8_t rj_clean;
+	uint8_t rj_failed; /* sender: a proof READ came back in error */
+	uint16_t rj_draining;
+	uint16_t rj_waiting;       /* receiver: QPs reconnected, waiting for the sender's DONE */
+	uint8_t rj_flush_draining; /* receiver: rails whose flush QP is being drained */
+	uint16_t rj_markers;
+	uint32_t rj_attempt;
+	uint32_t rj_out_ms;
+	uint64_t rj_next_ns, rj_deadline_ns, rj_wait_ns;
+	uint32_t rj_psn[IB_MAX_QPS];         /* receiver: the sender's new PSNs */
+	struct ib_qp_path qpath[IB_MAX_QPS]; /* the peer's port each QP reaches */
 
 	ncclResult_t error; /* sticky */
 	/* The first async event to hit the comm, through any of its HCAs (ib_dev.c
@@ -448,6 +477,8 @@ uint64_t ib_retry_budget_ns(void);
 
 /* ib_qp.c */
 int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int rail, int is_send);
+/* RESET -> INIT (create, and recovery after a reset); 0 or -errno (WARNed). */
+int ib_qp_to_init(struct ib_comm *c, struct ib_qp *q);
 int ib_qp_connect(struct ib_comm *c, struct ib_qp *q, int i, uint32_t rqpn, uint32_t rpsn,
 		  uint32_t lpsn, const union ibv_gid *rgid, uint16_t rlid, enum ibv_mtu mtu);
 uint32_t ib_flow_label(uint32_t lqpn, uint32_t rqpn, int i);
@@ -559,10 +590,12 @@ void ib_comm_bye(struct ib_comm *c, struct braid_link_bye *bye);
 
 /* ib_failover.c: a fused comm survives a NIC failure (docs/ib.md, failover) */
 #define IB_FO_WORDS (IB_RING * BRAID_MAX_RECVS) /* one per buffer of each ring slot */
-/* A sender's FIFO allocation: its entries, and on a fused comm the probes' landing words. */
+/* A sender's FIFO allocation: its entries, and on a fused comm the probes' landing words
+ * (then one per QP for recovery's proofs, ib_recover.c). */
 static inline size_t ib_fifo_bytes(const struct ib_comm *c)
 {
-	return IB_RING * sizeof(*c->fifo) + (c->nrails > 1 ? IB_FO_WORDS * sizeof(uint32_t) : 0);
+	return IB_RING * sizeof(*c->fifo) +
+	       (c->nrails > 1 ? (IB_FO_WORDS + IB_MAX_QPS) * sizeof(uint32_t) : 0);
 }
 enum ib_fo_state { IB_FO_NONE = 0, IB_FO_LOST = 1, IB_FO_PROBING = 2, IB_FO_REPLAYING = 3 };
 /* What a send needs to be replayed: its plan, its data and the receiver's buffer. */
@@ -583,6 +616,8 @@ struct ib_wire;
 void ib_fo_fill_wire(const struct ib_comm *c, struct ib_wire *w);
 /* the peer's wire: failover on when both offer it */
 void ib_fo_take_wire(struct ib_comm *c, const struct ib_wire *w);
+/* The bytes the comm's rails other than k carried (their lane counters). */
+uint64_t ib_fo_other_bytes(const struct ib_comm *c, int k);
 /* A completion error that failover handles (1), or not (0: the comm fails as before). */
 int ib_fo_wc_error(struct ib_comm *c, const struct ibv_wc *wc, int qi);
 /* A send whose chunks all completed, some in error: probe what landed, replay the rest. */
@@ -593,12 +628,25 @@ void ib_fo_probed(struct ib_comm *c, struct ib_req *r);
 void ib_fo_record(struct ib_comm *c, struct ib_req *r, int idx, const struct ib_plan *p,
 		  const char *data, const struct ib_mr *m, const struct ib_fifo_elem *e);
 
+/* ib_recover.c: a failed NIC comes back into the comm (docs/ib.md, recovery) */
+/* Set-up done: take the peer's recovery messages when both sides offered it. */
+void ib_rj_attach(struct ib_comm *c);
+/* Sender, liveness tick, while a rail is dead or a recovery under way. */
+void ib_rj_tick(struct ib_comm *c, uint64_t now);
+/* A drain marker or a proof READ (a data QP's work request of the flush kind) came back;
+ * ok: without error. */
+void ib_rj_wr_back(struct ib_comm *c, int ok);
+/* Receiver: a receive of a draining QP came back flushed. */
+void ib_rj_recv_flushed(struct ib_comm *c);
+
 /* ib_flush.c */
 ncclResult_t ib_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
 		       void **request);
 /* A receive comm's flush QP on a rail, when flushes are due; 0 or -errno (WARNed). */
 int ib_flush_open(struct ib_comm *c, struct ib_rail *rl);
 void ib_flush_close(struct ib_comm *c);
+/* Recovery: the rail's flush QP, drained, from RESET to RTS again; 0 or -errno (WARNed). */
+int ib_flush_restart(struct ib_comm *c, struct ib_rail *rl);
 /* Send-queue entries the flush QP needs on its rail's CQ. */
 #define IB_FLUSH_DEPTH (2 * IB_RING)
 

@@ -421,6 +421,7 @@ static int connect_qps(struct ib_comm *c, const struct ib_wire *w, const uint32_
 		if (rc)
 			return rc;
 		rc = ib_qp_connect(c, qp, i, w->qpn[i], w->psn[i], lpsn[i], &rgid, pr->lid, mtu);
+		c->qpath[i] = (struct ib_qp_path){ .gid = rgid, .lid = pr->lid, .mtu = mtu };
 
 		if (rc)
 			return rc;
@@ -443,6 +444,7 @@ static int connect_qps(struct ib_comm *c, const struct ib_wire *w, const uint32_
 			break;
 		}
 	}
+	ib_rj_attach(c);
 	return 0;
 }
 

@@ -305,7 +305,12 @@ static void handle_wc(struct ib_comm *c, const struct ibv_wc *wc, uint64_t *now)
 		else
 			r->pending--;
 		break;
-	case IB_WR_FLUSH: r->pending--; break;
+	case IB_WR_FLUSH:
+		if (c->is_send) /* a data QP's: recovery's proof READ (ib_recover.c) */
+			ib_rj_wr_back(c, 1);
+		else
+			r->pending--;
+		break;
 	case IB_WR_RECV:
 		c->qps[wc->wr_id >> 2].rq_reposts++;
 		if (wc->imm_data & htonl(IB_IMM_AR))
@@ -347,7 +352,8 @@ void ib_progress(struct ib_comm *c)
 		struct ib_qp *q = &c->qps[i];
 		int rc;
 
-		if (q->rq_reposts < RQ_REPOST_BATCH || (c->rail_dead >> q->rail & 1))
+		if (q->rq_reposts < RQ_REPOST_BATCH ||
+		    ((c->rail_dead >> q->rail | c->rj_draining >> i) & 1))
 			continue;
 		rc = ib_qp_post_recvs(c, q, q->rq_reposts);
 		q->rq_reposts = 0;
@@ -376,6 +382,8 @@ void ib_check_health_at(struct ib_comm *c, uint64_t now)
 	c->next_liveness_ns = now + (uint64_t)braid_param_int(BRAID_P_LIVENESS_MS) * 1000000ULL;
 	for (int k = 0; k < c->nrails; k++)
 		ib_async_poll(c->rails[k].hca);
+	if (c->rj && c->is_send && (c->rail_dead || c->rj_rail >= 0))
+		ib_rj_tick(c, now);
 	async = __atomic_load_n(&c->async_error, __ATOMIC_ACQUIRE);
 	if (async) {
 		const struct ib_qp *q = &c->qps[c->async_qp];

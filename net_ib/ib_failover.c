@@ -22,7 +22,7 @@
  *   key for that rail, and a FIFO write that failed goes again there (the entry is the
  *   same bytes: writing it twice is harmless).
  * - The failed NIC leaves the stripe (plugin/stripe.c): it gets no byte of any later
- *   message. It does not come back within the comm (recovery is not built).
+ *   message, until recovery (ib_recover.c) brings it back once its port is ACTIVE again.
  * Asynchronous QP and device events stay fatal, as do errors on a comm of one NIC.
  */
 #include <arpa/inet.h>
@@ -33,6 +33,7 @@
 
 #include "net_ib/ib.h"
 #include "net_ib/ib_wire.h"
+#include "plugin/clock.h"
 #include "plugin/judge.h"
 #include "plugin/log.h"
 #include "plugin/numa.h"
@@ -128,7 +129,10 @@ void ib_fo_free(struct ib_comm *c)
 
 void ib_fo_fill_wire(const struct ib_comm *c, struct ib_wire *w)
 {
-	w->failover = c->fo;
+	/* bit 0: failover; bit 1: recovery too (a braid of wire 7 reads any bit as on) */
+	w->failover = (uint8_t)(c->fo |
+				(c->fo && braid_param_int(BRAID_P_RECOVERY) && (c->is_send || c->rj))
+					<< 1);
 	for (int k = 0; c->fo && k < c->nrails; k++) {
 		if (c->is_send) {
 			w->fifo_rkeys[k] = c->fifo_mrs[k]->rkey;
@@ -143,12 +147,24 @@ void ib_fo_take_wire(struct ib_comm *c, const struct ib_wire *w)
 {
 	if (c->is_send) {
 		c->fo = c->fo && w->failover && w->done_addr;
+		c->rj = (w->failover & 2) && braid_param_int(BRAID_P_RECOVERY);
 		c->rem_done_addr = w->done_addr;
 		memcpy(c->rem_done_rkey, w->done_rkey, sizeof(c->rem_done_rkey));
 	} else {
 		c->fo = w->failover && w->nrails > 1;
+		c->rj = (w->failover & 2) && braid_param_int(BRAID_P_RECOVERY);
 		memcpy(c->rem_fifo_rkeys, w->fifo_rkeys, sizeof(c->rem_fifo_rkeys));
 	}
+}
+
+uint64_t ib_fo_other_bytes(const struct ib_comm *c, int k)
+{
+	uint64_t b = 0;
+
+	for (int j = 0; j < c->nrails; j++)
+		if (j != k && c->rails[j].ctr)
+			b += __atomic_load_n(&c->rails[j].ctr->bytes, __ATOMIC_RELAXED);
+	return b;
 }
 
 /* The comm's failure, as ib_cq.c's: sticky; every later call reports it. */
@@ -173,6 +189,8 @@ static int rail_failed(struct ib_comm *c, int k, const struct ibv_wc *wc, int qi
 	left = __builtin_popcount(rails_alive(c));
 	if (!left)
 		return 0;
+	c->rail_down_ns[k] = braid_now_ns();
+	c->rail_down_bytes[k] = ib_fo_other_bytes(c, k);
 	BRAID_WARN("ib: failover: %s comm %s %s: NIC %s:%d failed (QP %#x -> remote QP %#x: %s) "
 		   "after %llu bytes over it; its traffic moves to the comm's %d other NIC(s) "
 		   "(peer GID %s, BRAID_FAILOVER=on)",
@@ -223,6 +241,7 @@ int ib_fo_wc_error(struct ib_comm *c, const struct ibv_wc *wc, int qi)
 {
 	unsigned kind = (unsigned)(wc->wr_id & 3);
 	struct ib_req *r = (struct ib_req *)(uintptr_t)(wc->wr_id & ~3ULL);
+	int draining;
 	int k = -1;
 
 	if (c->error)
@@ -234,14 +253,16 @@ int ib_fo_wc_error(struct ib_comm *c, const struct ibv_wc *wc, int qi)
 			if (c->rails[j].flush_qp && c->rails[j].flush_qp->qp_num == wc->qp_num)
 				k = j;
 	}
+	draining = qi >= 0 ? c->rj_draining >> qi & 1 : k >= 0 && (c->rj_flush_draining >> k & 1);
 	/* As in NCCL (ncclIbResiliencyCheckErrorNotFatal): a NIC fails for the comm when a QP
 	 * of it runs out of retries; any other first error (a remote access error, a flush
 	 * behind an async event) is the comm's, and fails it as before. Once the NIC is out,
-	 * every error of its QPs is the same failure. */
-	if (k < 0 || (!(c->rail_dead >> k & 1) &&
+	 * every error of its QPs is the same failure. A QP that recovery drains (ib_recover.c)
+	 * flushes what it holds: handled as a failed NIC's. */
+	if (k < 0 || (!draining && !(c->rail_dead >> k & 1) &&
 		      (wc->status != IBV_WC_RETRY_EXC_ERR || !rail_failed(c, k, wc, qi))))
 		return 0;
-	if (qi >= 0 && c->qps[qi].ctr)
+	if (qi >= 0 && c->qps[qi].ctr && !draining)
 		braid_ctr_add(&c->qps[qi].ctr->errors, 1);
 	switch (kind) {
 	case IB_WR_SEND: /* a data write, or (no request) an adaptive-routing one's data */
@@ -254,11 +275,19 @@ int ib_fo_wc_error(struct ib_comm *c, const struct ibv_wc *wc, int qi)
 		else
 			fifo_repost(c, r);
 		break;
-	case IB_WR_FLUSH: /* done on the other rails: NCCL's transport ignores it too */
-		r->pending--;
+	case IB_WR_FLUSH:
+		/* recovery's drain marker (a data QP's, or naming the rail on its flush QP) or
+		 * proof READ; else a flush READ, done on the other rails: NCCL's transport
+		 * ignores it too */
+		if (qi >= 0 || (void *)r == (void *)&c->rails[k])
+			ib_rj_wr_back(c, 0);
+		else
+			r->pending--;
 		break;
-	default: /* a receive flushed from the dead QP: never posted again */
-		c->qps[qi].rq_reposts = 0;
+	default: /* a receive flushed from the dead QP: counted back, never posted again */
+		c->qps[qi].rq_reposts++;
+		if (draining)
+			ib_rj_recv_flushed(c);
 		break;
 	}
 	return 1;

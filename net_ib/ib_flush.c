@@ -81,6 +81,23 @@ static int flush_qp_up(struct ib_rail *rl)
 				     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
+int ib_flush_restart(struct ib_comm *c, struct ib_rail *rl)
+{
+	struct ibv_qp_attr a;
+	int rc;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RESET;
+	rc = ibv.modify_qp(rl->flush_qp, &a, IBV_QP_STATE);
+	if (!rc)
+		rc = flush_qp_up(rl);
+	if (rc)
+		BRAID_WARN("ib: receive comm %s:%d (peer %s): restarting its flush QP %#x failed: %s",
+			   rl->dev->name, rl->dev->port, c->peer, rl->flush_qp->qp_num,
+			   strerror(rc));
+	return -rc;
+}
+
 int ib_flush_open(struct ib_comm *c, struct ib_rail *rl)
 {
 	struct ibv_qp_init_attr ia;
@@ -154,7 +171,8 @@ ncclResult_t ib_iflush(void *recv_comm, int n, void **data, const int *sizes, vo
 	}
 	ib_req_start(r, c, IB_REQ_FLUSH, 0);
 	for (int k = 0; k < c->nrails; k++) {
-		if (!c->rails[k].flush_qp)
+		/* a failed NIC's flush QP, or one recovery drains (ib_recover.c), takes none */
+		if (!c->rails[k].flush_qp || ((c->rail_dead | c->rj_flush_draining) >> k & 1))
 			continue;
 		if (post_flush(c, &c->rails[k], r, data[last], mhandles[last])) {
 			if (!r->pending) {

@@ -62,7 +62,6 @@ int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int rail, int is_send)
 	struct ib_rail *rl = &c->rails[rail];
 	struct ib_hca *h = rl->hca;
 	struct ibv_qp_init_attr ia;
-	struct ibv_qp_attr a;
 	int rc;
 
 	memset(&ia, 0, sizeof(ia));
@@ -90,16 +89,25 @@ int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int rail, int is_send)
 	/* The ECE this QP offers (NCCL_IB_ECE_ENABLE); a NIC or library without ECE has none. */
 	q->ece_ok = braid_param_int(BRAID_P_IB_ECE_ENABLE) && ibv.query_ece && ibv.set_ece &&
 		    !ibv.query_ece(q->qp, &q->ece);
+	return ib_qp_to_init(c, q);
+}
+
+int ib_qp_to_init(struct ib_comm *c, struct ib_qp *q)
+{
+	const struct ib_dev *d = c->rails[q->rail].dev;
+	struct ibv_qp_attr a;
+	int rc;
+
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
-	a.pkey_index = (uint16_t)rl->dev->pkey_index;
-	a.port_num = (uint8_t)rl->dev->port;
+	a.pkey_index = (uint16_t)d->pkey_index;
+	a.port_num = (uint8_t)d->port;
 	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 	rc = ibv.modify_qp(q->qp, &a,
 			   IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 	if (rc) {
-		BRAID_WARN("ib: QP %#x on %s:%d to INIT failed: %s", q->qp->qp_num, rl->dev->name,
-			   rl->dev->port, strerror(rc));
+		BRAID_WARN("ib: QP %#x on %s:%d to INIT failed: %s", q->qp->qp_num, d->name,
+			   d->port, strerror(rc));
 		return -rc;
 	}
 	return 0;

@@ -25,6 +25,7 @@ enum link_msg {
 	MSG_READY = 3,
 	MSG_BYE = 4,
 	MSG_PEER_ERROR = 5,
+	MSG_BACKEND = 6, /* a backend's own, after set-up (braid_link_send) */
 };
 
 enum link_stage {
@@ -580,6 +581,10 @@ static void take_message(struct braid_link *lk, uint16_t type, const void *paylo
 		lk->peer_code = (int)ntohl((uint32_t)w->code);
 		snprintf(lk->peer_why, sizeof(lk->peer_why), "%.*s", (int)sizeof(w->why), w->why);
 		lk->state = BRAID_LINK_FAILED;
+	} else if (type == MSG_BACKEND && lk->on_msg && lk->state == BRAID_LINK_UP) {
+		lk->on_msg(lk->msg_arg, payload, len);
+	} else if (type == MSG_BACKEND && lk->state != BRAID_LINK_UP) {
+		/* the peer's comm is closing: what it asked no longer matters */
 	} else {
 		snprintf(lk->peer_why, sizeof(lk->peer_why),
 			 "protocol error: message type %u of %u bytes after set-up", type, len);
@@ -629,18 +634,33 @@ enum braid_link_state braid_link_check(struct braid_link *lk, int now)
 	return lk->state;
 }
 
-/* A goodbye or error report: small, on an idle socket; wait a moment for room. */
-static void post_and_flush(struct braid_link *lk, uint16_t type, const void *payload, uint32_t len)
+/* A goodbye, error report or backend message: small, on an idle socket; wait a moment for
+ * room. 0 once it is out, else -errno. */
+static int post_and_flush(struct braid_link *lk, uint16_t type, const void *payload, uint32_t len)
 {
 	uint64_t until = braid_now_ns() + 100000000ULL;
+	int rc;
 
-	if (lk->chan.fd < 0 || braid_oob_chan_post(&lk->chan, type, payload, len))
-		return;
-	while (braid_oob_chan_flush(&lk->chan) == -EAGAIN && braid_now_ns() < until) {
+	if (lk->chan.fd < 0)
+		return -ENOTCONN;
+	rc = braid_oob_chan_post(&lk->chan, type, payload, len);
+	if (rc)
+		return rc;
+	while ((rc = braid_oob_chan_flush(&lk->chan)) == -EAGAIN && braid_now_ns() < until) {
 		struct pollfd p = { .fd = lk->chan.fd, .events = POLLOUT };
 
 		poll(&p, 1, 10);
 	}
+	return rc;
+}
+
+int braid_link_send(struct braid_link *lk, const void *msg, uint32_t len)
+{
+	if (len > BRAID_LINK_BLOB)
+		return -EMSGSIZE;
+	if (lk->chan.fd >= 0) /* what an earlier call left staged goes first */
+		braid_oob_chan_flush(&lk->chan);
+	return post_and_flush(lk, MSG_BACKEND, msg, len);
 }
 
 void braid_link_report_error(struct braid_link *lk, int code, const char *why)

@@ -79,6 +79,10 @@ struct braid_link {
 	struct braid_link_bye peer_bye;
 	int peer_code; /* BRAID_LINK_FAILED: the peer's ncclResult_t */
 	char peer_why[200];
+	/* a backend's own messages after set-up (braid_link_send), handed over by
+	 * braid_link_check; NULL: the peer sending one is a protocol error */
+	void (*on_msg)(void *arg, const void *msg, uint32_t len);
+	void *msg_arg;
 };
 
 /* A backend's part of set-up. Each returns 0, or a -errno after a WARN saying why. */
@@ -161,6 +165,13 @@ ncclResult_t braid_listen_comm_close(const struct braid_link_ops *ops, void *lis
 enum braid_link_state braid_link_check(struct braid_link *lk, int now);
 /* Tell the peer that our comm failed in a way it cannot see by itself. Best effort. */
 void braid_link_report_error(struct braid_link *lk, int code, const char *why);
+/*
+ * A backend's message to the peer comm after set-up (net_ib's NIC recovery), at most
+ * BRAID_LINK_BLOB bytes, in order with the goodbye. Only when the peer said at set-up that
+ * it takes them: one without an on_msg fails its comm with a protocol error. 0, or -errno
+ * when the socket would not take it within 100 ms.
+ */
+int braid_link_send(struct braid_link *lk, const void *msg, uint32_t len);
 /* Close the link; with a goodbye when bye is not NULL (a comm that was set up). Frees lk. */
 void braid_link_close(struct braid_link *lk, const struct braid_link_bye *bye);
 

@@ -60,6 +60,12 @@ enum braid_param_type {
 	  "On a fused device (net_ib), a comm whose NIC fails moves that NIC's chunks in flight "  \
 	  "and all later traffic to its other NICs, and fails only when every NIC has (on, the "   \
 	  "default; NCCL's is off); off: the first failed NIC fails the comm (docs/ib.md).")       \
+	X(RECOVERY, "BRAID_RECOVERY", BRAID_PARAM_BOOL, "1", 0, 1, NULL,                           \
+	  "NCCL_IB_RESILIENCY_PORT_RECOVERY",                                                      \
+	  "With BRAID_FAILOVER on (net_ib): a NIC that failed over and whose port is ACTIVE "      \
+	  "again is reconnected within the comm (its QPs reset and connected anew through the "    \
+	  "comm's TCP link) and rejoins the stripe (on, the default; NCCL's is off); off: it "     \
+	  "stays out for the comm's life (docs/ib.md).")                                           \
 	X(STRIPE_BYTES, "BRAID_STRIPE_BYTES", BRAID_PARAM_INT,                                     \
 	  BRAID_STR(BRAID_STRIPE_BYTES_DEFAULT), 0, 1073741824, NULL, NULL,                        \
 	  "On a fused device, messages of at least this size are split over its NICs; smaller "    \

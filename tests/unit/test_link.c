@@ -276,6 +276,56 @@ static void hangup_without_goodbye_is_death(void **state)
 	braid_listener_close(&l, &toy_ops);
 }
 
+struct got_msgs {
+	int n;
+	char last[32];
+};
+
+static void take_msg(void *arg, const void *msg, uint32_t len)
+{
+	struct got_msgs *g = arg;
+
+	g->n++;
+	snprintf(g->last, sizeof(g->last), "%.*s", (int)len, (const char *)msg);
+}
+
+/* A backend's own messages after set-up reach the peer's on_msg in order, and leave the
+ * link up; a peer without on_msg takes one as a protocol error. */
+static void backend_messages(void **state)
+{
+	unsigned char handle[NCCL_NET_HANDLE_MAXSIZE];
+	struct braid_listener l;
+	struct toy *client, *server;
+	struct got_msgs got = { 0 };
+	char big[BRAID_LINK_BLOB + 1] = { 0 };
+
+	(void)state;
+	setup_env();
+	assert_int_equal(braid_listener_open(&l, &toy_ops, 0, handle, NULL), ncclSuccess);
+	connect_pair(&l, handle, &client, &server);
+	server->lk->on_msg = take_msg;
+	server->lk->msg_arg = &got;
+	assert_int_equal(braid_link_send(client->lk, "ask", 3), 0);
+	assert_int_equal(braid_link_send(client->lk, "done", 4), 0);
+	assert_int_equal(braid_link_send(client->lk, big, sizeof(big)), -EMSGSIZE);
+	for (int i = 0; i < 1000 && got.n < 2; i++) {
+		assert_int_equal(braid_link_check(server->lk, 1), BRAID_LINK_UP);
+		sleep_ms(1);
+	}
+	assert_int_equal(got.n, 2);
+	assert_string_equal(got.last, "done");
+	/* the other way: the client takes none */
+	assert_int_equal(braid_link_send(server->lk, "ok", 2), 0);
+	for (int i = 0; i < 1000 && braid_link_check(client->lk, 1) == BRAID_LINK_UP; i++)
+		sleep_ms(1);
+	assert_int_equal(client->lk->state, BRAID_LINK_FAILED);
+	assert_non_null(strstr(client->lk->peer_why, "protocol error: message type 6"));
+	braid_link_close(client->lk, NULL);
+	free(client);
+	toy_discard(server);
+	braid_listener_close(&l, &toy_ops);
+}
+
 static void bye_window(void **state)
 {
 	struct braid_link_bye b;
@@ -305,6 +355,7 @@ int main(void)
 		cmocka_unit_test(strangers_are_dropped),
 		cmocka_unit_test(goodbye_says_what_was_done),
 		cmocka_unit_test(hangup_without_goodbye_is_death),
+		cmocka_unit_test(backend_messages),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

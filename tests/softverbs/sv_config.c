@@ -168,6 +168,47 @@ static void parse_port_fault(const char *var, long *ms)
 		ms[d] = tab[d] == UINT64_MAX ? -1 : (long)tab[d];
 }
 
+#define SV_MAX_PORT_FLAPS 100000
+
+/*
+ * SOFTVERBS_FAULT_PORT_FLAPS=N: each device with both a down and an up time goes down and
+ * comes back N times, cycle i (from 0) down at DOWN + i * UP and up at (i + 1) * UP, so UP
+ * must be above DOWN. A value that is not a whole number from 1 to SV_MAX_PORT_FLAPS, or
+ * a device whose UP is not above its DOWN, is reported and the variable ignored (one flap).
+ */
+static int parse_port_flaps(const struct sv_config *cfg)
+{
+	const char *var = "SOFTVERBS_FAULT_PORT_FLAPS", *v = getenv(var);
+	struct sv_device *devs;
+	unsigned long long val;
+	char *end;
+	int ndevs;
+
+	if (!v || !*v)
+		return 1;
+	errno = 0;
+	val = strtoull(v, &end, 10);
+	if (!isdigit((unsigned char)v[0]) || *end || errno || val < 1 || val > SV_MAX_PORT_FLAPS) {
+		sv_log("%s: bad value '%s' (a whole number from 1 to %d): variable ignored", var, v,
+		       SV_MAX_PORT_FLAPS);
+		return 1;
+	}
+	devs = sv_devices(&ndevs);
+	for (int d = 0; val > 1 && d < ndevs && d < SV_MAX_DEVICES; d++) {
+		long dn = cfg->fault_port_down_ms[d], up = cfg->fault_port_up_ms[d];
+
+		if (dn >= 0 && up >= 0 && up <= dn) {
+			sv_log("%s=%s: device %s comes back at %ld ms, not after it goes down at "
+			       "%ld ms (each flap's period is SOFTVERBS_FAULT_PORT_UP_AFTER_MS, "
+			       "which must be above SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS): "
+			       "variable ignored",
+			       var, v, devs[d].ibdev.name, up, dn);
+			return 1;
+		}
+	}
+	return (int)val;
+}
+
 uint64_t sv_max_msg(int d)
 {
 	uint64_t m = d >= 0 && d < SV_MAX_DEVICES ? sv_eng.cfg.max_msg[d] : 0;
@@ -203,6 +244,7 @@ void sv_config_load(struct sv_config *cfg)
 	cfg->fault_remote_access = env_long("SOFTVERBS_FAULT_REMOTE_ACCESS", 0);
 	parse_port_fault("SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS", cfg->fault_port_down_ms);
 	parse_port_fault("SOFTVERBS_FAULT_PORT_UP_AFTER_MS", cfg->fault_port_up_ms);
+	cfg->fault_port_flaps = parse_port_flaps(cfg);
 	cfg->post_send_delay_us = env_long("SOFTVERBS_POST_SEND_DELAY_US", 0);
 	cfg->dmabuf = env_long("SOFTVERBS_DMABUF", 0) != 0;
 	cfg->stats_keep = env_long("SOFTVERBS_STATS_KEEP", 0) != 0;

@@ -196,10 +196,10 @@ static void engine_stop(void)
 	/* A fault's down port ends with the engine: the next one starts with every port up,
 	 * as a process that reopens the device would find it. No context is left to hear. */
 	for (int d = 0; d < SV_MAX_DEVICES; d++)
-		if (sv_eng.port_down_done[d])
+		if (sv_eng.port_downs[d] > sv_eng.port_ups[d])
 			sv_set_port_state(d, IBV_PORT_ACTIVE);
-	memset(sv_eng.port_down_done, 0, sizeof(sv_eng.port_down_done));
-	memset(sv_eng.port_up_done, 0, sizeof(sv_eng.port_up_done));
+	memset(sv_eng.port_downs, 0, sizeof(sv_eng.port_downs));
+	memset(sv_eng.port_ups, 0, sizeof(sv_eng.port_ups));
 }
 
 int sv_engine_get(struct sv_context *ctx)

@@ -296,9 +296,10 @@ struct sv_config {
 	long fault_remote_access;                /* n-th incoming RDMA op fails */
 	long fault_port_down_ms[SV_MAX_DEVICES]; /* by device index; -1 = off */
 	long fault_port_up_ms[SV_MAX_DEVICES];   /* by device index; -1 = off */
-	long post_send_delay_us;                 /* 0 = off */
-	bool dmabuf;                             /* ibv_reg_dmabuf_mr: EBADF for a bad fd */
-	bool stats_keep;                         /* stats file and QP rows outlive their owners */
+	int fault_port_flaps;    /* down/up cycles of a device with both times; 1 = once */
+	long post_send_delay_us; /* 0 = off */
+	bool dmabuf;             /* ibv_reg_dmabuf_mr: EBADF for a bad fd */
+	bool stats_keep;         /* stats file and QP rows outlive their owners */
 	bool debug;
 };
 
@@ -320,7 +321,8 @@ struct sv_engine {
 	int nqp_created;
 	long nreg, nremote_ops;
 	uint64_t start_ns;
-	bool port_down_done[SV_MAX_DEVICES], port_up_done[SV_MAX_DEVICES];
+	/* port faults applied so far, by device: down while port_downs > port_ups */
+	int port_downs[SV_MAX_DEVICES], port_ups[SV_MAX_DEVICES];
 	struct sv_context *ctxs[64]; /* for async port events */
 	int nctx;
 	struct sv_stats_file *stats;

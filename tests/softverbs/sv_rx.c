@@ -137,29 +137,37 @@ static void rx_one(struct sv_conn *c)
 		sv_on_request(c, &h);
 }
 
-/* The fault knobs' times for device d: its ports go down, then come back. */
+/*
+ * The fault knobs' times for device d: its ports go down, then come back. With
+ * SOFTVERBS_FAULT_PORT_FLAPS=N and both times set, cycle i (from 0) goes down at
+ * DOWN + i * UP and comes back at (i + 1) * UP, N times; DOWN alone is once, for good.
+ */
 static void port_fault(int d, long el, int *timeout_ms)
 {
-	long dn = sv_eng.cfg.fault_port_down_ms[d], up = sv_eng.cfg.fault_port_up_ms[d];
+	long dn = sv_eng.cfg.fault_port_down_ms[d], up = sv_eng.cfg.fault_port_up_ms[d], t;
+	int *downs = &sv_eng.port_downs[d], *ups = &sv_eng.port_ups[d];
+	int n = up >= 0 ? sv_eng.cfg.fault_port_flaps : 1;
 
-	if (dn >= 0 && !sv_eng.port_down_done[d]) {
-		if (el >= dn) {
-			sv_eng.port_down_done[d] = true;
-			sv_debug("fault: device %d's ports down", d);
+	if (dn >= 0 && *downs < n && *downs == *ups) {
+		t = dn + (up >= 0 ? *downs * up : 0);
+		if (el >= t) {
+			++*downs;
+			sv_debug("fault: device %d's ports down (%d of %d)", d, *downs, n);
 			sv_set_port_state(d, IBV_PORT_DOWN);
 			pthread_cond_broadcast(&sv_eng.tx_cond);
-		} else if (dn - el < *timeout_ms) {
-			*timeout_ms = (int)(dn - el);
+		} else if (t - el < *timeout_ms) {
+			*timeout_ms = (int)(t - el);
 		}
 	}
-	if (up >= 0 && sv_eng.port_down_done[d] && !sv_eng.port_up_done[d]) {
-		if (el >= up) {
-			sv_eng.port_up_done[d] = true;
-			sv_debug("fault: device %d's ports up", d);
+	if (up >= 0 && *downs > *ups) {
+		t = (*ups + 1) * up;
+		if (el >= t) {
+			++*ups;
+			sv_debug("fault: device %d's ports up (%d of %d)", d, *ups, n);
 			sv_set_port_state(d, IBV_PORT_ACTIVE);
 			pthread_cond_broadcast(&sv_eng.tx_cond);
-		} else if (up - el < *timeout_ms) {
-			*timeout_ms = (int)(up - el);
+		} else if (t - el < *timeout_ms) {
+			*timeout_ms = (int)(t - el);
 		}
 	}
 }

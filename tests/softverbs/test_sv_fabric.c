@@ -46,6 +46,7 @@ static int clear_env(void **state)
 		"SOFTVERBS_FAULT_REMOTE_ACCESS",
 		"SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS",
 		"SOFTVERBS_FAULT_PORT_UP_AFTER_MS",
+		"SOFTVERBS_FAULT_PORT_FLAPS",
 		"SOFTVERBS_POST_SEND_DELAY_US",
 		"SOFTVERBS_DEVICE_RATE_MBPS",
 		"SOFTVERBS_STATS_KEEP",
@@ -1037,6 +1038,111 @@ static void test_fault_port_down_one_device(void **state)
 	svt_end_fini(&b1);
 }
 
+/* One port event of ctx, and the port's state after it; returns ms since t0. */
+static uint64_t expect_flap(struct ibv_context *ctx, enum ibv_event_type type, uint64_t t0)
+{
+	struct ibv_port_attr pa;
+
+	expect_port_event(ctx, type);
+	assert_int_equal(ibv_query_port(ctx, 1, &pa), 0);
+	assert_int_equal(pa.state, type == IBV_EVENT_PORT_ERR ? IBV_PORT_DOWN : IBV_PORT_ACTIVE);
+	return svt_now_ms() - t0;
+}
+
+/* SOFTVERBS_FAULT_PORT_FLAPS=3: svroce1 goes down and comes back three times, cycle i down
+ * at 100 + i * 250 ms and up at (i + 1) * 250 ms after the first open, then stays up;
+ * svroce0 hears nothing (a fused device's NIC that flaps, as port recovery meets it). */
+static void test_fault_port_flaps(void **state)
+{
+	struct svt_end a0, b0, a1, b1;
+	struct ibv_port_attr pa;
+	struct pollfd pfd;
+	uint64_t t0 = svt_now_ms(), t;
+
+	(void)state;
+	setenv("SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS", "svroce1:100", 1);
+	setenv("SOFTVERBS_FAULT_PORT_UP_AFTER_MS", "svroce1:250", 1);
+	setenv("SOFTVERBS_FAULT_PORT_FLAPS", "3", 1);
+	assert_int_equal(svt_pair(&a0, &b0, "svroce0"), 0);
+	assert_int_equal(svt_pair(&a1, &b1, "svroce1"), 0);
+	for (int i = 0; i < 3; i++) {
+		/* t0 is before the first open: each event comes no earlier than its time */
+		t = expect_flap(a1.ctx, IBV_EVENT_PORT_ERR, t0);
+		printf("softverbs: flap %d: down after %llu ms\n", i, (unsigned long long)t);
+		assert_true(t >= 100 + (uint64_t)i * 250);
+		t = expect_flap(a1.ctx, IBV_EVENT_PORT_ACTIVE, t0);
+		printf("softverbs: flap %d: up after %llu ms\n", i, (unsigned long long)t);
+		assert_true(t >= (uint64_t)(i + 1) * 250);
+	}
+	/* No 4th cycle (it would go down at 850 ms, up at 1000). */
+	pfd = (struct pollfd){ .fd = a1.ctx->async_fd, .events = POLLIN };
+	assert_int_equal(poll(&pfd, 1, 600), 0);
+	assert_int_equal(ibv_query_port(a1.ctx, 1, &pa), 0);
+	assert_int_equal(pa.state, IBV_PORT_ACTIVE);
+	pfd.fd = a0.ctx->async_fd;
+	assert_int_equal(poll(&pfd, 1, 0), 0);
+	svt_end_fini(&a0);
+	svt_end_fini(&b0);
+	svt_end_fini(&a1);
+	svt_end_fini(&b1);
+}
+
+/* A FLAPS value that cannot be, reported on stderr: a bad number, or a period
+ * (SOFTVERBS_FAULT_PORT_UP_AFTER_MS) not above the down time. The variable is ignored: the
+ * port goes down and comes back once, as without it. */
+static void test_fault_port_flaps_bad(void **state)
+{
+	static const struct {
+		const char *down, *up, *flaps, *says;
+	} bad[] = {
+		{ "100", "250", "0", "bad value '0'" },
+		{ "100", "250", "2x", "bad value '2x'" },
+		{ "100", "250", "-3", "bad value '-3'" },
+		{ "100", "250", "100001", "bad value '100001'" },
+		{ "svroce1:250", "svroce1:250", "3", "device svroce1 comes back at 250 ms" },
+	};
+	char log[2048];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct ibv_context *ctx;
+		struct ibv_port_attr pa;
+		struct pollfd pfd;
+		FILE *tmp = tmpfile();
+		int saved = dup(2);
+		size_t n;
+
+		setenv("SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS", bad[i].down, 1);
+		setenv("SOFTVERBS_FAULT_PORT_UP_AFTER_MS", bad[i].up, 1);
+		setenv("SOFTVERBS_FAULT_PORT_FLAPS", bad[i].flaps, 1);
+		assert_non_null(tmp);
+		assert_true(saved >= 0);
+		fflush(stderr);
+		assert_true(dup2(fileno(tmp), 2) == 2);
+		ctx = svt_open("svroce1");
+		fflush(stderr);
+		dup2(saved, 2);
+		close(saved);
+		rewind(tmp);
+		n = fread(log, 1, sizeof(log) - 1, tmp);
+		log[n] = 0;
+		fclose(tmp);
+		assert_non_null(ctx);
+		printf("softverbs: FLAPS=%s: %s", bad[i].flaps, log);
+		assert_non_null(strstr(log, "SOFTVERBS_FAULT_PORT_FLAPS"));
+		assert_non_null(strstr(log, bad[i].says));
+		assert_non_null(strstr(log, "variable ignored"));
+		expect_port_event(ctx, IBV_EVENT_PORT_ERR);
+		expect_port_event(ctx, IBV_EVENT_PORT_ACTIVE);
+		/* once: a 2nd cycle would go down at 350 ms (or 500) */
+		pfd = (struct pollfd){ .fd = ctx->async_fd, .events = POLLIN };
+		assert_int_equal(poll(&pfd, 1, 500), 0);
+		assert_int_equal(ibv_query_port(ctx, 1, &pa), 0);
+		assert_int_equal(pa.state, IBV_PORT_ACTIVE);
+		ibv_close_device(ctx);
+	}
+}
+
 /* Process CPU time, ms: a thread spinning instead of waiting shows here. */
 static uint64_t cpu_ms(void)
 {
@@ -1240,6 +1346,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_fault_port_down, clear_env),
 		cmocka_unit_test_teardown(test_fault_port_down_for_good, clear_env),
 		cmocka_unit_test_teardown(test_fault_port_down_one_device, clear_env),
+		cmocka_unit_test_teardown(test_fault_port_flaps, clear_env),
+		cmocka_unit_test_teardown(test_fault_port_flaps_bad, clear_env),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, svt_fabric_group_teardown);

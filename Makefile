@@ -86,6 +86,9 @@ $(BUILD)/obj/%.o: %.c
 # net_ib.mk's IB_TESTS (TESTS took that list when net_ib.mk was read).
 IB_TESTS += tests/ib/failover.sh
 TESTS += tests/ib/failover.sh
+# Port recovery after a failover (tests/ib/recovery.sh), listed the same way.
+IB_TESTS += tests/ib/recovery.sh
+TESTS += tests/ib/recovery.sh
 -include tests/nccl/nccl.mk
 -include tests/lint/lint.mk
 -include tests/cuda/cuda.mk

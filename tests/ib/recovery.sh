@@ -1,0 +1,313 @@
+#!/usr/bin/env bash
+# Port recovery under a live comm, on a fused device (svroce0+svroce1): when a NIC that a
+# comm failed over (tests/ib/failover.sh) comes back (IBV_EVENT_PORT_ACTIVE), the comm's QPs
+# on it are reset and reconnected through a handshake over the comm's TCP link, and the NIC
+# rejoins the stripe (BRAID_RECOVERY=on, the default; it needs BRAID_FAILOVER=on). Each
+# process prints one WARN per comm side per recovery:
+#   ib: recovery: send comm to PEER: NIC svroce1:1 is back after T s out: ...
+#   ib: recovery: receive comm from PEER: NIC svroce1:1 is back after T s out: ...
+#   svroce1 flaps twice mid-soak          passes; per process, each send comm fails over
+#                                         and recovers twice (F R F R: the 2nd failover
+#                                         shows the NIC carried traffic again), each
+#                                         receive comm recovers twice, each recovery within
+#                                         RECOVERY_S (1.5 s) of its port-up
+#   svroce1 flaps ten times               passes; as above, ten times; no growth in each
+#                                         process's live QPs and open descriptors from
+#                                         recoveries 2-4 to recoveries 8-10
+#   BRAID_RECOVERY=0, svroce1 flaps once  passes on svroce0 alone: failover WARNs, no
+#                                         recovery WARN
+# softverbs' port fault is per process: each process's svroce1 goes down DOWN ms after it
+# first opened a device and comes back UP ms after it, SOFTVERBS_FAULT_PORT_FLAPS times with
+# period UP (cycle i down at DOWN + i*UP, up at (i+1)*UP; docs/softverbs.md). Only what that
+# process sends stalls, so a comm's sender fails over (once its retry budget, 0.34 s at the
+# default SOFTVERBS_TIME_SCALE, is spent); its receiver may not. Both processes get it.
+# The soak (conformance's soak scenario) checks every byte of every message both ways (see
+# failover.sh). Its CONF_SOAK_COMMS=4 comms are 2 each way: each process has 2 send and 2
+# receive comms.
+set -u
+. "$(dirname "$0")/lib.sh"
+need "$STAT"
+export SOFTVERBS_DEVICES=svroce0:roce:1,svroce1:roce:1 BRAID_IB_HCA='=svroce0,svroce1' \
+	BRAID_MERGE=svroce0+svroce1 BRAID_SOCKET_IFNAME=lo NCCL_DEBUG=WARN CONF_SOAK_COMMS=4
+SEND_COMMS=2 RECV_COMMS=2
+# From port-up (the process's own: UP ms after its first device open) to the recovery WARN:
+# recovery is tried every 0.2 to 0.5 s once the port is ACTIVE again.
+RECOVERY_S=1.5
+# Lines are stamped with seconds since the soak was launched, which is before each process
+# opens its first device: a fault's time, counted from that open, is this much later at most
+# (startup of the conformance binary, its fork, the plugin's init, on a loaded machine).
+START_S=1.0
+log=$SV_FABRIC.log
+# shellcheck disable=SC2016 # expanded at exit, by ib_cleanup
+IB_CLEANUP+=('rm -f "$log"')
+fail=0
+COMM_FAILED='NCCL WARN NET/braid : ib: (send|receive) comm svroce[0-9]+:[0-9]+[: ]'
+FAILOVER='WARN.*ib: failover: (send|receive) comm '
+RECOVERY='WARN.*ib: recovery: (send|receive) comm (to|from) [^ ]+: NIC svroce1:1 is back'
+
+t0=0 rc=0 case_ok=1 soak_pid=0
+stamp() { while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done; }
+# name env-assignment...: starts the soak in the background, its output stamped into $log
+# (its exit status last, as "exit N"); wait_soak waits for it
+launch() {
+	local name=$1
+	shift
+	echo "== case: $name"
+	t0=$EPOCHREALTIME
+	{
+		env "$@" timeout 120 "$CONF_BIN" --plugin "$PLUGIN_SO" --api 11 --scenario soak 2>&1
+		echo "exit $?"
+	} | stamp >"$log" &
+	soak_pid=$!
+	case_ok=1
+}
+wait_soak() {
+	wait "$soak_pid"
+	rc=$(sed -nE 's/^[0-9.]+ exit ([0-9]+)$/\1/p' "$log")
+	echo "exit ${rc:=255} after $(awk -v s="$t0" -v e="$EPOCHREALTIME" 'BEGIN { printf "%.2f", e - s }') s"
+	# s since launch, pid, what the line says
+	grep -E 'WARN|returned|soak (done|FAILED)' "$log" | grep -v 'striping gives it less' |
+		awk -v t0="$t0" '{ $1 = sprintf("%6.2f", $1 - t0); print }' | cut -c1-260
+}
+check() { echo "  check: $*"; }
+bad() { echo "FAIL: $*"; case_ok=0; }
+done_case() { [ $case_ok -eq 1 ] || { tail -n 20 "$log"; fail=1; }; }
+
+# The failover and recovery WARNs naming svroce1:1, one a line, in log order:
+# "T PID KIND SIDE PEER", T in s since launch, KIND failover or recovery.
+events() {
+	sed -nE "s/^([0-9.]+) [ab]\\.v11\\.soak:([0-9]+):[0-9]+ .*NCCL WARN .*ib: (failover|recovery): (send|receive) comm (to|from) ([^ ]+): NIC svroce1:1 (failed|is back).*/\\1 \\2 \\3 \\4 \\6/p" \
+		"$log" | awk -v t0="$t0" '{ printf "%.3f %s %s %s %s\n", $1 - t0, $2, $3, $4, $5 }'
+}
+pids() { sed -nE 's/^[0-9.]+ [ab]\.v11\.soak:([0-9]+):.*/\1/p' "$log" | sort -u; }
+
+# The soak passed, every byte checked on both sides, and was still running S s after the
+# soak started its clock (which is after the devices opened).
+soak_passed() { # S
+	check "the soak passes (exit 0, both sides 'soak done: received and verified') and runs" \
+		"at least $1 s"
+	[ "$rc" -eq 0 ] || bad "the soak failed (rc $rc)"
+	[ "$(grep -c 'soak done: received and verified' "$log")" -eq 2 ] ||
+		bad "not both sides say 'soak done: received and verified'"
+	grep -E 'soak done: received and verified' "$log" | sed -E 's/.* in ([0-9.]+) s;.*/\1/' |
+		awk -v m="$1" '$1 < m { bad = 1 } END { exit bad }' ||
+		bad "the soak ended before $1 s, before the faults were over: raise CONF_SOAK_TRANSFERS"
+}
+no_comm_failed() {
+	check "no WARN fails a comm"
+	! grep -Eq "$COMM_FAILED" "$log" || bad "a WARN failed a comm"
+}
+only_svroce1() {
+	check "every failover WARN names svroce1:1"
+	! grep -E "$FAILOVER" "$log" | grep -vq "NIC svroce1:1 failed" ||
+		bad "a failover WARN names another NIC than svroce1:1"
+}
+
+# N flaps of DOWN/UP ms. Per process: SEND_COMMS send comms, each with exactly N failover
+# and N recovery WARNs in turn (F R F R ..., the k-th failover after down k, the k-th
+# recovery within [up k, up k + RECOVERY_S + START_S]); RECV_COMMS receive comms, each with
+# exactly N recovery WARNs (the same window) and at most N failovers (a receiver may see
+# none: only the sender's writes fail).
+flapped() { # N DOWN UP
+	local n=$1 dn=$2 up=$3 ev pid
+
+	check "per process: $SEND_COMMS send comms, each 'failover' then 'recovery' on svroce1:1, $n times"
+	check "per process: $RECV_COMMS receive comms, each $n 'recovery' on svroce1:1, at most $n 'failover'"
+	check "recovery k within $RECOVERY_S s (+ $START_S s start-up) of port-up k; failover k after down k"
+	grep -Eq "$RECOVERY" "$log" || bad "no recovery WARN ($RECOVERY)"
+	ev=$(events)
+	for pid in $(pids); do
+		echo "$ev" | awk -v pid="$pid" -v n="$n" -v dn="$dn" -v up="$up" -v rs="$RECOVERY_S" \
+			-v ss="$START_S" -v ns="$SEND_COMMS" -v nr="$RECV_COMMS" '
+		$2 != pid { next }
+		{
+			c = $4 " " $5
+			if (!(c in seq)) { comms[$4]++ }
+			if ($3 == "failover") {
+				seq[c] = seq[c] "F"
+				k = ++nf[c]
+				if (k <= n && $1 < (dn + (k - 1) * up) / 1000)
+					err = err sprintf("\n  %s comm %s: failover %d at %.2f s, before its down at %.2f s", $4, $5, k, $1, (dn + (k - 1) * up) / 1000)
+			} else {
+				seq[c] = seq[c] "R"
+				k = ++nr_[c]
+				t = k * up / 1000
+				if (k <= n && ($1 < t || $1 > t + rs + ss))
+					err = err sprintf("\n  %s comm %s: recovery %d at %.2f s, not within [%.2f, %.2f] s", $4, $5, k, $1, t, t + rs + ss)
+			}
+		}
+		END {
+			want = ""
+			for (i = 0; i < n; i++) want = want "FR"
+			if (comms["send"] + 0 != ns)
+				err = err sprintf("\n  %d send comms with a failover or recovery WARN, not %d", comms["send"], ns)
+			if (comms["receive"] + 0 != nr)
+				err = err sprintf("\n  %d receive comms with a failover or recovery WARN, not %d", comms["receive"], nr)
+			for (c in seq) {
+				split(c, f, " ")
+				if (f[1] == "send" && seq[c] != want)
+					err = err sprintf("\n  send comm %s: %s, not %s (F failover, R recovery)", f[2], seq[c], want)
+				if (f[1] == "receive" && (nr_[c] + 0 != n || nf[c] + 0 > n))
+					err = err sprintf("\n  receive comm %s: %d recoveries (want %d), %d failovers (at most %d)", f[2], nr_[c], n, nf[c], n)
+			}
+			if (err != "") { printf "process %s:%s\n", pid, err; exit 1 }
+		}' || bad "the WARNs of process $pid are not the $n flaps' (above)"
+	done
+	[ "$(pids | wc -l)" -eq 2 ] || bad "not 2 processes in the log"
+}
+
+# Case 2's leak check, read in each process (PID from its WARN lines: the scenario
+# process, which holds the devices) after recoveries 2 to 10, then the reads after
+# recoveries 2-4 against those after 8-10. Three counts, since they differ in how steady
+# they are:
+#   QPs: its live QPs (softverbs-stat's rows): only create and destroy move it. Equal.
+#   other: its open descriptors that are not Unix sockets (braid's TCP links, pipes,
+#     eventfds, files): equal.
+#   unix: its Unix sockets, softverbs' QP connections. softverbs opens a QP's socket on the
+#     QP's first send, so how many are open just after a recovery depends on which of the
+#     NIC's QPs the stripe has used since, and a failover closes the NIC's. No growth: the
+#     most read after 8-10 is at most the most read after 2-4 (a leak of even one socket a
+#     recovery is 4 or more by then).
+# Each read waits RECOVERED_US after the process's last recovery WARN of that flap (its
+# SEND_COMMS + RECV_COMMS comm sides), time for traffic to reach the NIC's QPs, and is
+# taken again until two reads 50 ms apart agree. The next failover comes no sooner than
+# 0.34 s (the retry budget) after the next port-down, DOWN ms after this port-up, so a read
+# normally lands before it; a read with a failover WARN (of either process: the peer's
+# closes its sockets here too) after the recovery it follows is not used (and says so).
+# Runs while the soak does.
+RECOVERED_US=100000
+declare -A leak_at
+# "PID RECOVERIES FAILOVERS" for each process in the log: its WARNs so far
+warn_counts() {
+	awk -v r="$RECOVERY" -v f="$FAILOVER" '$2 ~ /^[ab]\.v11\.soak:[0-9]+:/ {
+		split($2, a, ":"); p = a[2]; seen[p] = 1
+		if ($0 ~ r) nr[p]++
+		if ($0 ~ f) nf[p]++
+	}
+	END { for (p in seen) print p, nr[p] + 0, nf[p] + 0 }' "$log"
+}
+leak_counts() { # PID: "QPS OTHER UNIX"
+	local qps
+
+	qps=$("$STAT" 2>/dev/null | grep -c "^qp pid=$1 ")
+	find "/proc/$1/fd" -mindepth 1 -maxdepth 1 -printf '%l\n' 2>/dev/null |
+		awk -v q="$qps" 'NR == FNR { if (FNR > 1) u["socket:[" $7 "]"] = 1; next }
+		{ if ($0 in u) nu++; else no++ } END { print q, no + 0, nu + 0 }' /proc/net/unix -
+}
+sample_leaks() { # K_FIRST K_LAST
+	local k pid nrec prev cur now want=$((SEND_COMMS + RECV_COMMS))
+	local -A next due nf_at
+
+	while kill -0 "$soak_pid" 2>/dev/null; do
+		sleep 0.05
+		while read -r pid nrec _; do
+			k=${next[$pid]:-$1}
+			[ "$k" -le "$2" ] || continue
+			now=${EPOCHREALTIME/./}
+			if [ -z "${due[$pid]:-}" ]; then
+				[ "$nrec" -ge $((want * k)) ] || continue
+				due[$pid]=$((now + RECOVERED_US)) nf_at[$pid]=$(grep -Ec "$FAILOVER" "$log")
+				continue
+			fi
+			[ "$now" -ge "${due[$pid]}" ] || continue
+			prev=""
+			for _ in 1 2 3 4 5 6; do
+				cur=$(leak_counts "$pid")
+				[ "$cur" != "$prev" ] || break
+				prev=$cur
+				sleep 0.05
+			done
+			next[$pid]=$((k + 1)) due[$pid]=""
+			if [ "$(grep -Ec "$FAILOVER" "$log")" -ne "${nf_at[$pid]}" ]; then
+				echo "  process $pid: the read after recovery $k crossed a failover: not used"
+				continue
+			fi
+			leak_at[$k.$pid]=$cur
+			echo "  process $pid after recovery $k: QPs, other descriptors, Unix sockets: $cur" \
+				"(read at $(awk -v s="$t0" -v e="$EPOCHREALTIME" 'BEGIN { printf "%.2f", e - s }') s)"
+		done < <(warn_counts)
+	done
+}
+no_leak() {
+	local pid k early late
+
+	check "per process, reads after recoveries 2-4 and 8-10: live QPs and descriptors other" \
+		"than Unix sockets equal, Unix sockets (softverbs' QP connections) no more"
+	for pid in $(pids); do
+		early="" late=""
+		for k in 2 3 4; do early+=${leak_at[$k.$pid]+"${leak_at[$k.$pid]}"$'\n'}; done
+		for k in 8 9 10; do late+=${leak_at[$k.$pid]+"${leak_at[$k.$pid]}"$'\n'}; done
+		if [ -z "$early" ] || [ -z "$late" ]; then
+			bad "process $pid: no read after recoveries 2-4 and 8-10 (no such recoveries?)"
+			continue
+		fi
+		printf '%s\n--\n%s' "$early" "$late" | awk -v pid="$pid" '
+			$0 == "--" { late = 1; next }
+			NF != 3 { next }
+			!late { if (!n++) { q = $1; o = $2 } if ($3 > u) u = $3; next }
+			{ lq = $1; lo = $2; if ($3 > lu) lu = $3 }
+			END {
+				printf "  process %s: QPs, other descriptors, most Unix sockets: %d %d %d after 2-4, %d %d %d after 8-10\n", pid, q, o, u, lq, lo, lu
+				if (lq != q) { printf "  %d live QPs after 2-4, %d after 8-10\n", q, lq; bad = 1 }
+				if (lo != o) { printf "  %d other descriptors after 2-4, %d after 8-10\n", o, lo; bad = 1 }
+				if (lu > u) { printf "  at most %d Unix sockets after 2-4, %d after 8-10\n", u, lu; bad = 1 }
+				exit bad
+			}' || bad "process $pid: more after recoveries 8-10 than after 2-4 (above)"
+	done
+}
+
+# Measured on this 2-core machine: the soak moves about 1,500 messages/s with both NICs
+# and 1,150 with one (it is CPU-bound, so one NIC is not half). Each count gives the soak
+# at least the time it must outlast at 1,500/s, the fastest it goes.
+
+# Down at 1.5 s, up at 3 s, down at 4.5 s, up at 6 s; recovery by 7.5 s: 12,000 messages
+# last 8 s at 1,500/s (about 10 s without recovery).
+launch "svroce1 flaps twice mid-soak (down 1.5-3 s and 4.5-6 s)" CONF_SOAK_TRANSFERS=12000 \
+	SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS=svroce1:1500 SOFTVERBS_FAULT_PORT_UP_AFTER_MS=svroce1:3000 \
+	SOFTVERBS_FAULT_PORT_FLAPS=2
+wait_soak
+soak_passed 7.5
+flapped 2 1500 3000
+only_svroce1
+no_comm_failed
+done_case
+
+# Down 0.8 s of every 1.6 s from 0.8 s, ten times: each up lasts 0.8 s (DOWN), time for a
+# recovery (0.2 to 0.5 s), traffic over the NIC and the leak reads before the next down;
+# each down lasts 0.8 s, more than the 0.34 s retry budget, so a write on svroce1 fails over
+# before the port is back. Last up at 16 s, its recovery by 17.5 s: 27,000 messages last
+# 18 s at 1,500/s.
+launch "svroce1 flaps ten times (down 0.8 s of every 1.6 s)" CONF_SOAK_TRANSFERS=27000 \
+	SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS=svroce1:800 SOFTVERBS_FAULT_PORT_UP_AFTER_MS=svroce1:1600 \
+	SOFTVERBS_FAULT_PORT_FLAPS=10
+sample_leaks 2 10
+wait_soak
+soak_passed 17.5
+flapped 10 800 1600
+no_leak
+only_svroce1
+no_comm_failed
+done_case
+
+# Up at 3 s, when a recovery would be by 4.5 s: 8,000 messages last 5.3 s at 1,500/s.
+launch "BRAID_RECOVERY=0, svroce1 down 1.5-3 s mid-soak" BRAID_RECOVERY=0 \
+	CONF_SOAK_TRANSFERS=8000 SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS=svroce1:1500 \
+	SOFTVERBS_FAULT_PORT_UP_AFTER_MS=svroce1:3000
+wait_soak
+soak_passed 4.5
+check "per process: a send-side failover WARN naming svroce1:1, at most one per comm side"
+for pid in $(pids); do
+	grep -Eq "^[0-9.]+ [ab]\\.v11\\.soak:$pid:.*WARN.*ib: failover: send comm .*NIC svroce1:1 failed" "$log" ||
+		bad "process $pid: no send-side failover WARN naming svroce1:1"
+done
+dup=$(events | awk '$3 == "failover" { print $2, $4, $5 }' | sort | uniq -d)
+[ -z "$dup" ] || bad "more than one failover WARN for one comm side (pid side peer): $dup"
+[ "$(pids | wc -l)" -eq 2 ] || bad "not 2 processes in the log"
+check "no recovery WARN"
+! grep -Eq 'WARN.*ib: recovery' "$log" || bad "a recovery WARN with BRAID_RECOVERY=0"
+only_svroce1
+no_comm_failed
+done_case
+
+[ "$fail" -eq 0 ] || die "port recovery"
+echo "recovery: all passed"

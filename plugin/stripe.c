@@ -326,7 +326,7 @@ static double stripe_others_rate(const struct braid_stripe *st, int lane)
 	int n = 0;
 
 	for (int i = 0; i < st->nlanes; i++) {
-		if (i != lane && st->lane[i].rate > 0) {
+		if (i != lane && !st->lane[i].down && st->lane[i].rate > 0) {
 			sum += st->lane[i].rate;
 			n++;
 		}
@@ -403,6 +403,8 @@ void braid_stripe_reaped(struct braid_stripe *st)
 		stripe_rates_moved(st);
 	/* the measured rates' sum once, not the others' for each lane */
 	for (int i = 0; i < st->nlanes; i++) {
+		if (st->lane[i].down) /* its rate is from before it failed */
+			continue;
 		sum += st->lane[i].rate > 0 ? st->lane[i].rate : 0;
 		measured += st->lane[i].rate > 0;
 	}
@@ -496,8 +498,6 @@ int braid_stripe_lane_down(struct braid_stripe *st, int lane, int down)
 		l->down = (uint8_t) !!down;
 		st->ndown += down ? 1 : -1;
 		l->outstanding = 0;
-		l->rate = 0;
-		l->samples = 0;
 		l->win_bytes = 0;
 		l->win_ns = 0;
 		l->batch_n = 0;
@@ -520,7 +520,7 @@ double braid_stripe_weight(const struct braid_stripe *st, int lane)
 
 double braid_stripe_rate(const struct braid_stripe *st, int lane)
 {
-	return lane >= 0 && lane < st->nlanes ? st->lane[lane].rate : 0;
+	return lane >= 0 && lane < st->nlanes && !st->lane[lane].down ? st->lane[lane].rate : 0;
 }
 
 int braid_stripe_slow_lane(struct braid_stripe *st, double *lane_rate, double *others_rate)

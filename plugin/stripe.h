@@ -251,17 +251,20 @@ int braid_stripe_wire_valid(uint64_t wire, int nlanes);
 int braid_stripe_follow(struct braid_stripe *st, uint64_t wire);
 
 /*
- * Take a lane out (down 1: it failed; failover) or back in (0). A lane down has weight 0
- * and gets no part of any message; its outstanding bytes are forgotten (they never
- * complete on it) and its rate too, so that it comes back measured afresh. Returns the
- * lanes still up; with none up the caller must not split.
+ * Take a lane out (down 1: it failed; failover) or back in (0: recovery). A lane down has
+ * weight 0 and gets no part of any message; its outstanding bytes are forgotten (they
+ * never complete on it). It keeps its measured rate, which counts for nothing while it is
+ * down and is its weight when it comes back (new samples then move it as usual): a NIC
+ * back from a flap is as fast as before, and one put on probation with the weight floor's
+ * trickle would take long to earn its share back. Returns the lanes still up; with none
+ * up the caller must not split.
  */
 int braid_stripe_lane_down(struct braid_stripe *st, int lane, int down);
 
 /* Current weight of a lane, in [0, 1]; the lanes' weights sum to 1. For counters. */
 double braid_stripe_weight(const struct braid_stripe *st, int lane);
 
-/* Goodput estimate of a lane in bytes/s over its busy time; 0 = not measured yet. */
+/* Goodput estimate of a lane in bytes/s over its busy time; 0 = not measured yet, or down. */
 double braid_stripe_rate(const struct braid_stripe *st, int lane);
 
 /*

@@ -792,6 +792,35 @@ static void lane_down_takes_no_part(void **state)
 	}
 }
 
+/* Recovery: a lane back up takes the weight its measured rate gave it before it went down
+ * (not an equal share it must earn back from scratch), and while down its old rate is no
+ * yardstick for the others' slowness. */
+static void lane_back_up_keeps_its_rate(void **state)
+{
+	struct braid_stripe st;
+	double rate0, rate1;
+
+	(void)state;
+	braid_stripe_init(&st, 2, NULL, NULL);
+	for (uint64_t t = 0; t < 10; t++) {
+		braid_stripe_posted(&st, 0, MiB, t * 1000000);
+		braid_stripe_posted(&st, 1, MiB, t * 1000000);
+		braid_stripe_completed(&st, 0, MiB, t * 1000000 + 100000);
+		braid_stripe_completed(&st, 1, MiB, t * 1000000 + 300000);
+		braid_stripe_reaped(&st);
+	}
+	rate0 = braid_stripe_rate(&st, 0);
+	rate1 = braid_stripe_rate(&st, 1);
+	assert_near(braid_stripe_weight(&st, 1), rate1 / (rate0 + rate1), 1e-6);
+	braid_stripe_posted(&st, 1, MiB, 20000000); /* never completes: it goes down */
+	assert_int_equal(braid_stripe_lane_down(&st, 1, 1), 1);
+	assert_true(braid_stripe_weight(&st, 1) == 0);
+	assert_int_equal(braid_stripe_lane_down(&st, 1, 0), 2);
+	assert_near(braid_stripe_rate(&st, 1), rate1, 1e-6);
+	assert_near(braid_stripe_weight(&st, 1), rate1 / (rate0 + rate1), 1e-6);
+	assert_near(braid_stripe_weight(&st, 0), rate0 / (rate0 + rate1), 1e-6);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -812,6 +841,7 @@ int main(void)
 		cmocka_unit_test(deterministic_and_misuse),
 		cmocka_unit_test(batched_reap_reads_true_rate),
 		cmocka_unit_test(lane_down_takes_no_part),
+		cmocka_unit_test(lane_back_up_keeps_its_rate),
 	};
 
 	return cmocka_run_group_tests_name("stripe", tests, NULL, NULL);

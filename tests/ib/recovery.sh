@@ -6,7 +6,8 @@
 # process prints one WARN per comm side per recovery:
 #   ib: recovery: send comm to PEER: NIC svroce1:1 is back after T s out: ...
 #   ib: recovery: receive comm from PEER: NIC svroce1:1 is back after T s out: ...
-#   svroce1 flaps twice mid-soak          passes; per process, each send comm fails over
+#   svroce1 flaps twice mid-soak,         passes; per process, each send comm fails over
+#   flush QPs on (BRAID_IB_FLUSH=always)
 #                                         and recovers twice (F R F R: the 2nd failover
 #                                         shows the NIC carried traffic again), each
 #                                         receive comm recovers twice, each recovery within
@@ -251,8 +252,11 @@ no_leak() {
 # busy. Each count gives the soak at least the time it must outlast at 1,700/s.
 
 # Down at 1.5 s, up at 3 s, down at 4.5 s, up at 6 s; recovery by 7.5 s: 14,000 messages
-# last 8.2 s at 1,700/s.
+# last 8.2 s at 1,700/s. BRAID_IB_FLUSH=always gives each receive comm a flush QP per NIC,
+# as GPUDirect does: recovery drains and restarts svroce1's too (without, the first flush
+# after a recovery failed its comm).
 launch "svroce1 flaps twice mid-soak (down 1.5-3 s and 4.5-6 s)" CONF_SOAK_TRANSFERS=14000 \
+	BRAID_IB_FLUSH=always \
 	SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS=svroce1:1500 SOFTVERBS_FAULT_PORT_UP_AFTER_MS=svroce1:3000 \
 	SOFTVERBS_FAULT_PORT_FLAPS=2
 wait_soak

@@ -55,7 +55,8 @@ struct rj_msg {
 	uint32_t attempt;
 	uint32_t out_ms;          /* ASK: how long the sender's rail was out */
 	uint32_t psn[IB_MAX_QPS]; /* ASK: the sender's new PSNs; OK: the receiver's */
-	char why[96];             /* NO */
+	uint8_t soon;             /* NO: only a port of the receiver's still down: ask soon */
+	char why[95];             /* NO */
 } __attribute__((packed));
 
 static void rj_on_msg(void *arg, const void *msg, uint32_t len);
@@ -254,7 +255,9 @@ static void make_psns(uint32_t *psn, uint16_t mask)
 
 /* ---- the sender ---- */
 
-static void give_up(struct ib_comm *c, const char *why)
+/* This try is over; the next in rj_wait_ns, which doubles unless soon (the receiver's port
+ * was not back yet: its event may just not have been read). */
+static void give_up_at(struct ib_comm *c, const char *why, int soon)
 {
 	const struct ib_dev *d = c->rails[c->rj_rail].dev;
 	uint64_t now = braid_now_ns();
@@ -265,8 +268,15 @@ static void give_up(struct ib_comm *c, const char *why)
 	c->rj_stage = RJ_IDLE;
 	c->rj_rail = -1;
 	c->rj_markers = 0;
-	c->rj_next_ns = now + c->rj_wait_ns;
-	c->rj_wait_ns = c->rj_wait_ns * 2 > RJ_WAIT_MAX_NS ? RJ_WAIT_MAX_NS : c->rj_wait_ns * 2;
+	c->rj_next_ns = now + (soon ? RJ_WAIT_FIRST_NS : c->rj_wait_ns);
+	if (!soon)
+		c->rj_wait_ns = c->rj_wait_ns * 2 > RJ_WAIT_MAX_NS ? RJ_WAIT_MAX_NS
+								   : c->rj_wait_ns * 2;
+}
+
+static void give_up(struct ib_comm *c, const char *why)
+{
+	give_up_at(c, why, 0);
 }
 
 /* Step 2: the drained QPs reset, and the receiver asked. */
@@ -399,18 +409,18 @@ static void sender_take(struct ib_comm *c, const struct rj_msg *m)
 		char why[sizeof(m->why) + 16];
 
 		snprintf(why, sizeof(why), "the peer: %.*s", (int)sizeof(m->why), m->why);
-		give_up(c, why);
+		give_up_at(c, why, m->soon);
 	}
 }
 
 /* ---- the receiver ---- */
 
-static void answer_no(struct ib_comm *c, uint32_t attempt, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+static void answer_no(struct ib_comm *c, uint32_t attempt, int soon, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
-static void answer_no(struct ib_comm *c, uint32_t attempt, const char *fmt, ...)
+static void answer_no(struct ib_comm *c, uint32_t attempt, int soon, const char *fmt, ...)
 {
-	struct rj_msg m = { .type = RJ_NO, .attempt = htonl(attempt) };
+	struct rj_msg m = { .type = RJ_NO, .attempt = htonl(attempt), .soon = (uint8_t)soon };
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -454,7 +464,7 @@ static void receiver_finish(struct ib_comm *c)
 		for (int i = 0; i < c->nqps; i++)
 			if (mask >> i & 1)
 				c->rail_dead |= (uint8_t)(1u << c->qps[i].rail);
-		answer_no(c, c->rj_attempt, "reconnecting its QPs on %s failed: %s",
+		answer_no(c, c->rj_attempt, 0, "reconnecting its QPs on %s failed: %s",
 			  c->rails[c->qps[__builtin_ctz(mask)].rail].dev->name, strerror(-rc));
 		return;
 	}
@@ -524,19 +534,22 @@ static void receiver_take(struct ib_comm *c, const struct rj_msg *m)
 		return;
 	}
 	if (m->type != RJ_ASK || !mask || mask >> c->nqps) {
-		answer_no(c, attempt, "a malformed ask (QPs %#x of %d)", mask, c->nqps);
+		answer_no(c, attempt, 0, "a malformed ask (QPs %#x of %d)", mask, c->nqps);
 		return;
 	}
 	for (int i = 0; i < c->nqps; i++) {
 		const struct ib_dev *d = c->rails[c->qps[i].rail].dev;
 
-		if ((mask >> i & 1) && !port_active(d)) {
-			answer_no(c, attempt, "its NIC %s:%d here is down", d->name, d->port);
+		if (!(mask >> i & 1))
+			continue;
+		ib_async_poll(d->hca); /* an ACTIVE event not read yet */
+		if (!port_active(d)) {
+			answer_no(c, attempt, 1, "its NIC %s:%d here is down", d->name, d->port);
 			return;
 		}
 	}
 	if (c->rj_draining && c->rj_draining != mask) {
-		answer_no(c, attempt, "busy with QPs %#x", c->rj_draining);
+		answer_no(c, attempt, 0, "busy with QPs %#x", c->rj_draining);
 		return;
 	}
 	/* the same QPs still draining for an earlier try: this one is answered once drained */
@@ -550,7 +563,7 @@ static void receiver_take(struct ib_comm *c, const struct rj_msg *m)
 		int j = fifo_qp_outside(c, mask);
 
 		if (j < 0) {
-			answer_no(c, attempt, "no QP outside %#x for its FIFO writes", mask);
+			answer_no(c, attempt, 0, "no QP outside %#x for its FIFO writes", mask);
 			return;
 		}
 		c->fifo_qp = j;
@@ -561,9 +574,15 @@ static void receiver_take(struct ib_comm *c, const struct rj_msg *m)
 	if (!rc)
 		rc = drain_flush_qps(c, mask);
 	if (rc) {
+		/* some may be in ERR already: their NIC is out here until the next try, so
+		 * their flushed work requests count as a failed NIC's */
+		for (int i = 0; i < c->nqps; i++)
+			if (mask >> i & 1)
+				c->rail_dead |= (uint8_t)(1u << c->qps[i].rail);
 		c->rj_draining = 0;
 		c->rj_flush_draining = 0;
-		answer_no(c, attempt, "draining QPs %#x failed: %s", mask, strerror(-rc));
+		c->rj_markers = 0;
+		answer_no(c, attempt, 0, "draining QPs %#x failed: %s", mask, strerror(-rc));
 	}
 }
 

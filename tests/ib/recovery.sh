@@ -271,17 +271,24 @@ done_case
 # each down lasts 0.8 s, more than the 0.34 s retry budget, so a write on svroce1 fails over
 # before the port is back. Last up at 18 s, its recovery by 19.5 s: 34,000 messages last
 # 20 s at 1,700/s.
-launch "svroce1 flaps ten times (down 0.8 s of every 1.8 s)" CONF_SOAK_TRANSFERS=34000 \
-	SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS=svroce1:1000 SOFTVERBS_FAULT_PORT_UP_AFTER_MS=svroce1:1800 \
-	SOFTVERBS_FAULT_PORT_FLAPS=10
-sample_leaks 2 10 1000 1800 10
-wait_soak
-soak_passed 19.5
-flapped 10 1000 1800
-no_leak
-only_svroce1
-no_comm_failed
-done_case
+# Under ASan the soak runs at a quarter of the speed, and a 1 s up is too short for a
+# recovery on this machine (seen: recoveries 2 to 4 s late, flaps overtaking them): the
+# ten flaps run in the plain build only; ASan's leak check at exit still runs case 1.
+if is_san_build; then
+	echo "== case: svroce1 flaps ten times: not under ASan (timing; the plain build runs it)"
+else
+	launch "svroce1 flaps ten times (down 0.8 s of every 1.8 s)" CONF_SOAK_TRANSFERS=34000 \
+		SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS=svroce1:1000 \
+		SOFTVERBS_FAULT_PORT_UP_AFTER_MS=svroce1:1800 SOFTVERBS_FAULT_PORT_FLAPS=10
+	sample_leaks 2 10 1000 1800 10
+	wait_soak
+	soak_passed 19.5
+	flapped 10 1000 1800
+	no_leak
+	only_svroce1
+	no_comm_failed
+	done_case
+fi
 
 # Up at 3 s, when a recovery would be by 4.5 s: 9,000 messages last 5.3 s at 1,700/s.
 launch "BRAID_RECOVERY=0, svroce1 down 1.5-3 s mid-soak" BRAID_RECOVERY=0 \

@@ -3,8 +3,11 @@
 # with one random fault on a random NIC at a random time, every byte of every message
 # checked (conformance's soak scenario): one NIC's port down for good after 0.3 to 2.5 s,
 # or one QP's link cut after 1 to 65 MB, the write that crosses the cut truncated or
-# landing whole with its ACK lost. Never both NICs of a comm: failover must carry every
-# round, with no WARN that fails a comm. A round that fails prints its fault and soak
+# landing whole with its ACK lost, or one NIC's port flapping 1 to 3 times (down after 0.3
+# to 1.5 s for 0.5 to 1.5 s). With recovery on (the default) a NIC comes back once its
+# port is up, and a cut QP's link is whole again after the reset, so a cut comes again
+# after as many bytes: rounds of failover and recovery. Never both NICs of a comm:
+# failover must carry every round, with no WARN that fails a comm. A round that fails prints its fault and soak
 # seed to replay it (the same fault variables and CONF_SOAK_SEED).
 # Long: not in make test (tests/ib/failover.sh has one round of each kind).
 set -u
@@ -22,9 +25,11 @@ echo "failover soak: $ROUNDS rounds, fault seed $seed (SEED=$seed replays the fa
 fail=0
 for round in $(seq 1 "$ROUNDS"); do
 	nic=svroce$((RANDOM % 2))
-	case $((RANDOM % 3)) in
+	case $((RANDOM % 4)) in
 	0) fault="SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS=$nic:$((300 + RANDOM % 2200))" ;;
-	1) fault="SOFTVERBS_FAULT_CUT_AFTER_BYTES=$((1000000 + RANDOM * 1950)) SOFTVERBS_FAULT_CUT_QP=$((1 + RANDOM % 4))" ;;
+	1) dn=$((300 + RANDOM % 1200))
+	   fault="SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS=$nic:$dn SOFTVERBS_FAULT_PORT_UP_AFTER_MS=$nic:$((dn + 500 + RANDOM % 1000)) SOFTVERBS_FAULT_PORT_FLAPS=$((1 + RANDOM % 3))" ;;
+	2) fault="SOFTVERBS_FAULT_CUT_AFTER_BYTES=$((1000000 + RANDOM * 1950)) SOFTVERBS_FAULT_CUT_QP=$((1 + RANDOM % 4))" ;;
 	*) fault="SOFTVERBS_FAULT_CUT_AFTER_BYTES=$((1000000 + RANDOM * 1950)) SOFTVERBS_FAULT_CUT_QP=$((1 + RANDOM % 4)) SOFTVERBS_FAULT_CUT_DELIVER=1" ;;
 	esac
 	# shellcheck disable=SC2086 # fault is a list of assignments
@@ -32,10 +37,11 @@ for round in $(seq 1 "$ROUNDS"); do
 		>"$log" 2>&1
 	rc=$?
 	warns=$(grep -c 'ib: failover:' "$log")
+	recs=$(grep -c 'ib: recovery:' "$log")
 	sseed=$(grep -m1 -oE 'seed [0-9]+' "$log" | awk '{ print $2 }')
 	if [ "$rc" -eq 0 ] && [ "$(grep -c 'soak done: received and verified' "$log")" -eq 2 ] &&
 		! grep -Eq 'NCCL WARN NET/braid : ib: (send|receive) comm svroce[0-9]+:[0-9]+[: ]' "$log"; then
-		echo "round $round: $fault: passed, $warns failover WARN(s)"
+		echo "round $round: $fault: passed, $warns failover, $recs recovery WARN(s)"
 	else
 		echo "FAIL: round $round: $fault: rc $rc (replay: $fault CONF_SOAK_SEED=$sseed)"
 		grep -E 'WARN|FAIL' "$log" | head -n 12

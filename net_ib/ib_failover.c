@@ -45,13 +45,14 @@ static unsigned rails_alive(const struct ib_comm *c)
 	return ~(unsigned)c->rail_dead & ((1u << c->nrails) - 1);
 }
 
-/* A QP on a rail still alive, in turn from *turn (-1: none). */
+/* A QP on a rail still alive, and not being drained by recovery, in turn from *turn (-1:
+ * none). */
 static int live_qp(const struct ib_comm *c, uint32_t turn)
 {
 	for (int j = 0; j < c->nqps; j++) {
 		int i = (int)((turn + (uint32_t)j) % (uint32_t)c->nqps);
 
-		if (!(c->rail_dead >> c->qps[i].rail & 1))
+		if (!(c->rail_dead >> c->qps[i].rail & 1) && !(c->rj_draining >> i & 1))
 			return i;
 	}
 	return -1;
@@ -244,8 +245,6 @@ int ib_fo_wc_error(struct ib_comm *c, const struct ibv_wc *wc, int qi)
 	int draining;
 	int k = -1;
 
-	if (c->error)
-		return 0;
 	if (qi >= 0) {
 		k = c->qps[qi].rail;
 	} else if (kind == IB_WR_FLUSH) {
@@ -253,6 +252,15 @@ int ib_fo_wc_error(struct ib_comm *c, const struct ibv_wc *wc, int qi)
 			if (c->rails[j].flush_qp && c->rails[j].flush_qp->qp_num == wc->qp_num)
 				k = j;
 	}
+	/* Recovery's drain marker (a data QP's, or naming the rail on its flush QP) or proof
+	 * READ: never a request, whatever became of the comm (ib_recover.c). */
+	if (kind == IB_WR_FLUSH && (qi >= 0 || (k >= 0 && (void *)r == (void *)&c->rails[k]))) {
+		if (!c->error)
+			ib_rj_wr_back(c, 0);
+		return 1;
+	}
+	if (c->error)
+		return 0;
 	draining = qi >= 0 ? c->rj_draining >> qi & 1 : k >= 0 && (c->rj_flush_draining >> k & 1);
 	/* As in NCCL (ncclIbResiliencyCheckErrorNotFatal): a NIC fails for the comm when a QP
 	 * of it runs out of retries; any other first error (a remote access error, a flush
@@ -275,14 +283,8 @@ int ib_fo_wc_error(struct ib_comm *c, const struct ibv_wc *wc, int qi)
 		else
 			fifo_repost(c, r);
 		break;
-	case IB_WR_FLUSH:
-		/* recovery's drain marker (a data QP's, or naming the rail on its flush QP) or
-		 * proof READ; else a flush READ, done on the other rails: NCCL's transport
-		 * ignores it too */
-		if (qi >= 0 || (void *)r == (void *)&c->rails[k])
-			ib_rj_wr_back(c, 0);
-		else
-			r->pending--;
+	case IB_WR_FLUSH: /* done on the other rails: NCCL's transport ignores it too */
+		r->pending--;
 		break;
 	default: /* a receive flushed from the dead QP: counted back, never posted again */
 		c->qps[qi].rq_reposts++;

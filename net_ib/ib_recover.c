@@ -10,7 +10,8 @@
  * link (plugin/link.c), and the data that follows is the proof: a path still broken fails
  * the NIC over again after the retry budget, and the next try waits longer.
  *
- * The sender drives it from its liveness tick, never from the data path:
+ * The sender drives it from its liveness tick, and the steps that follow run where the
+ * link's messages and the markers come in: once per recovery, never per message.
  *   1. a failed rail whose port here is ACTIVE: its QPs to ERR, and a signaled marker
  *      posted on each. A QP completes in order, so once every marker is back (flushed),
  *      nothing of what the QPs held is left to come;
@@ -306,10 +307,11 @@ static void ask(struct ib_comm *c)
 
 void ib_rj_tick(struct ib_comm *c, uint64_t now)
 {
-	/* proofs end by themselves, within the retry budget */
-	if (c->rj_stage != RJ_IDLE && c->rj_stage != RJ_PROVING && now >= c->rj_deadline_ns)
-		give_up(c, c->rj_stage == RJ_ASKED ? "the peer did not answer within 5 s"
-						   : "its QPs did not drain within 5 s");
+	/* Only an answer can fail to come: markers on a QP in ERR and proofs (within the
+	 * retry budget) always come back, and a marker counted against a later try would
+	 * let it reset QPs that still hold work. */
+	if (c->rj_stage == RJ_ASKED && now >= c->rj_deadline_ns)
+		give_up(c, "the peer did not answer within 5 s");
 	if (c->rj_stage != RJ_IDLE || now < c->rj_next_ns || c->fo_busy)
 		return;
 	for (int k = 0; k < c->nrails; k++) {
@@ -348,7 +350,7 @@ static void rejoined(struct ib_comm *c)
 	c->rj_wait_ns = RJ_WAIT_FIRST_NS;
 	c->rj_next_ns = now + RJ_WAIT_FIRST_NS;
 	braid_stripe_lane_down(&c->stripe, k, 0);
-	/* its QP lanes start afresh: what the failed QPs had outstanding never completed */
+	/* its QP lanes forget what the failed QPs had outstanding (it never completed) */
 	for (int j = 0; c->qst && (c->qlanes_on >> k & 1) && j < c->qst[k].nlanes; j++) {
 		braid_stripe_lane_down(&c->qst[k], j, 1);
 		braid_stripe_lane_down(&c->qst[k], j, 0);
@@ -460,10 +462,16 @@ static void receiver_finish(struct ib_comm *c)
 			c->qps[i].rq_reposts = 0;
 	}
 	if (rc) {
-		/* its QPs are unusable until the sender's next try drains them again */
-		for (int i = 0; i < c->nqps; i++)
-			if (mask >> i & 1)
-				c->rail_dead |= (uint8_t)(1u << c->qps[i].rail);
+		/* back to INIT with nothing posted (a RESET drops the receives a partial post
+		 * left, without completions): the count stays true for the next drain; the NIC
+		 * is out here until then */
+		reset_qps(c, mask);
+		for (int i = 0; i < c->nqps; i++) {
+			if (!(mask >> i & 1))
+				continue;
+			c->qps[i].rq_reposts = IB_RQ_DEPTH;
+			c->rail_dead |= (uint8_t)(1u << c->qps[i].rail);
+		}
 		answer_no(c, c->rj_attempt, 0, "reconnecting its QPs on %s failed: %s",
 			  c->rails[c->qps[__builtin_ctz(mask)].rail].dev->name, strerror(-rc));
 		return;
@@ -529,9 +537,10 @@ static void receiver_take(struct ib_comm *c, const struct rj_msg *m)
 	uint32_t attempt = ntohl(m->attempt);
 	int rc;
 
-	if (m->type == RJ_DONE && attempt == c->rj_attempt) {
-		receiver_done(c, mask);
-		return;
+	if (m->type == RJ_DONE) {
+		if (attempt == c->rj_attempt)
+			receiver_done(c, mask);
+		return; /* else of a try this side answered again since */
 	}
 	if (m->type != RJ_ASK || !mask || mask >> c->nqps) {
 		answer_no(c, attempt, 0, "a malformed ask (QPs %#x of %d)", mask, c->nqps);
@@ -545,6 +554,18 @@ static void receiver_take(struct ib_comm *c, const struct rj_msg *m)
 		ib_async_poll(d->hca); /* an ACTIVE event not read yet */
 		if (!port_active(d)) {
 			answer_no(c, attempt, 1, "its NIC %s:%d here is down", d->name, d->port);
+			return;
+		}
+	}
+	for (int k = 0; k < c->nrails; k++) {
+		uint16_t on_k = rail_qmask(c, k);
+
+		/* a NIC here that also carries QPs of another of the sender's NICs (a sender
+		 * with more NICs than this side): draining it would stall those */
+		if ((on_k & mask) && (on_k & ~mask)) {
+			answer_no(c, attempt, 0,
+				  "its NIC %s:%d here also carries QPs %#x of the sender's other NICs",
+				  c->rails[k].dev->name, c->rails[k].dev->port, on_k & ~mask);
 			return;
 		}
 	}

@@ -636,16 +636,10 @@ enum braid_link_state braid_link_check(struct braid_link *lk, int now)
 
 /* A goodbye, error report or backend message: small, on an idle socket; wait a moment for
  * room. 0 once it is out, else -errno. */
-static int post_and_flush(struct braid_link *lk, uint16_t type, const void *payload, uint32_t len)
+static int flush_until(struct braid_link *lk, uint64_t until)
 {
-	uint64_t until = braid_now_ns() + 100000000ULL;
 	int rc;
 
-	if (lk->chan.fd < 0)
-		return -ENOTCONN;
-	rc = braid_oob_chan_post(&lk->chan, type, payload, len);
-	if (rc)
-		return rc;
 	while ((rc = braid_oob_chan_flush(&lk->chan)) == -EAGAIN && braid_now_ns() < until) {
 		struct pollfd p = { .fd = lk->chan.fd, .events = POLLOUT };
 
@@ -654,12 +648,27 @@ static int post_and_flush(struct braid_link *lk, uint16_t type, const void *payl
 	return rc;
 }
 
+static int post_and_flush(struct braid_link *lk, uint16_t type, const void *payload, uint32_t len)
+{
+	uint64_t until = braid_now_ns() + 100000000ULL;
+	int rc;
+
+	if (lk->chan.fd < 0)
+		return -ENOTCONN;
+	/* what an earlier message left staged goes first (else the post would be refused,
+	 * and a goodbye lost) */
+	rc = flush_until(lk, until);
+	if (!rc)
+		rc = braid_oob_chan_post(&lk->chan, type, payload, len);
+	if (!rc)
+		rc = flush_until(lk, until);
+	return rc;
+}
+
 int braid_link_send(struct braid_link *lk, const void *msg, uint32_t len)
 {
 	if (len > BRAID_LINK_BLOB)
 		return -EMSGSIZE;
-	if (lk->chan.fd >= 0) /* what an earlier call left staged goes first */
-		braid_oob_chan_flush(&lk->chan);
 	return post_and_flush(lk, MSG_BACKEND, msg, len);
 }
 

@@ -112,20 +112,29 @@ static int qp_state(struct ib_comm *c, struct ib_qp *q, enum ibv_qp_state st, co
 	return -rc;
 }
 
-/* A signaled write of nothing: on a QP in ERR it comes back flushed, behind all the QP
- * held. Its wr_id names the QP, with the flush kind (a data QP's: ib_failover.c). */
-static int post_marker(struct ib_qp *q)
+/* A signaled write of nothing on qp, moved to ERR first: it comes back flushed, behind all
+ * the QP held. Its wr_id names what it drains (a data QP's struct ib_qp, a flush QP's
+ * struct ib_rail), with the flush kind (ib_failover.c tells it from a request). 0 or the
+ * verbs errno. */
+static int post_marker(struct ibv_qp *qp, const void *names)
 {
+	struct ibv_qp_attr a;
 	struct ibv_sge none = { 0 };
 	struct ibv_send_wr wr, *bad;
+	int rc;
 
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_ERR;
+	rc = ibv.modify_qp(qp, &a, IBV_QP_STATE);
+	if (rc)
+		return rc;
 	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = ib_wr_id(q, IB_WR_FLUSH);
+	wr.wr_id = ib_wr_id(names, IB_WR_FLUSH);
 	wr.sg_list = &none;
 	wr.num_sge = 0;
 	wr.opcode = IBV_WR_RDMA_WRITE;
 	wr.send_flags = IBV_SEND_SIGNALED;
-	return ibv_post_send(q->qp, &wr, &bad);
+	return ibv_post_send(qp, &wr, &bad);
 }
 
 /* Step 1 on either side: the QPs of mask to ERR, a marker behind what each holds. */
@@ -138,11 +147,14 @@ static int drain_start(struct ib_comm *c, uint16_t mask)
 		if (!(mask >> i & 1))
 			continue;
 		c->rj_draining |= (uint16_t)(1u << i);
-		rc = qp_state(c, q, IBV_QPS_ERR, "ERR");
-		if (!rc)
-			rc = -post_marker(q);
-		if (rc)
-			return rc;
+		rc = post_marker(q->qp, q);
+		if (rc) {
+			BRAID_WARN("ib: recovery: %s comm %s %s: draining QP %#x on %s:%d failed: %s",
+				   ib_side(c), c->is_send ? "to" : "from", c->peer, q->qp->qp_num,
+				   c->rails[q->rail].dev->name, c->rails[q->rail].dev->port,
+				   strerror(rc));
+			return -rc;
+		}
 		c->rj_markers++;
 	}
 	return 0;
@@ -154,24 +166,12 @@ static int drain_flush_qps(struct ib_comm *c, uint16_t mask)
 {
 	for (int k = 0; k < c->nrails; k++) {
 		struct ib_rail *rl = &c->rails[k];
-		struct ibv_qp_attr a;
-		struct ibv_sge none = { 0 };
-		struct ibv_send_wr wr, *bad;
 		int rc;
 
 		if (!rl->flush_qp || !(mask & rail_qmask(c, k)))
 			continue;
 		c->rj_flush_draining |= (uint8_t)(1u << k);
-		memset(&a, 0, sizeof(a));
-		a.qp_state = IBV_QPS_ERR;
-		rc = ibv.modify_qp(rl->flush_qp, &a, IBV_QP_STATE);
-		memset(&wr, 0, sizeof(wr));
-		wr.wr_id = ib_wr_id(rl, IB_WR_FLUSH);
-		wr.sg_list = &none;
-		wr.opcode = IBV_WR_RDMA_WRITE;
-		wr.send_flags = IBV_SEND_SIGNALED;
-		if (!rc)
-			rc = ibv_post_send(rl->flush_qp, &wr, &bad);
+		rc = post_marker(rl->flush_qp, rl);
 		if (rc) {
 			BRAID_WARN("ib: recovery: receive comm from %s: draining the flush QP %#x on "
 				   "%s:%d failed: %s",

@@ -137,6 +137,23 @@ static int post_marker(struct ibv_qp *qp, const void *names)
 	return ibv_post_send(qp, &wr, &bad);
 }
 
+/* One QP drained: its marker posted and counted, or a WARN naming it (what: "QP", "the
+ * flush QP"); 0 or -errno. */
+static int drain_qp(struct ib_comm *c, struct ibv_qp *qp, const void *names, const struct ib_dev *d,
+		    const char *what)
+{
+	int rc = post_marker(qp, names);
+
+	if (rc) {
+		BRAID_WARN("ib: recovery: %s comm %s %s: draining %s %#x on %s:%d failed: %s",
+			   ib_side(c), c->is_send ? "to" : "from", c->peer, what, qp->qp_num,
+			   d->name, d->port, strerror(rc));
+		return -rc;
+	}
+	c->rj_markers++;
+	return 0;
+}
+
 /* Step 1 on either side: the QPs of mask to ERR, a marker behind what each holds. */
 static int drain_start(struct ib_comm *c, uint16_t mask)
 {
@@ -147,21 +164,15 @@ static int drain_start(struct ib_comm *c, uint16_t mask)
 		if (!(mask >> i & 1))
 			continue;
 		c->rj_draining |= (uint16_t)(1u << i);
-		rc = post_marker(q->qp, q);
-		if (rc) {
-			BRAID_WARN("ib: recovery: %s comm %s %s: draining QP %#x on %s:%d failed: %s",
-				   ib_side(c), c->is_send ? "to" : "from", c->peer, q->qp->qp_num,
-				   c->rails[q->rail].dev->name, c->rails[q->rail].dev->port,
-				   strerror(rc));
-			return -rc;
-		}
-		c->rj_markers++;
+		rc = drain_qp(c, q->qp, q, c->rails[q->rail].dev, "QP");
+		if (rc)
+			return rc;
 	}
 	return 0;
 }
 
-/* The receiver's rails of the QPs of mask: their flush QPs (GPUDirect flushes) to ERR, a
- * marker behind each, whose wr_id names the rail. */
+/* The receiver's rails of the QPs of mask: their flush QPs (GPUDirect flushes) too, each
+ * marker naming the rail. */
 static int drain_flush_qps(struct ib_comm *c, uint16_t mask)
 {
 	for (int k = 0; k < c->nrails; k++) {
@@ -171,15 +182,9 @@ static int drain_flush_qps(struct ib_comm *c, uint16_t mask)
 		if (!rl->flush_qp || !(mask & rail_qmask(c, k)))
 			continue;
 		c->rj_flush_draining |= (uint8_t)(1u << k);
-		rc = post_marker(rl->flush_qp, rl);
-		if (rc) {
-			BRAID_WARN("ib: recovery: receive comm from %s: draining the flush QP %#x on "
-				   "%s:%d failed: %s",
-				   c->peer, rl->flush_qp->qp_num, rl->dev->name, rl->dev->port,
-				   strerror(rc));
-			return -rc;
-		}
-		c->rj_markers++;
+		rc = drain_qp(c, rl->flush_qp, rl, rl->dev, "the flush QP");
+		if (rc)
+			return rc;
 	}
 	return 0;
 }

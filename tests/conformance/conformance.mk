@@ -20,7 +20,8 @@ $(MEMCOUNT_SO): tests/conformance/memcount/memcount.c
 ALL_TARGETS += $(MEMCOUNT_SO)
 
 CONF_TESTS := tests/conformance/tcp.sh tests/conformance/shm.sh \
-	tests/conformance/netns.sh tests/conformance/netns-fused.sh tests/conformance/netns-adaptive.sh \
+	tests/conformance/netns.sh tests/conformance/netns-fused.sh tests/conformance/netns-failover.sh \
+	tests/conformance/netns-adaptive.sh \
 	tests/conformance/loader.sh tests/conformance/perf.sh \
 	tests/conformance/valgrind.sh tests/conformance/kills.sh tests/conformance/mem.sh
 TESTS += $(CONF_TESTS)

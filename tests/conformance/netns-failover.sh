@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# A NIC whose interface goes down under live net_ofi comms (issue 19), on a fused libfabric
+# device (tcp;ofi_rxm) across two network namespaces joined by two veth pairs, set up as in
+# netns-fused.sh: each side fuses its two interfaces (BRAID_MERGE), one lane per pair, and
+# the handshake runs over the first pair, which stays up. The load is conformance's soak
+# (every byte of every message checked). Before, a comm whose interface went down stalled
+# with no message until TCP gave up on its connection (tcp_retries2: about 15 min).
+# BRAID_OFI_DOWN_TIMEOUT_MS (2000 here) bounds how long a NIC's interface may stay down
+# under a waiting comm before that NIC counts as failed; net_ofi has no failover, so the
+# comm then fails, and each process says so in a WARN naming its own NIC:
+#   ofi: send comm to PEER: NIC bfa2..(lane 1 of 2) failed: its interface has been down
+#   for N s
+# (and "receive comm from PEER"), and once per process, at the device level,
+# "ofi: NIC IF: its interface went down" (and "... is up again" when it comes back).
+#   a2 down for good 1.5 s into a soak        both sides fail (not a timeout) within 15 s
+#                                             of the fault, each with a WARN naming its
+#                                             pair-2 NIC (b2 loses carrier)
+#   b2 down for good                          the same
+#   one-NIC device on pair 2, a2 down         the same, "lane 0 of 1"
+#   a2 down for 300 ms                        the soak passes (TCP carries the data over
+#                                             the flap), no NIC failed, WARNs that a2 went
+#                                             down and is up again
+# Each process runs under timeout 60 (then KILL 5 s later): a hang fails its case and the
+# script still ends, in under 5 min at worst. Needs root.
+set -u
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/lib.sh"
+netns_prereqs
+
+id=$$
+nsa=braid-fa-$id nsb=braid-fb-$id
+a1=bfa1$id a2=bfa2$id b1=bfb1$id b2=bfb2$id # interface names stay under 16 bytes
+tmp=$(mktemp -d /tmp/braid-netns-failover.XXXXXX)
+pids=()
+
+cleanup() {
+	# each pid is a timeout(1), which passes the signal on to its conformance processes
+	for p in "${pids[@]+"${pids[@]}"}"; do kill -TERM "$p" 2>/dev/null; done
+	ip netns del "$nsa" 2>/dev/null
+	ip netns del "$nsb" 2>/dev/null
+	ip link del "$a1" 2>/dev/null
+	ip link del "$a2" 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+ip netns add "$nsa" || skip "cannot create a network namespace here (ip netns add failed)"
+ip netns add "$nsb" || skip "cannot create a second network namespace"
+for pair in "1 $a1 $b1" "2 $a2 $b2"; do
+	read -r p x y <<<"$pair"
+	ip link add "$x" type veth peer name "$y" || skip "cannot create a veth pair"
+	{ ip link set "$x" netns "$nsa" && ip link set "$y" netns "$nsb"; } || die "moving veths"
+	ip -n "$nsa" addr add "198.18.$p.1/24" dev "$x" || die "address on $x"
+	ip -n "$nsb" addr add "198.18.$p.2/24" dev "$y" || die "address on $y"
+	{ ip -n "$nsa" link set "$x" up && ip -n "$nsb" link set "$y" up; } || die "veth up"
+done
+for ns in "$nsa" "$nsb"; do ip -n "$ns" link set lo up || die "lo up in $ns"; done
+
+so=$(cd "$(dirname "$PLUGIN_SO")" && pwd)/$(basename "$PLUGIN_SO")
+seed=${CONF_SEED:-$(( (RANDOM << 15) | RANDOM ))}
+# 10,000 messages (about 8 GiB both ways) took the soak 12 s on 2 cores with both pairs
+# up (8,000: 9.5 s; 12,000: 18 s; 20,000: 23 s; the seed moves it), and a 300 ms flap
+# added about 5 s (TCP's retransmission backoff): well under way when the fault comes,
+# 1.5 s after it began, and done well within the 60 s each process has over a flap.
+transfers=${CONF_SOAK_TRANSFERS:-10000}
+common=(env BRAID_BACKEND=ofi BRAID_OFI_PROVIDER="tcp;ofi_rxm" BRAID_STRIPE_BYTES=65536
+	BRAID_OFI_DOWN_TIMEOUT_MS=2000 CONF_SOAK_TRANSFERS="$transfers")
+BOUND_S=15 # from the fault to the later exit, where the comms must fail
+NIC_FAILED='failed: its interface has been down'
+echo "seed $seed (CONF_SEED=$seed replays it), $transfers transfers a soak"
+
+fail=0 case_ok=1 n=0 rc_a=0 rc_b=0 secs=0
+bad() { echo "FAIL: $*"; case_ok=0; }
+
+all_up() { # every interface up, with carrier on both ends (at most 5 s)
+	{ ip -n "$nsa" link set "$a1" up && ip -n "$nsa" link set "$a2" up &&
+		ip -n "$nsb" link set "$b1" up && ip -n "$nsb" link set "$b2" up; } || die "links up"
+	for _ in $(seq 50); do
+		[ "$(ip -n "$nsa" -br link show up | grep -c "^bfa[12]$id@.* UP ")" = 2 ] &&
+			[ "$(ip -n "$nsb" -br link show up | grep -c "^bfb[12]$id@.* UP ")" = 2 ] && return 0
+		sleep 0.1
+	done
+	die "the veths did not come back up"
+}
+
+# case name merge_a merge_b ns iface flap_ms: runs a soak on both sides (logs $log_a,
+# $log_b), takes iface (in namespace ns) down 1.5 s after both began, up again after
+# flap_ms (0: down for good, up after both exited); sets rc_a, rc_b and secs (from the
+# fault to the later exit).
+run_case() {
+	local name=$1 ma=$2 mb=$3 ns=$4 ifc=$5 flap_ms=$6 dir fault started=0
+
+	n=$((n + 1))
+	case_ok=1
+	dir=$tmp/case$n
+	log_a=$tmp/case$n.a log_b=$tmp/case$n.b
+	mkdir -p "$dir"
+	echo "== case $n: $name"
+	ip netns exec "$nsa" "${common[@]}" BRAID_SOCKET_IFNAME="=$a1" BRAID_MERGE="$ma" \
+		timeout -k 5 60 "$CONF_BIN" --plugin "$so" --role a --dir "$dir" --seed "$seed" --api 12 \
+		--scenario soak >"$log_a" 2>&1 &
+	pids+=($!)
+	ip netns exec "$nsb" "${common[@]}" BRAID_SOCKET_IFNAME="=$b1" BRAID_MERGE="$mb" \
+		timeout -k 5 60 "$CONF_BIN" --plugin "$so" --role b --dir "$dir" --seed "$seed" --api 12 \
+		--scenario soak >"$log_b" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 200); do # both soaks began ("soak seed ..."): at most 20 s
+		grep -q '\] soak seed ' "$log_a" && grep -q '\] soak seed ' "$log_b" && { started=1; break; }
+		sleep 0.1
+	done
+	if [ $started = 0 ]; then
+		bad "the soak did not begin on both sides within 20 s"
+		kill -TERM "${pids[@]}" 2>/dev/null
+	else
+		sleep 1.5
+		{ kill -0 "${pids[0]}" 2>/dev/null && kill -0 "${pids[1]}" 2>/dev/null; } ||
+			bad "a side exited before the fault (raise CONF_SOAK_TRANSFERS?)"
+		ip -n "$ns" link set "$ifc" down || die "$ifc down"
+		fault=$(date +%s.%N)
+		if [ "$flap_ms" -gt 0 ]; then
+			sleep "$(awk -v m="$flap_ms" 'BEGIN { printf "%.3f", m / 1000 }')"
+			ip -n "$ns" link set "$ifc" up || die "$ifc up"
+		fi
+	fi
+	wait "${pids[0]}"; rc_a=$?
+	wait "${pids[1]}"; rc_b=$?
+	pids=()
+	if [ $started = 1 ]; then
+		secs=$(awk -v s="$fault" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
+	else
+		secs=-
+	fi
+	all_up
+	echo "  side a: exit $rc_a; side b: exit $rc_b; $secs s from the fault to the later exit"
+	for side in a b; do
+		eval "log=\$log_$side"
+		grep -E 'NCCL WARN|\] (soak (done|FAILED)|FAIL)' "$log" | grep -Ev 'SLOW PATH|striping gives it less' |
+			sed -E "s/.*NCCL WARN NET\/braid : /  $side: /; s/^\[$side [^]]*\] /  $side: /; s/  @[^ ]+$//" | head -n 12
+	done
+}
+done_case() {
+	[ $case_ok = 1 ] && return
+	fail=1
+	for log in "$log_a" "$log_b"; do
+		echo "  -- $(basename "$log"), last lines:"
+		grep -Ev 'SLOW PATH|striping gives it less' "$log" | tail -n 3
+	done
+}
+
+comms_failed() { # both sides exited with an error, not a timeout, within BOUND_S of the fault
+	local side rc
+
+	for side in a b; do
+		eval "rc=\$rc_$side"
+		if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+			bad "side $side hung: killed by its timeout (exit $rc)"
+		elif [ "$rc" -eq 0 ]; then
+			bad "side $side passed although its NIC stayed down"
+		fi
+	done
+	{ [ "$secs" != - ] && awk -v s="$secs" -v b="$BOUND_S" 'BEGIN { exit !(s < b) }'; } ||
+		bad "$secs s from the fault to the later exit (bound $BOUND_S s)"
+}
+nic_failed_warn() { # side NIC lane-text: the comm-level WARN naming the NIC
+	local log
+
+	eval "log=\$log_$1"
+	grep -Eq "NCCL WARN .*ofi: (send|receive) comm (to|from) [^ ]+: NIC $2 \\($3\\) $NIC_FAILED for [0-9.]+ s" "$log" ||
+		bad "no WARN on side $1 that NIC $2 ($3) failed: its interface has been down"
+}
+went_down_once() { # side NIC: the device-level WARN, once in the process
+	local log c
+
+	eval "log=\$log_$1"
+	c=$(grep -c "NCCL WARN .*ofi: NIC $2: its interface went down" "$log")
+	[ "$c" = 1 ] || bad "side $1: $c WARNs 'ofi: NIC $2: its interface went down' (want 1)"
+}
+
+run_case "$a2 down for good 1.5 s into a soak" "$a1+$a2" "$b1+$b2" "$nsa" "$a2" 0
+comms_failed
+nic_failed_warn a "$a2" 'lane 1 of 2'
+nic_failed_warn b "$b2" 'lane 1 of 2'
+went_down_once a "$a2"
+went_down_once b "$b2"
+done_case
+
+run_case "$b2 down for good 1.5 s into a soak ($a2 loses carrier)" "$a1+$a2" "$b1+$b2" \
+	"$nsb" "$b2" 0
+comms_failed
+nic_failed_warn a "$a2" 'lane 1 of 2'
+nic_failed_warn b "$b2" 'lane 1 of 2'
+went_down_once a "$a2"
+went_down_once b "$b2"
+done_case
+
+run_case "one-NIC device on the second pair ($a2/$b2), $a2 down for good" "$a2" "$b2" \
+	"$nsa" "$a2" 0
+comms_failed
+nic_failed_warn a "$a2" 'lane 0 of 1'
+nic_failed_warn b "$b2" 'lane 0 of 1'
+done_case
+
+run_case "$a2 down for 300 ms 1.5 s into a soak" "$a1+$a2" "$b1+$b2" "$nsa" "$a2" 300
+{ [ "$rc_a" -eq 0 ] && [ "$rc_b" -eq 0 ]; } || bad "the soak failed over a 300 ms flap (a $rc_a, b $rc_b)"
+for log in "$log_a" "$log_b"; do
+	grep -q 'soak done: received and verified' "$log" ||
+		bad "no 'soak done: received and verified' in $(basename "$log")"
+done
+! grep -q "NCCL WARN .*$NIC_FAILED" "$log_a" "$log_b" || bad "a NIC counted as failed over a 300 ms flap"
+grep -q "NCCL WARN .*ofi: NIC $a2: its interface went down" "$log_a" ||
+	bad "no WARN on side a that $a2 went down"
+grep -q "NCCL WARN .*ofi: NIC $a2: its interface is up again" "$log_a" ||
+	bad "no WARN on side a that $a2 is up again"
+done_case
+
+[ "$fail" -eq 0 ] || die "a NIC down under live net_ofi comms (seed $seed)"
+echo "netns-failover: all passed"

@@ -231,7 +231,11 @@ struct ofi_dev {
 	int ann_closing;        /* the endpoint closes: post none again */
 	struct fid_mr *ann_mr;
 	void *ann_desc;
-	uint64_t next_key; /* requested MR keys when the provider does not pick them */
+	/* its interface's state (ofi_live.c), read at most once per BRAID_LIVENESS_MS by
+	 * whichever waiting comm asks first (under lock); comms on other threads read it */
+	uint64_t link_next_ns; /* lock: when to read it again */
+	uint64_t link_down_ns; /* atomic: when it was first seen down; 0: up */
+	uint64_t next_key;     /* requested MR keys when the provider does not pick them */
 	struct braid_mr_cache cache;
 };
 
@@ -320,6 +324,7 @@ struct ofi_req {
 	struct ofi_comm *comm;
 	uint64_t first;      /* number of the (first) buffer it fills */
 	uint64_t waiting_ns; /* stall counter: when test() first found it waiting (0: not yet) */
+	uint64_t split_ns;   /* receives: when test() first found some lanes' parts in, not all */
 	struct ofi_req_lane l[BRAID_VDEV_MAX_NICS];
 	/* sends: the message and each lane's piece of it */
 	char *sbuf;
@@ -416,7 +421,8 @@ struct ofi_comm {
 	/* profiler events (ofi_prof.c): NULL without NCCL's callback; each lane has a copy.
 	 * Set before the first post, cleared under every lane's ep_lock. */
 	struct braid_prof_comm *prof;
-	uint8_t dev_nics; /* NICs of the device; the comm's lanes are those in used */
+	uint64_t live_next_ns; /* when a waiting call next looks at the NICs (ofi_live.c) */
+	uint8_t dev_nics;      /* NICs of the device; the comm's lanes are those in used */
 	uint32_t used;
 	struct ofi_lane lane[]; /* nlanes */
 };
@@ -436,6 +442,7 @@ static inline void ofi_req_start(struct ofi_req *r, struct ofi_comm *c, int is_s
 	r->status = ncclSuccess;
 	r->comm = c;
 	r->waiting_ns = 0;
+	r->split_ns = 0;
 	for (int k = 0; k < c->nlanes; k++)
 		r->l[k] = (struct ofi_req_lane){ 0 };
 }
@@ -490,7 +497,8 @@ struct ofi_comm *ofi_comm_alloc(const struct braid_vdev *vd, int is_send, struct
  * posted any more. Takes each lane's ep_lock (not held). */
 void ofi_comm_release(struct ofi_comm *c);
 
-/* ofi_live.c: the NICs a new comm uses, those up on both sides (set-up only) */
+/* ofi_live.c: the NICs a new comm uses, those up on both sides (set-up), and a NIC going
+ * down under live comms */
 struct braid_handle;
 /* d's interface is down or has no carrier (0 for a domain that is no interface) */
 int ofi_dev_link_down(const struct ofi_dev *d);
@@ -504,6 +512,15 @@ uint32_t ofi_live_pick(const struct braid_vdev *vd, const struct braid_link *lk,
  * names no NIC or one vd lacks */
 int ofi_live_take(const struct braid_vdev *vd, uint32_t used, const char *peer,
 		  struct braid_vdev *use);
+
+/* While the comm waits, at most once per BRAID_LIVENESS_MS: a NIC of it whose interface
+ * has stayed down for BRAID_OFI_DOWN_TIMEOUT_MS is WARNed and -1 returned (the comm
+ * fails); else 0. No lock held. */
+int ofi_live_watch(struct ofi_comm *c, uint64_t now);
+/* A fused receive still waiting: when some lanes' parts (done, a mask) have been in for
+ * BRAID_OFI_DOWN_TIMEOUT_MS and another lane's are not, that lane is WARNed and -1
+ * returned (the comm fails); else 0. */
+int ofi_live_parts(struct ofi_comm *c, struct ofi_req *r, uint32_t done, uint64_t now);
 
 /* ofi_ep.c */
 /* Fabric, domain and the shared endpoint with its announcement buffers, unless open;

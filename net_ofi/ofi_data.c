@@ -116,6 +116,13 @@ static void check_peer(struct ofi_comm *c, int now)
 	}
 }
 
+/* A waiting comm's NICs: one whose interface stayed down too long fails it (ofi_live.c). */
+static void check_nics(struct ofi_comm *c, uint64_t now)
+{
+	if (now >= c->live_next_ns && c->error == ncclSuccess && ofi_live_watch(c, now))
+		comm_fail(c, ncclSystemError);
+}
+
 /* After the peer's goodbye no new receive of this comm can ever complete. */
 static ncclResult_t refuse_after_bye(struct ofi_comm *c)
 {
@@ -126,15 +133,20 @@ static ncclResult_t refuse_after_bye(struct ofi_comm *c)
 
 /* A request still waiting: can it still complete? The comm's error, or the request's.
  * done: the buffers whose every part arrived. */
-static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r, uint8_t done)
+static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r, uint8_t done,
+				  uint8_t lanes_done)
 {
-	uint64_t bufs[BRAID_MAX_RECVS];
+	uint64_t bufs[BRAID_MAX_RECVS], now = braid_now_ns();
 	int n = 0;
 
 	/* counted on every NIC the request waits on, as each NIC's own stall */
-	if (braid_ctr_stall_due(&r->waiting_ns, braid_now_ns(), &r->stalled))
+	if (braid_ctr_stall_due(&r->waiting_ns, now, &r->stalled))
 		for (int k = 0; k < c->nlanes; k++)
 			braid_ctr_add(&c->lane[k].dev->ctr->stalls, 1);
+	check_nics(c, now);
+	if (!r->is_send && lanes_done && c->error == ncclSuccess &&
+	    ofi_live_parts(c, r, lanes_done, now))
+		comm_fail(c, ncclSystemError);
 	check_peer(c, 0);
 	if (c->error != ncclSuccess)
 		return c->error;
@@ -288,6 +300,7 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 	r = idx >= 0 ? braid_pool_get(&c->reqs) : NULL;
 	if (!r) {
 		progress_lanes(c, 0);
+		check_nics(c, braid_now_ns()); /* the announcement may wait on a NIC that is down */
 		if (c->error == ncclSuccess && idx < 0 &&
 		    braid_judge_refuse_unannounced(c->link, c->sent_upto, comm_who, c))
 			comm_fail(c, ncclRemoteError);
@@ -605,7 +618,7 @@ ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
 	if (!complete) {
 		if (status != ncclSuccess && r->status == ncclSuccess)
 			r->status = status;
-		return check_request(c, r, all_done); /* it waits, or it never completes */
+		return check_request(c, r, all_done, lanes_done); /* it waits, or never completes */
 	}
 	*done = 1;
 	/* what failed without a completion (a lane's error) stops as NCCL learns it */

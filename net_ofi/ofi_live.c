@@ -12,6 +12,14 @@
  * providers name domains after interfaces) is not IFF_UP or has no carrier
  * (IFF_RUNNING; a veth whose peer went down loses it). A domain that is no interface
  * (EFA's rdmap*, shm) is never down here.
+ *
+ * Under a live comm (ofi_live_watch): tcp;ofi_rxm sets no timeout of its own, and TCP
+ * retransmits into a downed interface for about 15 min (tcp_retries2), so a comm on it
+ * would stall without a word. A waiting comm looks at its NICs instead (never a call that
+ * completes at once: the look runs where a request waits, at most once per
+ * BRAID_LIVENESS_MS), and one down for BRAID_OFI_DOWN_TIMEOUT_MS fails the comm, naming
+ * it. net_ofi does not move a failed NIC's traffic to the comm's other NICs (net_ib does:
+ * docs/ib.md, "Failover"; the plan for net_ofi: docs/design/ofi-failover.md).
  */
 #include <errno.h>
 #include <net/if.h>
@@ -24,6 +32,7 @@
 #include "net_ofi/ofi.h"
 #include "plugin/handle.h"
 #include "plugin/log.h"
+#include "plugin/params.h"
 
 int ofi_dev_link_down(const struct ofi_dev *d)
 {
@@ -105,4 +114,104 @@ int ofi_live_take(const struct braid_vdev *vd, uint32_t used, const char *peer,
 					   ? "its interface is down"
 					   : "the peer's NIC on that lane is down");
 	return 0;
+}
+
+/* Read d's interface and take in a change: the device's down mark, its counter (braid stat
+ * shows the NIC down) and a WARN at each edge. d->lock held. */
+static void dev_link_read(struct ofi_dev *d, uint64_t now)
+{
+	uint64_t since = __atomic_load_n(&d->link_down_ns, __ATOMIC_RELAXED);
+	int down = ofi_dev_link_down(d);
+
+	if (down == (since != 0))
+		return;
+	__atomic_store_n(&d->link_down_ns, down ? now : 0, __ATOMIC_RELEASE);
+	if (d->ctr)
+		__atomic_store_n(&d->ctr->port_down, (uint32_t)down, __ATOMIC_RELAXED);
+	if (down)
+		BRAID_WARN("ofi: NIC %s: its interface went down (not up, or no carrier) under a "
+			   "live comm; its comms stall until it is back, and fail once it has been "
+			   "down for %lld ms (BRAID_OFI_DOWN_TIMEOUT_MS)",
+			   d->name, (long long)braid_param_int(BRAID_P_OFI_DOWN_TIMEOUT_MS));
+	else
+		BRAID_WARN("ofi: NIC %s: its interface is up again after %.1f s down", d->name,
+			   (double)(now - since) / 1e9);
+}
+
+/* How long d's interface has been down (0: up), read again when the last read is older
+ * than BRAID_LIVENESS_MS. Comms on several threads ask: one reads, the others take its
+ * answer. */
+static uint64_t dev_down_for(struct ofi_dev *d, uint64_t now, uint64_t period_ns)
+{
+	uint64_t since;
+
+	if (now >= __atomic_load_n(&d->link_next_ns, __ATOMIC_RELAXED) &&
+	    pthread_mutex_trylock(&d->lock) == 0) {
+		if (now >= d->link_next_ns) {
+			d->link_next_ns = now + period_ns;
+			dev_link_read(d, now);
+		}
+		pthread_mutex_unlock(&d->lock);
+	}
+	since = __atomic_load_n(&d->link_down_ns, __ATOMIC_ACQUIRE);
+	return since && now > since ? now - since : 0;
+}
+
+int ofi_live_watch(struct ofi_comm *c, uint64_t now)
+{
+	uint64_t period = (uint64_t)braid_param_int(BRAID_P_LIVENESS_MS) * 1000000ULL;
+	long long bound_ms = braid_param_int(BRAID_P_OFI_DOWN_TIMEOUT_MS);
+
+	c->live_next_ns = now + period;
+	for (int k = 0; k < c->nlanes; k++) {
+		struct ofi_dev *d = c->lane[k].dev;
+		uint64_t down = dev_down_for(d, now, period);
+
+		if (down < (uint64_t)bound_ms * 1000000ULL)
+			continue;
+		BRAID_WARN("ofi: %s comm %s %s: NIC %s (lane %d of %d) failed: its interface has "
+			   "been down for %.1f s (BRAID_OFI_DOWN_TIMEOUT_MS=%lld); the comm fails "
+			   "with %d request(s) in flight%s",
+			   ofi_comm_kind(c), c->is_send ? "to" : "from", c->peer, d->name, k,
+			   c->nlanes, (double)down / 1e9, bound_ms, c->inflight,
+			   c->nlanes > 1 ? " (net_ofi does not move a NIC's traffic to the "
+					   "comm's other NICs yet)"
+					 : "");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * A path that drops everything while both interfaces stay up (a black hole in the fabric)
+ * fails no TCP connection for about 15 min either. The receiver tells it: the sender posts
+ * every lane's part of a message at once, so once one lane's part is in, the others were
+ * sent too; one still out after the bound, while this process keeps testing, sits on a
+ * path that carries nothing. (The sender cannot tell: an eager part completes once it is
+ * in the socket, and a rendezvous part waits for the receiver's progress.)
+ */
+int ofi_live_parts(struct ofi_comm *c, struct ofi_req *r, uint32_t done, uint64_t now)
+{
+	long long bound_ms = braid_param_int(BRAID_P_OFI_DOWN_TIMEOUT_MS);
+	uint32_t late = ~done & ((1u << c->nlanes) - 1);
+	int k = __builtin_ctz(late | 1u << c->nlanes);
+
+	/* an interface seen down has its own bound and WARN (ofi_live_watch) */
+	if (!done || k >= c->nlanes ||
+	    __atomic_load_n(&c->lane[k].dev->link_down_ns, __ATOMIC_ACQUIRE))
+		return 0;
+	if (!r->split_ns) {
+		r->split_ns = now;
+		return 0;
+	}
+	if (now - r->split_ns < (uint64_t)bound_ms * 1000000ULL)
+		return 0;
+	BRAID_WARN("ofi: receive comm from %s: NIC %s (lane %d of %d) failed: buffer %llu's "
+		   "part on it is still out %.1f s after the comm's other NIC(s) delivered "
+		   "theirs (BRAID_OFI_DOWN_TIMEOUT_MS=%lld): its path carries nothing, though "
+		   "the interface is up; the comm fails with %d request(s) in flight (net_ofi "
+		   "does not move a NIC's traffic to the comm's other NICs yet)",
+		   c->peer, c->lane[k].dev->name, k, c->nlanes, (unsigned long long)r->first,
+		   (double)(now - r->split_ns) / 1e9, bound_ms, c->inflight);
+	return -1;
 }

@@ -36,6 +36,13 @@ enum braid_param_type {
 	X(OFI_PROVIDER, "BRAID_OFI_PROVIDER", BRAID_PARAM_STR, "", 0, 0, NULL, NULL,               \
 	  "libfabric provider to use (e.g. efa, \"tcp;ofi_rxm\", shm). Unset: efa first, then "    \
 	  "other RDMA-capable providers; tcp, shm, sockets and udp are used only when named.")     \
+	X(OFI_DOWN_TIMEOUT_MS, "BRAID_OFI_DOWN_TIMEOUT_MS", BRAID_PARAM_INT, "30000", 100,         \
+	  3600000, NULL, NULL,                                                                     \
+	  "net_ofi: how long a NIC may carry nothing under a waiting comm before it counts as "    \
+	  "failed and the comm fails with a WARN naming it: its interface down (not up, or no "    \
+	  "carrier), or, on a fused receive, its part of a message still out while the comm's "    \
+	  "other NICs delivered theirs. A shorter outage is ridden out (TCP retransmits); "        \
+	  "without the bound a comm on tcp stalls silently for about 15 min (tcp_retries2).")      \
 	X(SOCKET_IFNAME, "BRAID_SOCKET_IFNAME", BRAID_PARAM_STR, "", 0, 0, NULL,                   \
 	  "NCCL_SOCKET_IFNAME",                                                                    \
 	  "Interface(s) for the out-of-band TCP handshake: comma list of name prefixes, ^ to "     \

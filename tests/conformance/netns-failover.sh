@@ -20,6 +20,11 @@
 #   a2 down for 300 ms                        the soak passes (TCP carries the data over
 #                                             the flap), no NIC failed, WARNs that a2 went
 #                                             down and is up again
+#   pair 2 drops everything (iptables on b2)  both sides fail within 15 s: the receiver
+#   with both interfaces up                   sees a part on pair 2 still out 2 s after
+#                                             the other NIC delivered its part, and WARNs
+#                                             "NIC .. (lane 1 of 2) failed: buffer N's part
+#                                             on it is still out"; no interface WARN
 # Each process runs under timeout 60 (then KILL 5 s later): a hang fails its case and the
 # script still ends, in under 5 min at worst. Needs root.
 set -u
@@ -84,12 +89,13 @@ all_up() { # every interface up, with carrier on both ends (at most 5 s)
 	die "the veths did not come back up"
 }
 
-# case name merge_a merge_b ns iface flap_ms: runs a soak on both sides (logs $log_a,
-# $log_b), takes iface (in namespace ns) down 1.5 s after both began, up again after
-# flap_ms (0: down for good, up after both exited); sets rc_a, rc_b and secs (from the
-# fault to the later exit).
+# case name merge_a merge_b ns iface flap_ms [drop]: runs a soak on both sides (logs
+# $log_a, $log_b), takes iface (in namespace ns) down 1.5 s after both began, up again
+# after flap_ms (0: down for good, up after both exited); with "drop", iface stays up and
+# drops every packet in and out instead (iptables), for good; sets rc_a, rc_b and secs
+# (from the fault to the later exit).
 run_case() {
-	local name=$1 ma=$2 mb=$3 ns=$4 ifc=$5 flap_ms=$6 dir fault started=0
+	local name=$1 ma=$2 mb=$3 ns=$4 ifc=$5 flap_ms=$6 how=${7:-down} dir fault started=0
 
 	n=$((n + 1))
 	case_ok=1
@@ -116,7 +122,13 @@ run_case() {
 		sleep 1.5
 		{ kill -0 "${pids[0]}" 2>/dev/null && kill -0 "${pids[1]}" 2>/dev/null; } ||
 			bad "a side exited before the fault (raise CONF_SOAK_TRANSFERS?)"
-		ip -n "$ns" link set "$ifc" down || die "$ifc down"
+		if [ "$how" = drop ]; then
+			{ ip netns exec "$ns" iptables -I INPUT -i "$ifc" -j DROP &&
+				ip netns exec "$ns" iptables -I OUTPUT -o "$ifc" -j DROP; } ||
+				die "iptables drop on $ifc"
+		else
+			ip -n "$ns" link set "$ifc" down || die "$ifc down"
+		fi
 		fault=$(date +%s.%N)
 		if [ "$flap_ms" -gt 0 ]; then
 			sleep "$(awk -v m="$flap_ms" 'BEGIN { printf "%.3f", m / 1000 }')"
@@ -131,6 +143,7 @@ run_case() {
 	else
 		secs=-
 	fi
+	[ "$how" = drop ] && { ip netns exec "$ns" iptables -F || die "iptables -F in $ns"; }
 	all_up
 	echo "  side a: exit $rc_a; side b: exit $rc_b; $secs s from the fault to the later exit"
 	for side in a b; do
@@ -213,6 +226,22 @@ grep -q "NCCL WARN .*ofi: NIC $a2: its interface went down" "$log_a" ||
 grep -q "NCCL WARN .*ofi: NIC $a2: its interface is up again" "$log_a" ||
 	bad "no WARN on side a that $a2 is up again"
 done_case
+
+if command -v iptables >/dev/null; then
+	run_case "pair 2 drops everything ($b2, iptables), both interfaces up" "$a1+$a2" \
+		"$b1+$b2" "$nsb" "$b2" 0 drop
+	comms_failed
+	for side in a b; do
+		eval "log=\$log_$side ifc=\$${side}2"
+		grep -Eq "NCCL WARN .*ofi: receive comm from [^ ]+: NIC $ifc \\(lane 1 of 2\\) failed: buffer [0-9]+'s part on it is still out" "$log" ||
+			bad "no WARN on side $side that NIC $ifc failed with a part still out"
+	done
+	! grep -q "NCCL WARN .*its interface went down" "$log_a" "$log_b" ||
+		bad "an interface WARN, though both stayed up"
+	done_case
+else
+	echo "== case: pair 2 dropping everything: not run, no iptables(8) (packaging/debian-packages.txt lists it)"
+fi
 
 [ "$fail" -eq 0 ] || die "a NIC down under live net_ofi comms (seed $seed)"
 echo "netns-failover: all passed"

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * net_ofi/ofi_live.c under a live comm: TCP retransmits into a dead path for about 15 min
+ * and libfabric's tcp provider sets no timeout, so braid bounds it itself
+ * (BRAID_OFI_DOWN_TIMEOUT_MS).
+ *   - A fused receive whose part on one NIC is still out the bound after another NIC's
+ *     part landed fails the comm, with one WARN naming that NIC, its lane and the peer;
+ *     not a moment before the bound, and never while no part or every part is in.
+ *   - A NIC that is no interface (EFA's, shm's domains), or an interface that is up, is
+ *     never down, and a waiting comm looks at most once per BRAID_LIVENESS_MS.
+ * An interface going down under a comm needs namespaces: tests/conformance/netns-failover.sh.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net_ofi/ofi.h"
+#include "plugin/log.h"
+#include "plugin/params.h"
+#include "tests/unit/unit.h"
+
+#define MS 1000000ULL
+
+static struct ofi_dev devs[2];
+
+static struct ofi_comm *fake_comm(int nlanes, const char *name0, const char *name1)
+{
+	struct ofi_comm *c = calloc(1, sizeof(*c) + 2 * sizeof(c->lane[0]));
+	const char *names[2] = { name0, name1 };
+
+	assert_non_null(c);
+	c->nlanes = nlanes;
+	snprintf(c->peer, sizeof(c->peer), "198.18.1.1:4000");
+	c->inflight = 3;
+	for (int k = 0; k < nlanes; k++) {
+		memset(&devs[k], 0, sizeof(devs[k]));
+		snprintf(devs[k].name, sizeof(devs[k].name), "%s", names[k]);
+		pthread_mutex_init(&devs[k].lock, NULL);
+		c->lane[k].dev = &devs[k];
+		c->lane[k].k = (uint8_t)k;
+	}
+	return c;
+}
+
+static void set_env(const char *timeout_ms, const char *liveness_ms)
+{
+	setenv("BRAID_OFI_DOWN_TIMEOUT_MS", timeout_ms, 1);
+	setenv("BRAID_LIVENESS_MS", liveness_ms, 1);
+	braid_params_reset();
+	braid_log_set_logger(unit_logger);
+	unit_log_reset();
+}
+
+static void late_part_fails_the_comm_at_the_bound(void **state)
+{
+	struct ofi_comm *c = fake_comm(2, "fake0", "fake1");
+	struct ofi_req r = { .first = 7 };
+
+	(void)state;
+	set_env("2000", "100");
+	assert_int_equal(ofi_live_parts(c, &r, 0, 5000 * MS), 0); /* nothing in: waits */
+	assert_int_equal(r.split_ns, 0);
+	assert_int_equal(ofi_live_parts(c, &r, 1, 10000 * MS), 0); /* lane 0 in */
+	assert_int_equal(r.split_ns, 10000 * MS);
+	assert_int_equal(ofi_live_parts(c, &r, 1, 11999 * MS), 0);
+	assert_int_equal(unit_warns, 0);
+	assert_int_equal(ofi_live_parts(c, &r, 1, 12000 * MS), -1);
+	assert_int_equal(unit_warns, 1);
+	assert_non_null(strstr(unit_log,
+			       "ofi: receive comm from 198.18.1.1:4000: NIC fake1 (lane "
+			       "1 of 2) failed: buffer 7's part on it is still out 2.0 s"));
+	assert_non_null(strstr(unit_log, "BRAID_OFI_DOWN_TIMEOUT_MS=2000"));
+	/* lane 1 in first: lane 0 is the late one */
+	r = (struct ofi_req){ .first = 9 };
+	unit_log_reset();
+	assert_int_equal(ofi_live_parts(c, &r, 2, 1000 * MS), 0);
+	assert_int_equal(ofi_live_parts(c, &r, 2, 3000 * MS), -1);
+	assert_non_null(strstr(unit_log, "NIC fake0 (lane 0 of 2) failed"));
+	free(c);
+}
+
+static void every_part_in_or_one_lane_never_fails(void **state)
+{
+	struct ofi_comm *c = fake_comm(2, "fake0", "fake1");
+	struct ofi_req r = { .first = 1, .split_ns = 1 };
+
+	(void)state;
+	set_env("100", "100");
+	assert_int_equal(ofi_live_parts(c, &r, 3, 3600000 * MS), 0);
+	c->nlanes = 1;
+	assert_int_equal(ofi_live_parts(c, &r, 1, 3600000 * MS), 0);
+	assert_int_equal(unit_warns, 0);
+	free(c);
+}
+
+static void no_interface_or_up_is_never_down(void **state)
+{
+	struct ofi_comm *c = fake_comm(2, "rdmap0s31-rdm", "lo");
+
+	(void)state;
+	set_env("100", "50");
+	assert_int_equal(ofi_live_watch(c, 1000 * MS), 0);
+	assert_int_equal(c->live_next_ns, 1050 * MS); /* next look: one liveness period on */
+	assert_int_equal(devs[0].link_next_ns, 1050 * MS);
+	assert_int_equal(ofi_live_watch(c, 1000000 * MS), 0);
+	assert_int_equal(devs[0].link_down_ns, 0);
+	assert_int_equal(devs[1].link_down_ns, 0);
+	assert_int_equal(unit_warns, 0);
+	free(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(late_part_fails_the_comm_at_the_bound),
+		cmocka_unit_test(every_part_in_or_one_lane_never_fails),
+		cmocka_unit_test(no_interface_or_up_is_never_down),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -422,7 +422,10 @@ struct ofi_comm {
 	 * Set before the first post, cleared under every lane's ep_lock. */
 	struct braid_prof_comm *prof;
 	uint64_t live_next_ns; /* when a waiting call next looks at the NICs (ofi_live.c) */
-	uint8_t dev_nics;      /* NICs of the device; the comm's lanes are those in used */
+	uint64_t ann_split_ns; /* sender: when isend first found the group it waits for
+				* announced on some lanes, not all (0: not); ann_split_seq: that group */
+	uint32_t ann_split_seq;
+	uint8_t dev_nics; /* NICs of the device; the comm's lanes are those in used */
 	uint32_t used;
 	struct ofi_lane lane[]; /* nlanes */
 };
@@ -521,6 +524,9 @@ int ofi_live_watch(struct ofi_comm *c, uint64_t now);
  * BRAID_OFI_DOWN_TIMEOUT_MS and another lane's are not, that lane is WARNed and -1
  * returned (the comm fails); else 0. */
 int ofi_live_parts(struct ofi_comm *c, struct ofi_req *r, uint32_t done, uint64_t now);
+/* A fused sender with no buffer to send to: the same for the receiver's announcement of
+ * the group it waits for, in on some lanes and not on another. */
+int ofi_live_announce(struct ofi_comm *c, uint64_t now);
 
 /* ofi_ep.c */
 /* Fabric, domain and the shared endpoint with its announcement buffers, unless open;

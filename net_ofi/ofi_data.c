@@ -300,7 +300,11 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 	r = idx >= 0 ? braid_pool_get(&c->reqs) : NULL;
 	if (!r) {
 		progress_lanes(c, 0);
-		check_nics(c, braid_now_ns()); /* the announcement may wait on a NIC that is down */
+		now = braid_now_ns(); /* the announcement may wait on a dead NIC */
+		check_nics(c, now);
+		if (c->nlanes > 1 && idx < 0 && c->error == ncclSuccess &&
+		    ofi_live_announce(c, now))
+			comm_fail(c, ncclSystemError);
 		if (c->error == ncclSuccess && idx < 0 &&
 		    braid_judge_refuse_unannounced(c->link, c->sent_upto, comm_who, c))
 			comm_fail(c, ncclRemoteError);

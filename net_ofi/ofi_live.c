@@ -190,21 +190,36 @@ int ofi_live_watch(struct ofi_comm *c, uint64_t now)
  * path that carries nothing. (The sender cannot tell: an eager part completes once it is
  * in the socket, and a rendezvous part waits for the receiver's progress.)
  */
+/* The first lane of a comm not in `in` (a mask) when another lane is, whose interface is
+ * not seen down (that has its own bound and WARN, ofi_live_watch); -1 if none. */
+static int late_lane(const struct ofi_comm *c, uint32_t in)
+{
+	uint32_t late = ~in & ((1u << c->nlanes) - 1);
+	int k = __builtin_ctz(late | 1u << c->nlanes);
+
+	if (!in || k >= c->nlanes ||
+	    __atomic_load_n(&c->lane[k].dev->link_down_ns, __ATOMIC_ACQUIRE))
+		return -1;
+	return k;
+}
+
+/* Whether a split first seen at *since_ns (set now if 0) is past the bound. */
+static int split_too_long(uint64_t *since_ns, uint64_t now)
+{
+	if (!*since_ns) {
+		*since_ns = now;
+		return 0;
+	}
+	return now - *since_ns >=
+	       (uint64_t)braid_param_int(BRAID_P_OFI_DOWN_TIMEOUT_MS) * 1000000ULL;
+}
+
 int ofi_live_parts(struct ofi_comm *c, struct ofi_req *r, uint32_t done, uint64_t now)
 {
 	long long bound_ms = braid_param_int(BRAID_P_OFI_DOWN_TIMEOUT_MS);
-	uint32_t late = ~done & ((1u << c->nlanes) - 1);
-	int k = __builtin_ctz(late | 1u << c->nlanes);
+	int k = late_lane(c, done);
 
-	/* an interface seen down has its own bound and WARN (ofi_live_watch) */
-	if (!done || k >= c->nlanes ||
-	    __atomic_load_n(&c->lane[k].dev->link_down_ns, __ATOMIC_ACQUIRE))
-		return 0;
-	if (!r->split_ns) {
-		r->split_ns = now;
-		return 0;
-	}
-	if (now - r->split_ns < (uint64_t)bound_ms * 1000000ULL)
+	if (k < 0 || !split_too_long(&r->split_ns, now))
 		return 0;
 	BRAID_WARN("ofi: receive comm from %s: NIC %s (lane %d of %d) failed: buffer %llu's "
 		   "part on it is still out %.1f s after the comm's other NIC(s) delivered "
@@ -213,5 +228,38 @@ int ofi_live_parts(struct ofi_comm *c, struct ofi_req *r, uint32_t done, uint64_
 		   "does not move a NIC's traffic to the comm's other NICs yet)",
 		   c->peer, c->lane[k].dev->name, k, c->nlanes, (unsigned long long)r->first,
 		   (double)(now - r->split_ns) / 1e9, bound_ms, c->inflight);
+	return -1;
+}
+
+/* The receiver sends every lane's announcement of a group at once, so the same holds for
+ * a sender waiting on one: announced on one lane and not on another, past the bound, the
+ * other lane's path carries nothing. It catches the black hole where no message is in
+ * flight yet, which the receiver cannot see (none of its parts is in). */
+int ofi_live_announce(struct ofi_comm *c, uint64_t now)
+{
+	uint32_t slot = c->seq % OFI_MAX_INFLIGHT, in = 0;
+	int k;
+
+	for (int j = 0; j < c->nlanes; j++)
+		if (__atomic_load_n(&c->lane[j].ring[slot].arrived, __ATOMIC_ACQUIRE))
+			in |= 1u << j;
+	k = late_lane(c, in);
+	if (k < 0 || c->ann_split_seq != c->seq) {
+		c->ann_split_ns = 0;
+		c->ann_split_seq = c->seq;
+		if (k < 0)
+			return 0;
+	}
+	if (!split_too_long(&c->ann_split_ns, now))
+		return 0;
+	BRAID_WARN("ofi: send comm to %s: NIC %s (lane %d of %d) failed: the receiver's "
+		   "announcement of its next buffers is still out on it %.1f s after it came "
+		   "on the comm's other NIC(s) (BRAID_OFI_DOWN_TIMEOUT_MS=%lld): its path "
+		   "carries nothing, though the interface is up; the comm fails with %d "
+		   "request(s) in flight (net_ofi does not move a NIC's traffic to the comm's "
+		   "other NICs yet)",
+		   c->peer, c->lane[k].dev->name, k, c->nlanes,
+		   (double)(now - c->ann_split_ns) / 1e9,
+		   (long long)braid_param_int(BRAID_P_OFI_DOWN_TIMEOUT_MS), c->inflight);
 	return -1;
 }

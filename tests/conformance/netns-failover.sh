@@ -20,11 +20,14 @@
 #   a2 down for 300 ms                        the soak passes (TCP carries the data over
 #                                             the flap), no NIC failed, WARNs that a2 went
 #                                             down and is up again
-#   pair 2 drops everything (iptables on b2)  both sides fail within 15 s: the receiver
+#   pair 2 drops everything (iptables on b2)  both sides fail within 15 s: a receiver
 #   with both interfaces up                   sees a part on pair 2 still out 2 s after
-#                                             the other NIC delivered its part, and WARNs
-#                                             "NIC .. (lane 1 of 2) failed: buffer N's part
-#                                             on it is still out"; no interface WARN
+#                                             the other NIC delivered its part ("NIC ..
+#                                             (lane 1 of 2) failed: buffer N's part on it
+#                                             is still out"), or a sender the receiver's
+#                                             announcement ("... the receiver's
+#                                             announcement of its next buffers is still
+#                                             out"); no interface WARN
 # Each process runs under timeout 60 (then KILL 5 s later): a hang fails its case and the
 # script still ends, in under 5 min at worst. Needs root.
 set -u
@@ -233,8 +236,8 @@ if command -v iptables >/dev/null; then
 	comms_failed
 	for side in a b; do
 		eval "log=\$log_$side ifc=\$${side}2"
-		grep -Eq "NCCL WARN .*ofi: receive comm from [^ ]+: NIC $ifc \\(lane 1 of 2\\) failed: buffer [0-9]+'s part on it is still out" "$log" ||
-			bad "no WARN on side $side that NIC $ifc failed with a part still out"
+		grep -Eq "NCCL WARN .*ofi: (receive comm from [^ ]+: NIC $ifc \\(lane 1 of 2\\) failed: buffer [0-9]+'s part on it is still out|send comm to [^ ]+: NIC $ifc \\(lane 1 of 2\\) failed: the receiver's announcement of its next buffers is still out)" "$log" ||
+			bad "no WARN on side $side that NIC $ifc failed with a part or an announcement still out"
 	done
 	! grep -q "NCCL WARN .*its interface went down" "$log_a" "$log_b" ||
 		bad "an interface WARN, though both stayed up"

@@ -5,7 +5,8 @@
  * (BRAID_OFI_DOWN_TIMEOUT_MS).
  *   - A fused receive whose part on one NIC is still out the bound after another NIC's
  *     part landed fails the comm, with one WARN naming that NIC, its lane and the peer;
- *     not a moment before the bound, and never while no part or every part is in.
+ *     not a moment before the bound, and never while no part or every part is in; the
+ *     same for a fused sender waiting on the receiver's announcement of a group.
  *   - A NIC that is no interface (EFA's, shm's domains), or an interface that is up, is
  *     never down, and a waiting comm looks at most once per BRAID_LIVENESS_MS.
  * An interface going down under a comm needs namespaces: tests/conformance/netns-failover.sh.
@@ -94,6 +95,44 @@ static void every_part_in_or_one_lane_never_fails(void **state)
 	free(c);
 }
 
+/* The sender's side: the receiver's announcement of the group it waits for, in on one lane
+ * and not on the other, with no message in flight yet for the receiver to see. */
+static void late_announcement_fails_the_sender_at_the_bound(void **state)
+{
+	struct ofi_comm *c = fake_comm(2, "fake0", "fake1");
+	uint32_t slot;
+
+	(void)state;
+	set_env("2000", "100");
+	c->is_send = 1;
+	c->seq = 5;
+	slot = c->seq % OFI_MAX_INFLIGHT;
+	assert_int_equal(ofi_live_announce(c, 1000 * MS), 0); /* none in: the receiver idles */
+	c->lane[1].ring[slot].arrived = 1;
+	assert_int_equal(ofi_live_announce(c, 2000 * MS), 0);
+	assert_int_equal(ofi_live_announce(c, 3999 * MS), 0);
+	/* it came on lane 0 too: no longer split; then the next group splits afresh */
+	c->lane[0].ring[slot].arrived = 1;
+	assert_int_equal(ofi_live_announce(c, 3999 * MS), 0);
+	c->seq++;
+	slot = c->seq % OFI_MAX_INFLIGHT;
+	c->lane[1].ring[slot].arrived = 1;
+	assert_int_equal(ofi_live_announce(c, 5000 * MS), 0);
+	assert_int_equal(ofi_live_announce(c, 6999 * MS), 0);
+	assert_int_equal(unit_warns, 0);
+	assert_int_equal(ofi_live_announce(c, 7000 * MS), -1);
+	assert_int_equal(unit_warns, 1);
+	assert_non_null(strstr(unit_log, "ofi: send comm to 198.18.1.1:4000: NIC fake0 (lane 0 "
+					 "of 2) failed: the receiver's announcement of its next "
+					 "buffers is still out on it 2.0 s"));
+	/* an interface seen down is left to its own bound */
+	c->ann_split_ns = 0;
+	devs[0].link_down_ns = 1;
+	assert_int_equal(ofi_live_announce(c, 8000 * MS), 0);
+	assert_int_equal(ofi_live_announce(c, 20000 * MS), 0);
+	free(c);
+}
+
 static void no_interface_or_up_is_never_down(void **state)
 {
 	struct ofi_comm *c = fake_comm(2, "rdmap0s31-rdm", "lo");
@@ -115,6 +154,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(late_part_fails_the_comm_at_the_bound),
 		cmocka_unit_test(every_part_in_or_one_lane_never_fails),
+		cmocka_unit_test(late_announcement_fails_the_sender_at_the_bound),
 		cmocka_unit_test(no_interface_or_up_is_never_down),
 	};
 

@@ -14,7 +14,9 @@
 # "ofi: NIC IF: its interface went down" (and "... is up again" when it comes back).
 #   a2 down for good 1.5 s into a soak        both sides fail (not a timeout) within 15 s
 #                                             of the fault, each with a WARN naming its
-#                                             pair-2 NIC (b2 loses carrier)
+#                                             pair-2 NIC (b2 loses carrier); 1 s in,
+#                                             braid stat shows a2 and b2 and their lanes
+#                                             down, a1 and b1 up
 #   b2 down for good                          the same
 #   one-NIC device on pair 2, a2 down         the same, "lane 0 of 1"
 #   a2 down for 300 ms                        the soak passes (TCP carries the data over
@@ -66,6 +68,9 @@ done
 for ns in "$nsa" "$nsb"; do ip -n "$ns" link set lo up || die "lo up in $ns"; done
 
 so=$(cd "$(dirname "$PLUGIN_SO")" && pwd)/$(basename "$PLUGIN_SO")
+braid=$(cd "$BUILD" && pwd)/braid
+need "$braid"
+command -v python3 >/dev/null || die "python3 is needed (braid stat's JSON is read with it)"
 seed=${CONF_SEED:-$(( (RANDOM << 15) | RANDOM ))}
 # 10,000 messages (about 8 GiB both ways) took the soak 12 s on 2 cores with both pairs
 # up (8,000: 9.5 s; 12,000: 18 s; 20,000: 23 s; the seed moves it), and a 300 ms flap
@@ -92,13 +97,33 @@ all_up() { # every interface up, with carrier on both ends (at most 5 s)
 	die "the veths did not come back up"
 }
 
-# case name merge_a merge_b ns iface flap_ms [drop]: runs a soak on both sides (logs
+# What braid stat shows of both sides' processes (every conformance process under the
+# case's pids): the devices' port state / the comms' lanes, "name:up" each, sorted.
+desc() { local c; for c in $(pgrep -P "$1"); do echo "$c"; desc "$c"; done; }
+stat_lanes() {
+	local p
+	for p in $(desc "${pids[0]}") $(desc "${pids[1]}"); do "$braid" stat --json --pid "$p"; done 2>/dev/null |
+		python3 -c '
+import json, sys
+dec, text, lanes, devs = json.JSONDecoder(), sys.stdin.read(), set(), set()
+while text.strip():
+    doc, n = dec.raw_decode(text.lstrip()); text = text.lstrip()[n:]
+    for p in doc.get("processes", []):
+        devs |= {"%s:%s" % (d["name"], "down" if d.get("port_down") else "up") for d in p.get("devices", [])}
+        for c in p.get("comms", []):
+            lanes |= {"%s:%s" % (l["name"], "up" if l.get("up") else "down") for l in c.get("lanes", [])}
+print(" ".join(sorted(devs)), "/", " ".join(sorted(lanes)))'
+}
+
+# case name merge_a merge_b ns iface flap_ms [drop|stat]: runs a soak on both sides (logs
 # $log_a, $log_b), takes iface (in namespace ns) down 1.5 s after both began, up again
 # after flap_ms (0: down for good, up after both exited); with "drop", iface stays up and
-# drops every packet in and out instead (iptables), for good; sets rc_a, rc_b and secs
-# (from the fault to the later exit).
+# drops every packet in and out instead (iptables), for good; with "stat", braid stat's
+# view 1 s into the outage goes into $during; sets rc_a, rc_b and secs (from the fault to
+# the later exit).
 run_case() {
 	local name=$1 ma=$2 mb=$3 ns=$4 ifc=$5 flap_ms=$6 how=${7:-down} dir fault started=0
+	during=
 
 	n=$((n + 1))
 	case_ok=1
@@ -133,6 +158,10 @@ run_case() {
 			ip -n "$ns" link set "$ifc" down || die "$ifc down"
 		fi
 		fault=$(date +%s.%N)
+		if [ "$how" = stat ]; then # 1 s into the outage, before the comms fail at 2 s
+			sleep 1
+			during=$(stat_lanes)
+		fi
 		if [ "$flap_ms" -gt 0 ]; then
 			sleep "$(awk -v m="$flap_ms" 'BEGIN { printf "%.3f", m / 1000 }')"
 			ip -n "$ns" link set "$ifc" up || die "$ifc up"
@@ -193,8 +222,11 @@ went_down_once() { # side NIC: the device-level WARN, once in the process
 	[ "$c" = 1 ] || bad "side $1: $c WARNs 'ofi: NIC $2: its interface went down' (want 1)"
 }
 
-run_case "$a2 down for good 1.5 s into a soak" "$a1+$a2" "$b1+$b2" "$nsa" "$a2" 0
+run_case "$a2 down for good 1.5 s into a soak" "$a1+$a2" "$b1+$b2" "$nsa" "$a2" 0 stat
 comms_failed
+echo "  braid stat 1 s into the outage: devices / lanes: $during"
+want="$a1:up $a2:down $b1:up $b2:down / $a1:up $a2:down $b1:up $b2:down"
+[ "$during" = "$want" ] || bad "braid stat 1 s into the outage: want '$want'"
 nic_failed_warn a "$a2" 'lane 1 of 2'
 nic_failed_warn b "$b2" 'lane 1 of 2'
 went_down_once a "$a2"

@@ -54,7 +54,7 @@ struct rj_msg {
 	uint8_t rail;   /* ASK: the sender's rail */
 	uint16_t qmask; /* the QPs (the comm's QP numbering) reconnected */
 	uint32_t attempt;
-	uint32_t out_ms;          /* ASK: how long the sender's rail was out */
+	uint32_t out_ms;          /* ASK, DONE: how long the sender's rail was (has been) out */
 	uint32_t psn[IB_MAX_QPS]; /* ASK: the sender's new PSNs; OK: the receiver's */
 	uint8_t soon;             /* NO: only a port of the receiver's still down: ask soon */
 	char why[95];             /* NO */
@@ -346,8 +346,12 @@ static void rejoined(struct ib_comm *c)
 			    .qmask = htons(mask),
 			    .attempt = htonl(c->rj_attempt) };
 	uint64_t now = braid_now_ns();
+	uint32_t out_ms = (uint32_t)((now - c->rail_down_ns[k]) / 1000000ull);
 	char qps[256];
 
+	/* the receiver's WARN names the whole outage (the same figure), not the part of it
+	 * before the ask */
+	m.out_ms = htonl(out_ms);
 	send_msg(c, &m);
 	c->rail_dead &= (uint8_t) ~(1u << k);
 	c->rj_stage = RJ_IDLE;
@@ -364,7 +368,7 @@ static void rejoined(struct ib_comm *c)
 	BRAID_WARN("ib: recovery: send comm to %s: NIC %s:%d is back after %.1f s out, during "
 		   "which %llu bytes went over the comm's other NIC(s): %s reconnected, and it "
 		   "rejoins the stripe (BRAID_RECOVERY=on)",
-		   c->peer, rl->dev->name, rl->dev->port, (double)(now - c->rail_down_ns[k]) / 1e9,
+		   c->peer, rl->dev->name, rl->dev->port, (double)out_ms / 1e3,
 		   (unsigned long long)(ib_fo_other_bytes(c, k) - c->rail_down_bytes[k]), qps);
 	if (rl->ctr)
 		rl->ctr->recoveries++;
@@ -543,9 +547,12 @@ static void receiver_take(struct ib_comm *c, const struct rj_msg *m)
 	int rc;
 
 	if (m->type == RJ_DONE) {
-		if (attempt == c->rj_attempt)
-			receiver_done(c, mask);
-		return; /* else of a try this side answered again since */
+		if (attempt != c->rj_attempt)
+			return; /* of a try this side answered again since */
+		if (m->out_ms)  /* 0 from a sender that fills it only in its ask */
+			c->rj_out_ms = ntohl(m->out_ms);
+		receiver_done(c, mask);
+		return;
 	}
 	if (m->type != RJ_ASK || !mask || mask >> c->nqps) {
 		answer_no(c, attempt, 0, "a malformed ask (QPs %#x of %d)", mask, c->nqps);

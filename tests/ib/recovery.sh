@@ -17,6 +17,8 @@
 #                                         recoveries 2-4 to recoveries 8-10
 #   BRAID_RECOVERY=0, svroce1 flaps once  passes on svroce0 alone: failover WARNs, no
 #                                         recovery WARN
+#   QP 2's link cut every 8 MB, port up   passes; failovers and recoveries, the receive
+#                                         side's WARNs naming the outages the send side's do
 # softverbs' port fault is per process: each process's svroce1 goes down DOWN ms after it
 # first opened a device and comes back UP ms after it, SOFTVERBS_FAULT_PORT_FLAPS times with
 # period UP (cycle i down at DOWN + i*UP, up at (i+1)*UP; docs/softverbs.md). Only what that
@@ -308,6 +310,28 @@ check "no recovery WARN"
 ! grep -Eq 'WARN.*ib: recovery' "$log" || bad "a recovery WARN with BRAID_RECOVERY=0"
 only_svroce1
 no_comm_failed
+done_case
+
+# A QP's link cut with the port ACTIVE: softverbs cuts QP 2 of each process (on svroce0 or
+# svroce1, by the order the process made its QPs) after its first 8 MB, and again 8 MB after each reconnect, so its NIC fails over and
+# comes back several times within one soak, recovery starting as soon as the failover
+# settles. Each recovery WARNs on both sides, and the receiver names the outage the
+# sender measured up to the rejoin (before, the part of it up to the sender's ask: 0.0 to
+# 0.1 s against the sender's 0.2 to 0.4 s).
+launch "QP 2's link cut every 8 MB, the port up" CONF_SOAK_TRANSFERS=6000 \
+	SOFTVERBS_FAULT_CUT_AFTER_BYTES=8000000 SOFTVERBS_FAULT_CUT_QP=2
+wait_soak
+soak_passed 0
+no_comm_failed
+check "at least 2 recoveries, as many receive-side as send-side, naming the same outages"
+out_s() { # send|receive: each recovery WARN's outage, sorted
+	sed -nE "s/.*WARN.*ib: recovery: $1 comm .* is back after ([0-9.]+) s out.*/\1/p" "$log" | sort -n | tr '\n' ' '
+}
+sent=$(out_s send) recvd=$(out_s receive)
+echo "  outages (s), send side: $sent"
+echo "  outages (s), receive side: $recvd"
+[ "$(echo "$sent" | wc -w)" -ge 2 ] || bad "fewer than 2 send-side recovery WARNs"
+[ "$sent" = "$recvd" ] || bad "the receive side's recovery WARNs name other outages than the send side's"
 done_case
 
 [ "$fail" -eq 0 ] || die "port recovery"

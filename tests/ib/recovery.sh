@@ -19,6 +19,8 @@
 #                                         recovery WARN
 #   QP 2's link cut every 8 MB, port up   passes; failovers and recoveries, the receive
 #                                         side's WARNs naming the outages the send side's do
+#   QP 2's link cut for good, port up     passes; the recovery tries fail on their proof
+#                                         READ, no recovery WARN, backing off 0.2 0.4 0.8 s
 # softverbs' port fault is per process: each process's svroce1 goes down DOWN ms after it
 # first opened a device and comes back UP ms after it, SOFTVERBS_FAULT_PORT_FLAPS times with
 # period UP (cycle i down at DOWN + i*UP, up at (i+1)*UP; docs/softverbs.md). Only what that
@@ -332,6 +334,26 @@ echo "  outages (s), send side: $sent"
 echo "  outages (s), receive side: $recvd"
 [ "$(echo "$sent" | wc -w)" -ge 2 ] || bad "fewer than 2 send-side recovery WARNs"
 [ "$sent" = "$recvd" ] || bad "the receive side's recovery WARNs name other outages than the send side's"
+done_case
+
+# The same cut, kept through the QPs' reset (SOFTVERBS_FAULT_CUT_KEEP): the port is ACTIVE
+# but the path behind it stays broken, so each try's proof READ fails once its retry
+# budget is spent. The NIC stays out without a WARN, each next try twice as late (0.2 s,
+# 0.4 s, ... up to 5 s, said at INFO), and the comm runs on over its other NIC.
+launch "QP 2's link cut for good, the port up" CONF_SOAK_TRANSFERS=9000 \
+	SOFTVERBS_FAULT_CUT_AFTER_BYTES=8000000 SOFTVERBS_FAULT_CUT_QP=2 SOFTVERBS_FAULT_CUT_KEEP=1 \
+	NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET
+wait_soak
+soak_passed 0
+no_comm_failed
+check "a failover, no recovery WARN; the recovery tries of the comm that failed over fail on" \
+	"their proof, each next one twice as late: 0.2 0.4 0.8 ..."
+grep -Eq "$FAILOVER" "$log" || bad "no failover WARN"
+! grep -Eq 'WARN.*ib: recovery' "$log" || bad "a recovery WARN though the path stays broken"
+tries=$(sed -nE 's/.*INFO.*ib: recovery: send comm to ([^ ]+): NIC ([^ ]+) not back yet: a READ over it to the peer failed: the path is still broken; next try in ([0-9.]+) s.*/\1 \2 \3/p' "$log" |
+	awk '{ t[$1 " " $2] = t[$1 " " $2] " " $3 } END { for (k in t) print k ":" t[k] }')
+echo "  tries (comm NIC: next try in s): $tries"
+echo "$tries" | grep -Eq ': 0\.2 0\.4 0\.8( |$)' || bad "no comm whose proofs failed 3 times, backing off 0.2 0.4 0.8 s"
 done_case
 
 [ "$fail" -eq 0 ] || die "port recovery"

@@ -292,6 +292,7 @@ struct sv_config {
 	uint64_t fault_cut_bytes; /* 0 = off */
 	int fault_cut_qp;         /* ordinal, 0 = every QP */
 	bool fault_cut_deliver; /* the message that crosses the cut arrives whole: its ACK is lost */
+	bool fault_cut_keep;    /* a cut link stays cut through a reset of its QP */
 	long fault_fail_reg;    /* n-th registration fails */
 	long fault_remote_access;                /* n-th incoming RDMA op fails */
 	long fault_port_down_ms[SV_MAX_DEVICES]; /* by device index; -1 = off */

@@ -370,8 +370,11 @@ static void qp_reset(struct sv_qp *qp)
 	qp->tx_busy = qp->held = false;
 	qp->sq_stalled = false;
 	qp->pace_set = false;
-	qp->link_cut = false;
-	qp->bytes_sent = 0;
+	/* the path behind the port can stay broken while the QP is made anew */
+	if (!(qp->link_cut && sv_eng.cfg.fault_cut_keep)) {
+		qp->link_cut = false;
+		qp->bytes_sent = 0;
+	}
 	if (qp->out) {
 		sv_conn_kill(qp->out);
 		sv_conn_put(qp->out);

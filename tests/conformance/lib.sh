@@ -18,6 +18,51 @@ netns_prereqs() {
 
 need "$CONF_BIN" "$PLUGIN_SO"
 
+# Two network namespaces, $nsa and $nsb, joined by two veth pairs, one subnet each: $a1
+# (198.18.1.1/24) to $b1 (198.18.1.2), $a2 (198.18.2.1) to $b2 (198.18.2.2), lo up in each;
+# the tests' hosts, a pair per rail. RATE_MBIT=N shapes each veth with tc (tbf), the
+# second pair at RATE_MBIT2 if set. At exit: the background $pids are sent KILL_SIG (KILL
+# unless set), and the namespaces, veths and $tmp (made here, named after NAME) go. Skips
+# where namespaces or veths cannot be made.
+netns_two_pairs() { # NAME
+	local p x y rate ns ifc
+
+	id=$$
+	nsa=braid-fa-$id nsb=braid-fb-$id
+	a1=bfa1$id a2=bfa2$id b1=bfb1$id b2=bfb2$id # interface names stay under 16 bytes
+	tmp=$(mktemp -d "/tmp/braid-$1.XXXXXX")
+	pids=()
+	trap netns_two_pairs_cleanup EXIT
+	trap 'exit 1' INT TERM
+	ip netns add "$nsa" || skip "cannot create a network namespace here (ip netns add failed)"
+	ip netns add "$nsb" || skip "cannot create a second network namespace"
+	for p in 1 2; do
+		eval "x=\$a$p y=\$b$p"
+		ip link add "$x" type veth peer name "$y" || skip "cannot create a veth pair"
+		{ ip link set "$x" netns "$nsa" && ip link set "$y" netns "$nsb"; } || die "moving veths"
+		ip -n "$nsa" addr add "198.18.$p.1/24" dev "$x" || die "address on $x"
+		ip -n "$nsb" addr add "198.18.$p.2/24" dev "$y" || die "address on $y"
+		{ ip -n "$nsa" link set "$x" up && ip -n "$nsb" link set "$y" up; } || die "veth up"
+		[ -n "${RATE_MBIT:-}" ] || continue
+		rate=$RATE_MBIT
+		[ "$p" = 2 ] && rate=${RATE_MBIT2:-$RATE_MBIT}
+		for ns in "$nsa $x" "$nsb $y"; do
+			read -r ns ifc <<<"$ns"
+			ip netns exec "$ns" tc qdisc add dev "$ifc" root tbf rate "${rate}mbit" \
+				burst 256kb latency 50ms || die "tc on $ifc"
+		done
+	done
+	for ns in "$nsa" "$nsb"; do ip -n "$ns" link set lo up || die "lo up in $ns"; done
+}
+netns_two_pairs_cleanup() {
+	for p in "${pids[@]+"${pids[@]}"}"; do kill "-${KILL_SIG:-KILL}" "$p" 2>/dev/null; done
+	ip netns del "$nsa" 2>/dev/null
+	ip netns del "$nsb" 2>/dev/null
+	ip link del "$a1" 2>/dev/null
+	ip link del "$a2" 2>/dev/null
+	rm -rf "$tmp"
+}
+
 # Under SAN=1 the plugin's leaks are failures; only libfabric's own (internal caches
 # it never frees) are suppressed, by name, in lsan.supp.
 export LSAN_OPTIONS="suppressions=$CONF_DIR/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"

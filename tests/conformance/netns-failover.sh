@@ -37,35 +37,8 @@ set -u
 . "$(dirname "$0")/lib.sh"
 netns_prereqs
 
-id=$$
-nsa=braid-fa-$id nsb=braid-fb-$id
-a1=bfa1$id a2=bfa2$id b1=bfb1$id b2=bfb2$id # interface names stay under 16 bytes
-tmp=$(mktemp -d /tmp/braid-netns-failover.XXXXXX)
-pids=()
-
-cleanup() {
-	# each pid is a timeout(1), which passes the signal on to its conformance processes
-	for p in "${pids[@]+"${pids[@]}"}"; do kill -TERM "$p" 2>/dev/null; done
-	ip netns del "$nsa" 2>/dev/null
-	ip netns del "$nsb" 2>/dev/null
-	ip link del "$a1" 2>/dev/null
-	ip link del "$a2" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-ip netns add "$nsa" || skip "cannot create a network namespace here (ip netns add failed)"
-ip netns add "$nsb" || skip "cannot create a second network namespace"
-for pair in "1 $a1 $b1" "2 $a2 $b2"; do
-	read -r p x y <<<"$pair"
-	ip link add "$x" type veth peer name "$y" || skip "cannot create a veth pair"
-	{ ip link set "$x" netns "$nsa" && ip link set "$y" netns "$nsb"; } || die "moving veths"
-	ip -n "$nsa" addr add "198.18.$p.1/24" dev "$x" || die "address on $x"
-	ip -n "$nsb" addr add "198.18.$p.2/24" dev "$y" || die "address on $y"
-	{ ip -n "$nsa" link set "$x" up && ip -n "$nsb" link set "$y" up; } || die "veth up"
-done
-for ns in "$nsa" "$nsb"; do ip -n "$ns" link set lo up || die "lo up in $ns"; done
+KILL_SIG=TERM # each pid is a timeout(1), which passes TERM on to its conformance processes
+netns_two_pairs netns-failover
 
 so=$(cd "$(dirname "$PLUGIN_SO")" && pwd)/$(basename "$PLUGIN_SO")
 braid=$(cd "$BUILD" && pwd)/braid
@@ -103,16 +76,7 @@ desc() { local c; for c in $(pgrep -P "$1"); do echo "$c"; desc "$c"; done; }
 stat_lanes() {
 	local p
 	for p in $(desc "${pids[0]}") $(desc "${pids[1]}"); do "$braid" stat --json --pid "$p"; done 2>/dev/null |
-		python3 -c '
-import json, sys
-dec, text, lanes, devs = json.JSONDecoder(), sys.stdin.read(), set(), set()
-while text.strip():
-    doc, n = dec.raw_decode(text.lstrip()); text = text.lstrip()[n:]
-    for p in doc.get("processes", []):
-        devs |= {"%s:%s" % (d["name"], "down" if d.get("port_down") else "up") for d in p.get("devices", [])}
-        for c in p.get("comms", []):
-            lanes |= {"%s:%s" % (l["name"], "up" if l.get("up") else "down") for l in c.get("lanes", [])}
-print(" ".join(sorted(devs)), "/", " ".join(sorted(lanes)))'
+		python3 "$(dirname "$0")/../stat/lane-states.py"
 }
 
 # case name merge_a merge_b ns iface flap_ms [drop|stat]: runs a soak on both sides (logs

@@ -7,46 +7,11 @@
 # the same) and skips the conformance suite, and LANES=1 puts only the first pair in the
 # device: tests/bench/multirail-ofi.sh (not a test).
 set -u
+# shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
 netns_prereqs
 
-id=$$
-nsa=braid-fa-$id nsb=braid-fb-$id
-a1=bfa1$id a2=bfa2$id b1=bfb1$id b2=bfb2$id # interface names stay under 16 bytes
-tmp=$(mktemp -d /tmp/braid-netns-fused.XXXXXX)
-pids=()
-
-cleanup() {
-	for p in "${pids[@]+"${pids[@]}"}"; do kill -KILL "$p" 2>/dev/null; done
-	ip netns del "$nsa" 2>/dev/null
-	ip netns del "$nsb" 2>/dev/null
-	ip link del "$a1" 2>/dev/null
-	ip link del "$a2" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-ip netns add "$nsa" || skip "cannot create a network namespace here (ip netns add failed)"
-ip netns add "$nsb" || skip "cannot create a second network namespace"
-for p in 1 2; do
-	eval "x=\$a$p y=\$b$p"
-	ip link add "$x" type veth peer name "$y" || skip "cannot create a veth pair"
-	ip link set "$x" netns "$nsa" && ip link set "$y" netns "$nsb" || die "moving veths"
-	ip -n "$nsa" addr add "198.18.$p.1/24" dev "$x" || die "address on $x"
-	ip -n "$nsb" addr add "198.18.$p.2/24" dev "$y" || die "address on $y"
-	ip -n "$nsa" link set "$x" up && ip -n "$nsb" link set "$y" up || die "veth up"
-	if [ -n "${RATE_MBIT:-}" ]; then
-		rate=$RATE_MBIT
-		[ "$p" = 2 ] && rate=${RATE_MBIT2:-$RATE_MBIT}
-		for pair in "$nsa $x" "$nsb $y"; do
-			set -- $pair
-			ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "${rate}mbit" \
-				burst 256kb latency 50ms || die "tc on $2"
-		done
-	fi
-done
-for ns in "$nsa" "$nsb"; do ip -n "$ns" link set lo up || die "lo up in $ns"; done
+netns_two_pairs netns-fused
 
 so=$(cd "$(dirname "$PLUGIN_SO")" && pwd)/$(basename "$PLUGIN_SO")
 seed=${CONF_SEED:-$(( (RANDOM << 15) | RANDOM ))}

@@ -89,16 +89,7 @@ desc() { local c; for c in $(pgrep -P "$1"); do echo "$c"; desc "$c"; done; }
 lanes() { # the devices' port state / the soak's comms' lanes, "name:up" each
 	local p
 	for p in $(desc $conf); do "$BRAID" stat --json --pid "$p"; done 2>/dev/null |
-		python3 -c '
-import json, sys
-dec, text, lanes, devs = json.JSONDecoder(), sys.stdin.read(), set(), set()
-while text.strip():
-    doc, n = dec.raw_decode(text.lstrip()); text = text.lstrip()[n:]
-    for p in doc.get("processes", []):
-        devs |= {"%s:%s" % (d["name"], "down" if d.get("port_down") else "up") for d in p.get("devices", [])}
-        for c in p.get("comms", []):
-            lanes |= {"%s:%s" % (l["name"], "up" if l.get("up") else "down") for l in c.get("lanes", [])}
-print(" ".join(sorted(devs)), "/", " ".join(sorted(lanes)))'
+		python3 "$(dirname "$0")/../stat/lane-states.py"
 }
 sleep 2.3
 during=$(lanes)

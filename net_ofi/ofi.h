@@ -233,7 +233,7 @@ struct ofi_dev {
 	void *ann_desc;
 	/* its interface's state (ofi_live.c), read at most once per BRAID_LIVENESS_MS by
 	 * whichever waiting comm asks first (under lock); comms on other threads read it */
-	uint64_t link_next_ns; /* lock: when to read it again */
+	uint64_t link_next_ns; /* written under lock (atomic): when to read it again */
 	uint64_t link_down_ns; /* atomic: when it was first seen down; 0: up */
 	uint64_t next_key;     /* requested MR keys when the provider does not pick them */
 	struct braid_mr_cache cache;

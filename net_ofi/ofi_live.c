@@ -148,7 +148,7 @@ static uint64_t dev_down_for(struct ofi_dev *d, uint64_t now, uint64_t period_ns
 	if (now >= __atomic_load_n(&d->link_next_ns, __ATOMIC_RELAXED) &&
 	    pthread_mutex_trylock(&d->lock) == 0) {
 		if (now >= d->link_next_ns) {
-			d->link_next_ns = now + period_ns;
+			__atomic_store_n(&d->link_next_ns, now + period_ns, __ATOMIC_RELAXED);
 			dev_link_read(d, now);
 		}
 		pthread_mutex_unlock(&d->lock);

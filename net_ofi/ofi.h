@@ -222,7 +222,8 @@ struct ofi_dev {
 	struct ofi_lane *lanes;    /* every lane holding an id, parked ones included */
 	int nlive;                 /* lanes holding an id, parked ones not included */
 	struct ofi_lane *deferred; /* ep_lock: lanes with operations the provider refused */
-	uint64_t completions;      /* ep_lock: CQ entries read, for closing (lane_quiesce) */
+	uint64_t completions;      /* ep_lock (stored atomically): CQ entries read, for closing and
+			       * for telling a silent NIC (ofi_live.c) */
 	struct ofi_av_entry *av_tab[OFI_AV_BUCKETS];
 	/* announcements land here, whichever lane they are for */
 	struct ofi_announce_slot *ann;
@@ -234,6 +235,7 @@ struct ofi_dev {
 	/* its interface's state (ofi_live.c), read at most once per BRAID_LIVENESS_MS by
 	 * whichever waiting comm asks first (under lock); comms on other threads read it */
 	uint64_t link_next_ns; /* written under lock (atomic): when to read it again */
+	uint64_t link_read_ns; /* written under lock (atomic): when it was last read */
 	uint64_t link_down_ns; /* atomic: when it was first seen down; 0: up */
 	uint64_t next_key;     /* requested MR keys when the provider does not pick them */
 	struct braid_mr_cache cache;
@@ -425,7 +427,8 @@ struct ofi_comm {
 	uint64_t ann_split_ns; /* sender: when isend first found the group it waits for
 				* announced on some lanes, not all (0: not); ann_split_seq: that group */
 	uint32_t ann_split_seq;
-	uint8_t dev_nics; /* NICs of the device; the comm's lanes are those in used */
+	uint64_t ann_split_comp; /* the late lane's device's completions when the split began */
+	uint8_t dev_nics;        /* NICs of the device; the comm's lanes are those in used */
 	uint32_t used;
 	struct ofi_lane lane[]; /* nlanes */
 };

@@ -199,7 +199,8 @@ static int poll_cq(struct ofi_dev *d)
 		}
 		if (n <= 0)
 			break;
-		d->completions += (uint64_t)n;
+		/* one writer (ep_lock); a waiting sender reads it unlocked (ofi_live.c) */
+		__atomic_store_n(&d->completions, d->completions + (uint64_t)n, __ATOMIC_RELAXED);
 		for (ssize_t i = 0; i < n; i++)
 			handle_completion(d, &e[i]);
 		if (n < CQ_BATCH)

@@ -117,12 +117,20 @@ int ofi_live_take(const struct braid_vdev *vd, uint32_t used, const char *peer,
 }
 
 /* Read d's interface and take in a change: the device's down mark, its counter (braid stat
- * shows the NIC down) and a WARN at each edge. d->lock held. */
-static void dev_link_read(struct ofi_dev *d, uint64_t now)
+ * shows the NIC down) and a WARN at each edge. An outage is timed from the first read
+ * that saw it after a read that did not, or after a gap of reads (no comm waited on the
+ * device for a while: it may have been up meanwhile). d->lock held. */
+static void dev_link_read(struct ofi_dev *d, uint64_t now, uint64_t period_ns)
 {
 	uint64_t since = __atomic_load_n(&d->link_down_ns, __ATOMIC_RELAXED);
+	uint64_t last = __atomic_load_n(&d->link_read_ns, __ATOMIC_RELAXED);
 	int down = ofi_dev_link_down(d);
 
+	__atomic_store_n(&d->link_read_ns, now, __ATOMIC_RELAXED);
+	if (down && since && now - last > 2 * period_ns) {
+		__atomic_store_n(&d->link_down_ns, now, __ATOMIC_RELEASE);
+		return;
+	}
 	if (down == (since != 0))
 		return;
 	__atomic_store_n(&d->link_down_ns, down ? now : 0, __ATOMIC_RELEASE);
@@ -138,21 +146,24 @@ static void dev_link_read(struct ofi_dev *d, uint64_t now)
 			   (double)(now - since) / 1e9);
 }
 
-/* How long d's interface has been down (0: up), read again when the last read is older
- * than BRAID_LIVENESS_MS. Comms on several threads ask: one reads, the others take its
- * answer. */
+/* How long d's interface has been down (0: up, or not known: not read lately), read again
+ * when the last read is older than BRAID_LIVENESS_MS. Comms on several threads ask: one
+ * reads, the others take its answer; one that finds the lock taken (by that reader, or by
+ * registration or set-up) takes the last answer only if it is recent. */
 static uint64_t dev_down_for(struct ofi_dev *d, uint64_t now, uint64_t period_ns)
 {
 	uint64_t since;
 
 	if (now >= __atomic_load_n(&d->link_next_ns, __ATOMIC_RELAXED) &&
 	    pthread_mutex_trylock(&d->lock) == 0) {
-		if (now >= d->link_next_ns) {
+		if (now >= __atomic_load_n(&d->link_next_ns, __ATOMIC_RELAXED)) {
 			__atomic_store_n(&d->link_next_ns, now + period_ns, __ATOMIC_RELAXED);
-			dev_link_read(d, now);
+			dev_link_read(d, now, period_ns);
 		}
 		pthread_mutex_unlock(&d->lock);
 	}
+	if (now - __atomic_load_n(&d->link_read_ns, __ATOMIC_RELAXED) > 2 * period_ns)
+		return 0;
 	since = __atomic_load_n(&d->link_down_ns, __ATOMIC_ACQUIRE);
 	return since && now > since ? now - since : 0;
 }
@@ -190,17 +201,16 @@ int ofi_live_watch(struct ofi_comm *c, uint64_t now)
  * path that carries nothing. (The sender cannot tell: an eager part completes once it is
  * in the socket, and a rendezvous part waits for the receiver's progress.)
  */
-/* The first lane of a comm not in `in` (a mask) when another lane is, whose interface is
- * not seen down (that has its own bound and WARN, ofi_live_watch); -1 if none. */
+/* The first lane of a comm not in `in` (a mask) when another lane is, among those whose
+ * interface is not seen down (that has its own bound and WARN, ofi_live_watch); -1 if
+ * none. */
 static int late_lane(const struct ofi_comm *c, uint32_t in)
 {
-	uint32_t late = ~in & ((1u << c->nlanes) - 1);
-	int k = __builtin_ctz(late | 1u << c->nlanes);
-
-	if (!in || k >= c->nlanes ||
-	    __atomic_load_n(&c->lane[k].dev->link_down_ns, __ATOMIC_ACQUIRE))
-		return -1;
-	return k;
+	for (int k = 0; in && k < c->nlanes; k++)
+		if (!(in >> k & 1) &&
+		    !__atomic_load_n(&c->lane[k].dev->link_down_ns, __ATOMIC_ACQUIRE))
+			return k;
+	return -1;
 }
 
 /* Whether a split first seen at *since_ns (set now if 0) is past the bound. */
@@ -232,30 +242,40 @@ int ofi_live_parts(struct ofi_comm *c, struct ofi_req *r, uint32_t done, uint64_
 }
 
 /* The receiver sends every lane's announcement of a group at once, so the same holds for
- * a sender waiting on one: announced on one lane and not on another, past the bound, the
- * other lane's path carries nothing. It catches the black hole where no message is in
- * flight yet, which the receiver cannot see (none of its parts is in). */
+ * a sender waiting on one: announced on one lane and not on another, past the bound, with
+ * nothing at all completing on the other lane's NIC meanwhile (from any comm), that NIC's
+ * path carries nothing. It catches the black hole where no message is in flight yet,
+ * which the receiver cannot see (none of its parts is in). */
 int ofi_live_announce(struct ofi_comm *c, uint64_t now)
 {
 	uint32_t slot = c->seq % OFI_MAX_INFLIGHT, in = 0;
+	uint64_t comp;
 	int k;
 
 	for (int j = 0; j < c->nlanes; j++)
 		if (__atomic_load_n(&c->lane[j].ring[slot].arrived, __ATOMIC_ACQUIRE))
 			in |= 1u << j;
 	k = late_lane(c, in);
-	if (k < 0 || c->ann_split_seq != c->seq) {
+	if (k < 0) {
+		c->ann_split_ns = 0;
+		return 0;
+	}
+	comp = __atomic_load_n(&c->lane[k].dev->completions, __ATOMIC_RELAXED);
+	if (c->ann_split_seq != c->seq || comp != c->ann_split_comp) {
+		/* a new split, or the late NIC moved something: a receiver whose queue on
+		 * that NIC is full (its receives for other comms fill it) holds the
+		 * announcement back too, and that is no dead path */
 		c->ann_split_ns = 0;
 		c->ann_split_seq = c->seq;
-		if (k < 0)
-			return 0;
+		c->ann_split_comp = comp;
 	}
 	if (!split_too_long(&c->ann_split_ns, now))
 		return 0;
 	BRAID_WARN("ofi: send comm to %s: NIC %s (lane %d of %d) failed: the receiver's "
 		   "announcement of its next buffers is still out on it %.1f s after it came "
-		   "on the comm's other NIC(s) (BRAID_OFI_DOWN_TIMEOUT_MS=%lld): its path "
-		   "carries nothing, though the interface is up; the comm fails with %d "
+		   "on the comm's other NIC(s), and nothing came over it meanwhile "
+		   "(BRAID_OFI_DOWN_TIMEOUT_MS=%lld): its path carries nothing, though the "
+		   "interface is up; the comm fails with %d "
 		   "request(s) in flight (net_ofi does not move a NIC's traffic to the comm's "
 		   "other NICs yet)",
 		   c->peer, c->lane[k].dev->name, k, c->nlanes,

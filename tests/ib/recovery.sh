@@ -325,7 +325,7 @@ launch "QP 2's link cut every 8 MB, the port up" CONF_SOAK_TRANSFERS=6000 \
 wait_soak
 soak_passed 0
 no_comm_failed
-check "at least 2 recoveries, as many receive-side as send-side, naming the same outages"
+check "at least 2 send-side recoveries; the receive side's name the same outages"
 out_s() { # send|receive: each recovery WARN's outage, sorted
 	sed -nE "s/.*WARN.*ib: recovery: $1 comm .* is back after ([0-9.]+) s out.*/\1/p" "$log" | sort -n | tr '\n' ' '
 }
@@ -333,7 +333,12 @@ sent=$(out_s send) recvd=$(out_s receive)
 echo "  outages (s), send side: $sent"
 echo "  outages (s), receive side: $recvd"
 [ "$(echo "$sent" | wc -w)" -ge 2 ] || bad "fewer than 2 send-side recovery WARNs"
-[ "$sent" = "$recvd" ] || bad "the receive side's recovery WARNs name other outages than the send side's"
+[ "$(echo "$recvd" | wc -w)" -ge 1 ] || bad "no receive-side recovery WARN"
+# each receive-side figure is a send-side one (a receiver may exit before the last DONE)
+echo "$sent" | tr ' ' '\n' | grep . | sort >"$log.sent"
+echo "$recvd" | tr ' ' '\n' | grep . | sort | comm -13 "$log.sent" - | grep -q . &&
+	bad "a receive-side recovery WARN names an outage no send-side one does"
+rm -f "$log.sent"
 done_case
 
 # The same cut, kept through the QPs' reset (SOFTVERBS_FAULT_CUT_KEEP): the port is ACTIVE
@@ -350,9 +355,9 @@ check "a failover, no recovery WARN; the recovery tries of the comm that failed 
 	"their proof, each next one twice as late: 0.2 0.4 0.8 ..."
 grep -Eq "$FAILOVER" "$log" || bad "no failover WARN"
 ! grep -Eq 'WARN.*ib: recovery' "$log" || bad "a recovery WARN though the path stays broken"
-tries=$(sed -nE 's/.*INFO.*ib: recovery: send comm to ([^ ]+): NIC ([^ ]+) not back yet: a READ over it to the peer failed: the path is still broken; next try in ([0-9.]+) s.*/\1 \2 \3/p' "$log" |
-	awk '{ t[$1 " " $2] = t[$1 " " $2] " " $3 } END { for (k in t) print k ":" t[k] }')
-echo "  tries (comm NIC: next try in s): $tries"
+tries=$(sed -nE 's/^[0-9.]+ [ab]\.v11\.soak:([0-9]+):[0-9]+ .*INFO.*ib: recovery: send comm to ([^ ]+): NIC ([^ ]+) not back yet: a READ over it to the peer failed: the path is still broken; next try in ([0-9.]+) s.*/\1 \2 \3 \4/p' "$log" |
+	awk '{ k = $1 " " $2 " " $3; t[k] = t[k] " " $4 } END { for (k in t) print k ":" t[k] }')
+echo "  tries (pid comm NIC: next try in s): $tries"
 echo "$tries" | grep -Eq ': 0\.2 0\.4 0\.8( |$)' || bad "no comm whose proofs failed 3 times, backing off 0.2 0.4 0.8 s"
 done_case
 

@@ -41,9 +41,9 @@ enum braid_param_type {
 	  "net_ofi: how long a NIC may carry nothing under a waiting comm before it counts as "    \
 	  "failed and the comm fails with a WARN naming it: its interface down (not up, or no "    \
 	  "carrier), or on a fused comm its part of a message, or the receiver's announcement, "   \
-	  "still out while the comm's other NICs delivered theirs (keep it above the time one "    \
-	  "NIC takes for a message's largest part). A shorter outage is ridden out (TCP "          \
-	  "retransmits); without the bound a comm on tcp stalls silently for about 15 min "        \
+	  "still out while the comm's other NICs delivered theirs (keep it above the time the "    \
+	  "slowest NIC needs to drain what it has in flight). A shorter outage is ridden out "     \
+	  "(TCP retransmits); without the bound a comm on tcp stalls silently for about 15 min "   \
 	  "(tcp_retries2).")                                                                       \
 	X(SOCKET_IFNAME, "BRAID_SOCKET_IFNAME", BRAID_PARAM_STR, "", 0, 0, NULL,                   \
 	  "NCCL_SOCKET_IFNAME",                                                                    \

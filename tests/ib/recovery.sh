@@ -17,9 +17,9 @@
 #                                         recoveries 2-4 to recoveries 8-10
 #   BRAID_RECOVERY=0, svroce1 flaps once  passes on svroce0 alone: failover WARNs, no
 #                                         recovery WARN
-#   QP 2's link cut every 8 MB, port up   passes; failovers and recoveries, the receive
-#                                         side's WARNs naming the outages the send side's do
-#   QP 2's link cut for good, port up     passes; the recovery tries fail on their proof
+#   svroce1's links cut every 8 MB,       passes; failovers and recoveries, the receive
+#   port up                               side's WARNs naming the outages the send side's do
+#   svroce1's links cut for good, port up passes; the recovery tries fail on their proof
 #                                         READ, no recovery WARN, backing off 0.2 0.4 0.8 s
 # softverbs' port fault is per process: each process's svroce1 goes down DOWN ms after it
 # first opened a device and comes back UP ms after it, SOFTVERBS_FAULT_PORT_FLAPS times with
@@ -314,14 +314,15 @@ only_svroce1
 no_comm_failed
 done_case
 
-# A QP's link cut with the port ACTIVE: softverbs cuts QP 2 of each process (on svroce0 or
-# svroce1, by the order the process made its QPs) after its first 8 MB, and again 8 MB after each reconnect, so its NIC fails over and
-# comes back several times within one soak, recovery starting as soon as the failover
-# settles. Each recovery WARNs on both sides, and the receiver names the outage the
-# sender measured up to the rejoin (before, the part of it up to the sender's ask: 0.0 to
-# 0.1 s against the sender's 0.2 to 0.4 s).
-launch "QP 2's link cut every 8 MB, the port up" CONF_SOAK_TRANSFERS=6000 \
-	SOFTVERBS_FAULT_CUT_AFTER_BYTES=8000000 SOFTVERBS_FAULT_CUT_QP=2
+# Links cut with the port ACTIVE: softverbs cuts every QP on svroce1 after its first 8 MB,
+# and again 8 MB after each reconnect (a reset QP starts its count afresh), so each send
+# comm's svroce1 fails over and comes back several times within one soak, recovery
+# starting as soon as the failover settles (the receivers' FIFO writes go on svroce0).
+# Each recovery WARNs on both sides, and the receiver names the outage the sender measured
+# up to the rejoin (before, the part of it up to the sender's ask: 0.0 to 0.1 s against
+# the sender's 0.2 to 0.4 s).
+launch "svroce1's links cut every 8 MB, the port up" CONF_SOAK_TRANSFERS=6000 \
+	SOFTVERBS_FAULT_CUT_AFTER_BYTES=8000000 SOFTVERBS_FAULT_CUT_DEVICE=svroce1
 wait_soak
 soak_passed 0
 no_comm_failed
@@ -345,14 +346,15 @@ done_case
 # but the path behind it stays broken, so each try's proof READ fails once its retry
 # budget is spent. The NIC stays out without a WARN, each next try twice as late (0.2 s,
 # 0.4 s, ... up to 5 s, said at INFO), and the comm runs on over its other NIC.
-launch "QP 2's link cut for good, the port up" CONF_SOAK_TRANSFERS=9000 \
-	SOFTVERBS_FAULT_CUT_AFTER_BYTES=8000000 SOFTVERBS_FAULT_CUT_QP=2 SOFTVERBS_FAULT_CUT_KEEP=1 \
+launch "svroce1's links cut for good, the port up" CONF_SOAK_TRANSFERS=12000 \
+	SOFTVERBS_FAULT_CUT_AFTER_BYTES=8000000 SOFTVERBS_FAULT_CUT_DEVICE=svroce1 \
+	SOFTVERBS_FAULT_CUT_KEEP=1 \
 	NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET
 wait_soak
 soak_passed 0
 no_comm_failed
-check "a failover, no recovery WARN; the recovery tries of the comm that failed over fail on" \
-	"their proof, each next one twice as late: 0.2 0.4 0.8 ..."
+check "a failover, no recovery WARN; the recovery tries of each comm that failed over fail" \
+	"on their proof, each next one twice as late: 0.2 0.4 0.8 ..."
 grep -Eq "$FAILOVER" "$log" || bad "no failover WARN"
 ! grep -Eq 'WARN.*ib: recovery' "$log" || bad "a recovery WARN though the path stays broken"
 tries=$(sed -nE 's/^[0-9.]+ [ab]\.v11\.soak:([0-9]+):[0-9]+ .*INFO.*ib: recovery: send comm to ([^ ]+): NIC ([^ ]+) not back yet: a READ over it to the peer failed: the path is still broken; next try in ([0-9.]+) s.*/\1 \2 \3 \4/p' "$log" |

@@ -241,6 +241,8 @@ void sv_config_load(struct sv_config *cfg)
 	cfg->fault_cut_qp = (int)env_long("SOFTVERBS_FAULT_CUT_QP", 0);
 	cfg->fault_cut_deliver = env_long("SOFTVERBS_FAULT_CUT_DELIVER", 0) != 0;
 	cfg->fault_cut_keep = env_long("SOFTVERBS_FAULT_CUT_KEEP", 0) != 0;
+	v = getenv("SOFTVERBS_FAULT_CUT_DEVICE");
+	snprintf(cfg->fault_cut_dev, sizeof(cfg->fault_cut_dev), "%s", v ? v : "");
 	cfg->fault_fail_reg = env_long("SOFTVERBS_FAULT_FAIL_REG", 0);
 	cfg->fault_remote_access = env_long("SOFTVERBS_FAULT_REMOTE_ACCESS", 0);
 	parse_port_fault("SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS", cfg->fault_port_down_ms);

@@ -164,7 +164,9 @@ static uint8_t wire_op(enum ibv_wr_opcode op)
 static bool cut_applies(struct sv_qp *qp)
 {
 	return sv_eng.cfg.fault_cut_bytes &&
-	       (!sv_eng.cfg.fault_cut_qp || sv_eng.cfg.fault_cut_qp == qp->ordinal);
+	       (!sv_eng.cfg.fault_cut_qp || sv_eng.cfg.fault_cut_qp == qp->ordinal) &&
+	       (!sv_eng.cfg.fault_cut_dev[0] ||
+		!strcmp(sv_eng.cfg.fault_cut_dev, qp->ctx->dev->ibdev.name));
 }
 
 /* Truncate iov to at most max bytes. */

@@ -293,8 +293,8 @@ struct sv_config {
 	int fault_cut_qp;         /* ordinal, 0 = every QP */
 	bool fault_cut_deliver; /* the message that crosses the cut arrives whole: its ACK is lost */
 	bool fault_cut_keep;    /* a cut link stays cut through a reset of its QP */
-	char fault_cut_dev[64]; /* only QPs on this device ("" = any) */
-	long fault_fail_reg;    /* n-th registration fails */
+	char fault_cut_dev[64];                  /* only QPs on this device ("" = any) */
+	long fault_fail_reg;                     /* n-th registration fails */
 	long fault_remote_access;                /* n-th incoming RDMA op fails */
 	long fault_port_down_ms[SV_MAX_DEVICES]; /* by device index; -1 = off */
 	long fault_port_up_ms[SV_MAX_DEVICES];   /* by device index; -1 = off */

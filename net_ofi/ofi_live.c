@@ -193,14 +193,6 @@ int ofi_live_watch(struct ofi_comm *c, uint64_t now)
 	return 0;
 }
 
-/*
- * A path that drops everything while both interfaces stay up (a black hole in the fabric)
- * fails no TCP connection for about 15 min either. The receiver tells it: the sender posts
- * every lane's part of a message at once, so once one lane's part is in, the others were
- * sent too; one still out after the bound, while this process keeps testing, sits on a
- * path that carries nothing. (The sender cannot tell: an eager part completes once it is
- * in the socket, and a rendezvous part waits for the receiver's progress.)
- */
 /* The first lane of a comm not in `in` (a mask) when another lane is, among those whose
  * interface is not seen down (that has its own bound and WARN, ofi_live_watch); -1 if
  * none. */
@@ -224,6 +216,14 @@ static int split_too_long(uint64_t *since_ns, uint64_t now)
 	       (uint64_t)braid_param_int(BRAID_P_OFI_DOWN_TIMEOUT_MS) * 1000000ULL;
 }
 
+/*
+ * A path that drops everything while both interfaces stay up (a black hole in the fabric)
+ * fails no TCP connection for about 15 min either. The receiver tells it: the sender posts
+ * every lane's part of a message at once, so once one lane's part is in, the others were
+ * sent too; one still out after the bound, while this process keeps testing, sits on a
+ * path that carries nothing. (The sender cannot tell: an eager part completes once it is
+ * in the socket, and a rendezvous part waits for the receiver's progress.)
+ */
 int ofi_live_parts(struct ofi_comm *c, struct ofi_req *r, uint32_t done, uint64_t now)
 {
 	long long bound_ms = braid_param_int(BRAID_P_OFI_DOWN_TIMEOUT_MS);

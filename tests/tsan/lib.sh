@@ -1,4 +1,4 @@
-# Sourced by tests/tsan/{tcp,shm,ib,ib-fused}.sh (make check TSAN=1, build-tsan/): the conformance
+# Sourced by tests/tsan/*.sh (make check TSAN=1, build-tsan/): the conformance
 # scenarios that drive the plugin from several threads at once, through one transport,
 # under ThreadSanitizer. Any TSan report fails, unless tests/tsan/tsan.supp suppresses
 # it with its reason.

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The threaded conformance scenarios under ThreadSanitizer (tests/tsan/lib.sh): net_ofi on
+# one device fused from two tcp;ofi_rxm NICs, two veth pairs between network namespaces
+# (tests/conformance/netns-fused.sh): a comm's lanes on two devices, each with its own
+# ep_lock and CQ, and the NIC watch (net_ofi/ofi_live.c) that waiting comms share. Needs
+# root; skipped without it.
+set -u
+. "$(dirname "$0")/lib.sh"
+export PERF=0
+tsan_run ofi-fused tests/conformance/netns-fused.sh

@@ -237,6 +237,7 @@ struct ofi_dev {
 	uint64_t link_next_ns; /* written under lock (atomic): when to read it again */
 	uint64_t link_read_ns; /* written under lock (atomic): when it was last read */
 	uint64_t link_down_ns; /* atomic: when it was first seen down; 0: up */
+	uint64_t send_wait_ns; /* atomic: the last WARN of a send waiting (ofi_live_send_waits) */
 	uint64_t next_key;     /* requested MR keys when the provider does not pick them */
 	struct braid_mr_cache cache;
 };
@@ -428,6 +429,7 @@ struct ofi_comm {
 				* announced on some lanes, not all (0: not); ann_split_seq: that group */
 	uint32_t ann_split_seq;
 	uint64_t ann_split_comp; /* the late lane's device's completions when the split began */
+	int send_wait_warned;    /* sender: a send waited past the bound (ofi_live_send_waits) */
 	uint8_t dev_nics;        /* NICs of the device; the comm's lanes are those in used */
 	uint32_t used;
 	struct ofi_lane lane[]; /* nlanes */
@@ -530,6 +532,10 @@ int ofi_live_parts(struct ofi_comm *c, struct ofi_req *r, uint32_t done, uint64_
 /* A fused sender with no buffer to send to: the same for the receiver's announcement of
  * the group it waits for, in on some lanes and not on another. */
 int ofi_live_announce(struct ofi_comm *c, uint64_t now);
+/* A send r still waiting BRAID_OFI_DOWN_TIMEOUT_MS after test() first found it waiting
+ * (r->waiting_ns): a WARN naming the NIC(s) of its parts not done (done: a mask of
+ * lanes), once per comm; the comm goes on waiting. */
+void ofi_live_send_waits(struct ofi_comm *c, const struct ofi_req *r, uint32_t done, uint64_t now);
 
 /* ofi_ep.c */
 /* Fabric, domain and the shared endpoint with its announcement buffers, unless open;

@@ -147,6 +147,8 @@ static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r, uint8_t
 	if (!r->is_send && lanes_done && c->error == ncclSuccess &&
 	    ofi_live_parts(c, r, lanes_done, now))
 		comm_fail(c, ncclSystemError);
+	if (r->is_send)
+		ofi_live_send_waits(c, r, lanes_done, now);
 	check_peer(c, 0);
 	if (c->error != ncclSuccess)
 		return c->error;

@@ -19,7 +19,10 @@
  * completes at once: the look runs where a request waits, at most once per
  * BRAID_LIVENESS_MS), and one down for BRAID_OFI_DOWN_TIMEOUT_MS fails the comm, naming
  * it. net_ofi does not move a failed NIC's traffic to the comm's other NICs (net_ib does:
- * docs/ib.md, "Failover"; the plan for net_ofi: docs/design/ofi-failover.md).
+ * docs/ib.md, "Failover"; the plan for net_ofi: docs/design/ofi-failover.md). A path
+ * that carries nothing while its interfaces stay up fails a fused comm too (its other
+ * NICs deliver: ofi_live_parts, ofi_live_announce); on a one-NIC comm it is only named
+ * (ofi_live_send_waits).
  */
 #include <errno.h>
 #include <net/if.h>
@@ -282,4 +285,48 @@ int ofi_live_announce(struct ofi_comm *c, uint64_t now)
 		   (double)(now - c->ann_split_ns) / 1e9,
 		   (long long)braid_param_int(BRAID_P_OFI_DOWN_TIMEOUT_MS), c->inflight);
 	return -1;
+}
+
+/*
+ * A send that waits for the bound names its NIC(s), once per comm: it went out only
+ * after the receiver had announced its buffer, so the receiver was in the collective and
+ * progressing; an eager part completes once it is in the socket, a rendezvous part as
+ * soon as the receiver pulls it. Still waiting after the bound, the path drops everything
+ * (a black hole: on a one-NIC comm nothing else sees it, and TCP retransmits for about
+ * 15 min before tcp;ofi_rxm fails the send), or the peer process stopped (a debugger,
+ * SIGSTOP), or it starves for CPU. The comm is not failed for it: a stopped peer may go on.
+ */
+void ofi_live_send_waits(struct ofi_comm *c, const struct ofi_req *r, uint32_t done, uint64_t now)
+{
+	long long bound_ms = braid_param_int(BRAID_P_OFI_DOWN_TIMEOUT_MS);
+	uint64_t bound_ns = (uint64_t)bound_ms * 1000000ULL, last;
+	struct ofi_dev *d;
+	char nics[160];
+	size_t len = 0;
+	int warn;
+
+	if (c->send_wait_warned || !r->waiting_ns || now - r->waiting_ns < bound_ns)
+		return;
+	c->send_wait_warned = 1;
+	/* every comm over the path sees it: one WARN per NIC and bound, the rest at INFO */
+	d = c->lane[0].dev;
+	last = __atomic_load_n(&d->send_wait_ns, __ATOMIC_RELAXED);
+	warn = (!last || now - last >= bound_ns) &&
+	       __atomic_compare_exchange_n(&d->send_wait_ns, &last, now, 0, __ATOMIC_RELAXED,
+					   __ATOMIC_RELAXED);
+	nics[0] = '\0';
+	for (int k = 0; k < c->nlanes && len < sizeof(nics); k++)
+		if (r->slen[k] && !(done >> k & 1))
+			len += (size_t)snprintf(nics + len, sizeof(nics) - len, "%s%s (lane %d)",
+						len ? ", " : "", c->lane[k].dev->name, k);
+	braid_log(warn ? BRAID_LOG_WARN : BRAID_LOG_INFO, NCCL_NET, __FILE__, __LINE__,
+		  "ofi: send comm to %s: a send of %zu bytes (buffer %llu) has waited %.1f s "
+		  "on NIC %s although the receiver had announced its buffer, and %d request(s) "
+		  "are in flight (BRAID_OFI_DOWN_TIMEOUT_MS=%lld): the path to the peer may drop "
+		  "everything, or the peer process is stopped or starved; the comm keeps "
+		  "waiting (on tcp;ofi_rxm, TCP gives up after about 15 min and the send then "
+		  "fails). `braid stat` counts it as a stall; check the path.",
+		  c->peer, r->ssize, (unsigned long long)r->first,
+		  (double)(now - r->waiting_ns) / 1e9, len ? nics : c->lane[0].dev->name,
+		  c->inflight, bound_ms);
 }

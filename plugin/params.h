@@ -44,7 +44,9 @@ enum braid_param_type {
 	  "still out while the comm's other NICs delivered theirs (keep it above the time the "    \
 	  "slowest NIC needs to drain what it has in flight). A shorter outage is ridden out "     \
 	  "(TCP retransmits); without the bound a comm on tcp stalls silently for about 15 min "   \
-	  "(tcp_retries2).")                                                                       \
+	  "(tcp_retries2). A send still waiting this long after the receiver announced its "       \
+	  "buffer (a black hole on a one-NIC comm, or a stopped peer) is WARNed, naming its NIC, " \
+	  "and fails nothing.")                                                                    \
 	X(SOCKET_IFNAME, "BRAID_SOCKET_IFNAME", BRAID_PARAM_STR, "", 0, 0, NULL,                   \
 	  "NCCL_SOCKET_IFNAME",                                                                    \
 	  "Interface(s) for the out-of-band TCP handshake: comma list of name prefixes, ^ to "     \

@@ -31,6 +31,11 @@
 #                                             announcement ("... the receiver's
 #                                             announcement of its next buffers is still
 #                                             out"); no interface WARN
+#   one-NIC device on pair 2, which drops     the soak passes once the path is back (TCP
+#   everything for 6 s (iptables on b2)       carries the data over), and a sender WARNs
+#                                             that a send has waited 2 s on its NIC
+#                                             though the receiver had announced its
+#                                             buffer; no NIC failed
 # Each process runs under timeout 60 (then KILL 5 s later): a hang fails its case and the
 # script still ends, in under 5 min at worst. Needs root.
 set -u
@@ -83,7 +88,8 @@ stat_lanes() {
 # case name merge_a merge_b ns iface flap_ms [drop|stat]: runs a soak on both sides (logs
 # $log_a, $log_b), takes iface (in namespace ns) down 1.5 s after both began, up again
 # after flap_ms (0: down for good, up after both exited); with "drop", iface stays up and
-# drops every packet in and out instead (iptables), for good; with "stat", braid stat's
+# drops every packet in and out instead (iptables), for flap_ms (0: for good); with
+# "stat", braid stat's
 # view 1 s into the outage goes into $during; sets rc_a, rc_b and secs (from the fault to
 # the later exit).
 run_case() {
@@ -131,7 +137,11 @@ run_case() {
 		fi
 		if [ "$flap_ms" -gt 0 ]; then
 			sleep "$(awk -v m="$flap_ms" 'BEGIN { printf "%.3f", m / 1000 }')"
-			ip -n "$ns" link set "$ifc" up || die "$ifc up"
+			if [ "$how" = drop ]; then
+				ip netns exec "$ns" iptables -F || die "iptables -F in $ns"
+			else
+				ip -n "$ns" link set "$ifc" up || die "$ifc up"
+			fi
 		fi
 	fi
 	wait "${pids[0]}"; rc_a=$?
@@ -251,6 +261,21 @@ if command -v iptables >/dev/null; then
 	done
 	! grep -q "NCCL WARN .*its interface went down" "$log_a" "$log_b" ||
 		bad "an interface WARN, though both stayed up"
+	done_case
+	# Nothing to compare a one-NIC comm's NIC with: its sender names the path once a
+	# send has waited the bound, and the comm waits on (the drop may be a stopped peer).
+	run_case "one-NIC device on pair 2, which drops everything for 6 s ($b2, iptables)" \
+		"$a2" "$b2" "$nsb" "$b2" 6000 drop
+	{ [ "$rc_a" -eq 0 ] && [ "$rc_b" -eq 0 ]; } ||
+		bad "the soak failed over a 6 s black hole (a $rc_a, b $rc_b)"
+	for log in "$log_a" "$log_b"; do
+		grep -q 'soak done: received and verified' "$log" ||
+			bad "no 'soak done: received and verified' in $(basename "$log")"
+	done
+	grep -Eq "NCCL WARN .*ofi: send comm to [^ ]+: a send of [0-9]+ bytes \(buffer [0-9]+\) has waited [0-9.]+ s on NIC ($a2|$b2) \(lane 0\) although the receiver had announced its buffer" \
+		"$log_a" "$log_b" || bad "no WARN that a send waited on NIC $a2 or $b2"
+	! grep -Eq "NCCL WARN .*($NIC_FAILED|its interface went down)" "$log_a" "$log_b" ||
+		bad "a NIC counted as failed, or an interface WARN, over a black hole of 6 s"
 	done_case
 else
 	echo "== case: pair 2 dropping everything: not run, no iptables(8) (packaging/debian-packages.txt lists it)"

@@ -9,6 +9,7 @@
  *     same for a fused sender waiting on the receiver's announcement of a group.
  *   - A NIC that is no interface (EFA's, shm's domains), or an interface that is up, is
  *     never down, and a waiting comm looks at most once per BRAID_LIVENESS_MS.
+ *   - A send still waiting the bound is named (a one-NIC black hole), and fails nothing.
  * An interface going down under a comm needs namespaces: tests/conformance/netns-failover.sh.
  */
 #include <pthread.h>
@@ -185,6 +186,49 @@ static void stale_or_recent_down_mark(void **state)
 	free(c);
 }
 
+/* A send still waiting the bound after test() first found it waiting: named once per comm
+ * (the NIC of its part not done), at WARN once per NIC and bound, and the comm goes on. */
+static void send_waiting_is_named_once(void **state)
+{
+	struct ofi_comm *c = fake_comm(2, "fake0", "fake1"), *c2;
+	struct ofi_req r = { .first = 4, .ssize = 1000, .waiting_ns = 10000 * MS };
+
+	(void)state;
+	set_env("2000", "100");
+	r.slen[0] = 500;
+	r.slen[1] = 500;
+	ofi_live_send_waits(c, &r, 1, 11999 * MS); /* lane 0's part done, not yet the bound */
+	assert_int_equal(unit_log[0], '\0');
+	ofi_live_send_waits(c, &r, 1, 12000 * MS);
+	assert_int_equal(unit_warns, 1);
+	assert_non_null(strstr(unit_log,
+			       "ofi: send comm to 198.18.1.1:4000: a send of 1000 "
+			       "bytes (buffer 4) has waited 2.0 s on NIC fake1 (lane 1) "
+			       "although the receiver had announced its buffer, and 3 "
+			       "request(s) are in flight (BRAID_OFI_DOWN_TIMEOUT_MS=2000)"));
+	unit_log_reset();
+	ofi_live_send_waits(c, &r, 1, 60000 * MS); /* once per comm */
+	assert_int_equal(unit_log[0], '\0');
+	/* never found waiting: nothing to time */
+	c->send_wait_warned = 0;
+	r.waiting_ns = 0;
+	ofi_live_send_waits(c, &r, 0, 60000 * MS);
+	assert_int_equal(unit_log[0], '\0');
+	/* another comm over the same NIC within the bound: at INFO; past it, a WARN again */
+	c2 = fake_comm(1, "fake0", NULL);
+	devs[0].send_wait_ns = 12000 * MS; /* fake_comm cleared the device */
+	r.waiting_ns = 11000 * MS;
+	ofi_live_send_waits(c2, &r, 0, 13000 * MS);
+	assert_int_equal(unit_warns, 0);
+	assert_non_null(strstr(unit_log, "has waited 2.0 s on NIC fake0 (lane 0)"));
+	unit_log_reset();
+	c2->send_wait_warned = 0;
+	ofi_live_send_waits(c2, &r, 0, 14000 * MS);
+	assert_int_equal(unit_warns, 1);
+	free(c2);
+	free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -193,6 +237,7 @@ int main(void)
 		cmocka_unit_test(late_announcement_fails_the_sender_at_the_bound),
 		cmocka_unit_test(no_interface_or_up_is_never_down),
 		cmocka_unit_test(stale_or_recent_down_mark),
+		cmocka_unit_test(send_waiting_is_named_once),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

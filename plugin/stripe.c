@@ -230,20 +230,14 @@ static int stripe_drop_first(const struct braid_stripe *st, const int *active)
 	return worst;
 }
 
-int braid_stripe_split(struct braid_stripe *st, size_t size, size_t len[BRAID_STRIPE_MAX_LANES],
-		       int *first_lane)
+int braid_stripe_cut(struct braid_stripe *st, size_t size, size_t len[BRAID_STRIPE_MAX_LANES],
+		     int *first_lane)
 {
 	int n = st->nlanes, active[BRAID_STRIPE_MAX_LANES], count, first = -1, last = -1;
 	size_t a = st->cfg.align, mu = st->cfg.min_chunk, kmax = size / mu;
 	uint64_t units, m, u[BRAID_STRIPE_MAX_LANES], sum = 0;
 	double x[BRAID_STRIPE_MAX_LANES], wsum;
 
-	if (size == st->memo.size && size) {
-		memcpy(len, st->memo.len, (size_t)n * sizeof(len[0]));
-		st->rr = st->memo.rr;
-		*first_lane = st->memo.first;
-		return n;
-	}
 	if (n == 1 || size < st->cfg.threshold || kmax < 2 || st->ndown >= n - 1) {
 		int lane = stripe_pick_one(st);
 

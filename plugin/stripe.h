@@ -163,10 +163,25 @@ int braid_stripe_init(struct braid_stripe *st, int nlanes, const int *speed_mbps
  * weight, the lowest weight left out first); never more parts than size / min_chunk.
  * Deterministic for a given state; it moves only the round robin. A cut over every lane
  * is kept (struct braid_stripe_memo) and given again for the same size until some
- * lane's weight moves by BRAID_STRIPE_MEMO_SLACK.
+ * lane's weight moves by BRAID_STRIPE_MEMO_SLACK. braid_stripe_cut(): the same without
+ * looking at the kept cut first (it makes one, and keeps it when it may).
  */
-int braid_stripe_split(struct braid_stripe *st, size_t size, size_t len[BRAID_STRIPE_MAX_LANES],
-		       int *first_lane);
+int braid_stripe_cut(struct braid_stripe *st, size_t size, size_t len[BRAID_STRIPE_MAX_LANES],
+		     int *first_lane);
+
+static inline int braid_stripe_split(struct braid_stripe *st, size_t size,
+				     size_t len[BRAID_STRIPE_MAX_LANES], int *first_lane)
+{
+	/* inline, the kept cut: once a message on every striped path (the call and its
+	 * frame cost more than the copy); braid_stripe_cut() makes and keeps a new one */
+	if (size != st->memo.size || !size)
+		return braid_stripe_cut(st, size, len, first_lane);
+	for (int i = 0; i < st->nlanes; i++)
+		len[i] = st->memo.len[i];
+	st->rr = st->memo.rr;
+	*first_lane = st->memo.first;
+	return st->nlanes;
+}
 
 /*
  * Accounting: bytes handed to lane at now_ns (one call per posted chunk), and their

@@ -402,6 +402,18 @@ static uint64_t stripe_busy_seen(const struct braid_stripe *st, uint64_t busy_ns
 	return st->sampling ? busy_ns * st->cfg.sample / (st->cfg.sample_run - 1) : busy_ns;
 }
 
+/* While sampling, a lane's sample holds its whole run (up to the run's last completion:
+ * nothing accounted outstanding), or BRAID_STRIPE_WINDOW_NS of it: each measured
+ * message is timed from the completion before it, and when that one was seen late (the
+ * CQ is read at test(), and the thread may be off the CPU) the message reads fast by as
+ * much; over the run the error counts once, not once a message. Without sampling the
+ * windows are contiguous, and a completion seen late lengthens the one that it ends as
+ * much as it shortens the next. */
+static int stripe_run_done(const struct braid_stripe *st, const struct braid_stripe_lane *l)
+{
+	return !st->sampling || !l->outstanding || l->win_ns >= BRAID_STRIPE_WINDOW_NS;
+}
+
 /* New rates, new weights; in follow mode the weights are the other side's
  * (braid_stripe_follow). */
 static void stripe_rates_moved(struct braid_stripe *st)
@@ -414,7 +426,7 @@ static void stripe_rates_moved(struct braid_stripe *st)
 
 void braid_stripe_fold(struct braid_stripe *st, int lane, uint64_t busy_ns)
 {
-	if (stripe_close_window(&st->lane[lane]))
+	if (stripe_run_done(st, &st->lane[lane]) && stripe_close_window(&st->lane[lane]))
 		stripe_rates_moved(st);
 	stripe_slow_check(st, lane, 1, stripe_busy_seen(st, busy_ns), stripe_others_rate(st, lane));
 }
@@ -428,7 +440,7 @@ void braid_stripe_reaped(struct braid_stripe *st)
 		struct braid_stripe_lane *l = &st->lane[i];
 
 		if (l->batch_n)
-			moved |= stripe_close_window(l);
+			moved |= stripe_run_done(st, l) && stripe_close_window(l);
 	}
 	if (moved) /* once a reap, however many lanes closed a sample */
 		stripe_rates_moved(st);

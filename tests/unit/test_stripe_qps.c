@@ -309,6 +309,44 @@ static void marked_chunk_times_the_next(void **state)
 		    braid_stripe_rate(&st, 0) < 1.01 * MiB * 1000);
 }
 
+/* While sampling, a lane's sample holds its whole run: a measured message timed from a
+ * completion seen late reads fast, and over the run that counts once. Here the mark is
+ * seen 1 ms late, with the first measured completion: alone that one would read 1 MiB in
+ * no time; the run reads 3 MiB in 3 ms instead of 4. */
+static void sample_holds_the_run(void **state)
+{
+	struct braid_stripe st;
+	uint64_t now = 1000, t;
+	uint32_t samples;
+	double rate;
+
+	(void)state;
+	qp_lanes(&st, SPLIT, BRAID_STRIPE_ADAPTIVE);
+	warm_lanes(&st, BRAID_STRIPE_SAMPLE_WARM, &now); /* 1 MiB/ms each */
+	rate = braid_stripe_rate(&st, 0);
+	samples = st.lane[0].samples;
+	t = now + 1000000;
+	for (int i = 0; i < BRAID_STRIPE_QP_SAMPLE_RUN; i++) {
+		assert_int_equal(braid_stripe_sample(&st),
+				 i ? BRAID_STRIPE_MEASURE : BRAID_STRIPE_MARK);
+		braid_stripe_posted(&st, 0, MiB, t);
+	}
+	t += 2000000; /* the mark completed at +1 ms, seen with the next at +2 ms */
+	braid_stripe_marked(&st, 0, MiB, t);
+	braid_stripe_completed(&st, 0, MiB, t);
+	braid_stripe_reaped(&st);
+	for (int i = 2; i < BRAID_STRIPE_QP_SAMPLE_RUN; i++) {
+		assert_int_equal(st.lane[0].samples, samples); /* not before the run ends */
+		t += 1000000;
+		braid_stripe_completed(&st, 0, MiB, t);
+		braid_stripe_reaped(&st);
+	}
+	assert_int_equal(st.lane[0].samples, samples + 1);
+	/* (BRAID_STRIPE_QP_SAMPLE_RUN - 1) MiB in (BRAID_STRIPE_QP_SAMPLE_RUN - 2) ms */
+	assert_true(braid_stripe_rate(&st, 0) <
+		    rate + BRAID_STRIPE_EMA_ALPHA * (1.6 * MiB * 1000 - rate));
+}
+
 /* As slow_qp_gets_fewer_bytes, with each message asking braid_stripe_sample as net_ib
  * does: the same weights and goodput for a fraction of the messages measured; and the
  * QP on the slow path is named (braid_stripe_slow_lane) after no more traffic than when
@@ -365,8 +403,11 @@ static void sampled_slow_qp(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(equal_is_nccls_cut), cmocka_unit_test(slow_qp_gets_fewer_bytes),
-		cmocka_unit_test(sample_decision),    cmocka_unit_test(marked_chunk_times_the_next),
+		cmocka_unit_test(equal_is_nccls_cut),
+		cmocka_unit_test(slow_qp_gets_fewer_bytes),
+		cmocka_unit_test(sample_decision),
+		cmocka_unit_test(marked_chunk_times_the_next),
+		cmocka_unit_test(sample_holds_the_run),
 		cmocka_unit_test(sampled_slow_qp),
 	};
 

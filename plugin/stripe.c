@@ -25,11 +25,11 @@
  *   first second of real traffic.
  * - QP lanes sampled, a run of 4 messages in 16 (the first marks, 3 are measured): a
  *   quarter of the messages pay for the accounting, so most of its cost per message goes.
- *   On softverbs' uplink model (tests/bench/qp-lanes.sh) that kept 0.95-1.00 of the
- *   capacity, as measuring every message did; 4 in 32 converged too slowly (0.78-0.96 in
- *   the bench's 192 messages) and runs of 2 in 8 read more noise (0.82-0.97). Every
- *   message is measured until each lane has 4 samples: the first weights come as fast as
- *   before.
+ *   On softverbs' uplink model (tests/bench/qp-lanes.sh) that keeps 0.90-1.00 of the
+ *   capacity, median 0.98 (measuring every message: 0.97-1.00). Before the whole-run
+ *   samples and the cap, runs of 2 in 8 read more noise (0.82-0.97) and 4 in 32
+ *   converged too slowly (0.78-0.96 in the bench's 192 messages). Every message is
+ *   measured until each lane has 4 samples: the first weights come as fast as before.
  */
 #include "plugin/stripe.h"
 
@@ -366,9 +366,9 @@ static void stripe_slow_check(struct braid_stripe *st, int lane, uint32_t n, uin
 	}
 }
 
-/* Fold the lane's sample into its rate once it is long enough; 1 when it was. The caller
- * reweighs. */
-static int stripe_close_window(struct braid_stripe_lane *l)
+/* Fold the lane's sample into its rate once it is long enough, the sample at most cap x
+ * the rate (cap 0: any); 1 when it was. The caller reweighs. */
+static int stripe_close_window(struct braid_stripe_lane *l, double cap)
 {
 	double sample;
 
@@ -376,6 +376,8 @@ static int stripe_close_window(struct braid_stripe_lane *l)
 	    (l->win_bytes < BRAID_STRIPE_WINDOW_BYTES || l->win_ns < BRAID_STRIPE_WINDOW_MIN_NS))
 		return 0;
 	sample = (double)l->win_bytes * 1e9 / (double)l->win_ns;
+	if (cap > 0 && l->samples && sample > cap * l->rate)
+		sample = cap * l->rate;
 	l->rate = l->samples ? l->rate + BRAID_STRIPE_EMA_ALPHA * (sample - l->rate) : sample;
 	l->samples++;
 	l->win_bytes = 0;
@@ -414,6 +416,18 @@ static int stripe_run_done(const struct braid_stripe *st, const struct braid_str
 	return !st->sampling || !l->outstanding || l->win_ns >= BRAID_STRIPE_WINDOW_NS;
 }
 
+/* While sampling, no sample counts for more than BRAID_STRIPE_SAMPLE_CAP x the lane's
+ * rate (0: no cap). A run is a short stretch of a lane's time, and one that starts on a
+ * lane that was idle can read far above the lane's rate: a link may catch up on the
+ * idle time (softverbs lets it, for 10 ms), a mark may be seen late. On the softverbs
+ * uplink bench such runs read 3-13 times a fast link's speed and took the weights with
+ * them (0.58-0.81 of the capacity in 5 of 41 runs; capped, 0.90-1.00 in 17). A real rise
+ * is still followed, by a quarter of the rate per sample. */
+static double stripe_sample_cap(const struct braid_stripe *st)
+{
+	return st->sampling ? BRAID_STRIPE_SAMPLE_CAP : 0;
+}
+
 /* New rates, new weights; in follow mode the weights are the other side's
  * (braid_stripe_follow). */
 static void stripe_rates_moved(struct braid_stripe *st)
@@ -426,7 +440,8 @@ static void stripe_rates_moved(struct braid_stripe *st)
 
 void braid_stripe_fold(struct braid_stripe *st, int lane, uint64_t busy_ns)
 {
-	if (stripe_run_done(st, &st->lane[lane]) && stripe_close_window(&st->lane[lane]))
+	if (stripe_run_done(st, &st->lane[lane]) &&
+	    stripe_close_window(&st->lane[lane], stripe_sample_cap(st)))
 		stripe_rates_moved(st);
 	stripe_slow_check(st, lane, 1, stripe_busy_seen(st, busy_ns), stripe_others_rate(st, lane));
 }
@@ -434,13 +449,13 @@ void braid_stripe_fold(struct braid_stripe *st, int lane, uint64_t busy_ns)
 void braid_stripe_reaped(struct braid_stripe *st)
 {
 	int moved = 0, measured = 0;
-	double sum = 0;
+	double sum = 0, cap = stripe_sample_cap(st);
 
 	for (int i = 0; i < st->nlanes; i++) {
 		struct braid_stripe_lane *l = &st->lane[i];
 
 		if (l->batch_n)
-			moved |= stripe_run_done(st, l) && stripe_close_window(l);
+			moved |= stripe_run_done(st, l) && stripe_close_window(l, cap);
 	}
 	if (moved) /* once a reap, however many lanes closed a sample */
 		stripe_rates_moved(st);

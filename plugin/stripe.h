@@ -44,6 +44,7 @@
 #define BRAID_STRIPE_QP_SAMPLE 16              /* QP lanes: of every this many messages... */
 #define BRAID_STRIPE_QP_SAMPLE_RUN 4           /* ...this many in a row are accounted (1 marks) */
 #define BRAID_STRIPE_SAMPLE_WARM 4             /* sampled once each lane has this many samples */
+#define BRAID_STRIPE_SAMPLE_CAP 2.0            /* sampled: a sample counts <= this x the rate */
 
 enum braid_stripe_mode {
 	BRAID_STRIPE_ADAPTIVE = 0, /* weights follow the measured lane rates */

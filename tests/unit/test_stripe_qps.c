@@ -347,6 +347,47 @@ static void sample_holds_the_run(void **state)
 		    rate + BRAID_STRIPE_EMA_ALPHA * (1.6 * MiB * 1000 - rate));
 }
 
+/* While sampling, a run that reads far above the lane's rate (a link catching up after
+ * idle time, a mark seen late) counts as BRAID_STRIPE_SAMPLE_CAP x the rate: the rate
+ * moves by a quarter of the difference, not by several times. Without sampling, as
+ * before. */
+static void sample_capped(void **state)
+{
+	struct braid_stripe st;
+	uint64_t now = 1000;
+	double rate, cap;
+
+	(void)state;
+	for (int sampled = 0; sampled <= 1; sampled++) {
+		qp_lanes(&st, SPLIT, BRAID_STRIPE_ADAPTIVE);
+		if (!sampled)
+			st.cfg.sample = 0;
+		warm_lanes(&st, BRAID_STRIPE_SAMPLE_WARM, &now); /* 1 MiB/ms each */
+		rate = braid_stripe_rate(&st, 0);
+		cap = rate + BRAID_STRIPE_EMA_ALPHA * (BRAID_STRIPE_SAMPLE_CAP - 1) * rate;
+		if (sampled) { /* the run's mark, done before the rest is posted */
+			assert_int_equal(braid_stripe_sample(&st), BRAID_STRIPE_MARK);
+			braid_stripe_posted(&st, 0, MiB, now);
+			braid_stripe_marked(&st, 0, MiB, now + 1000000);
+			braid_stripe_reaped(&st);
+			now += 2000000;
+		}
+		/* then 3 MiB seen done 300 us after their post: 10 times the lane's rate */
+		for (int i = 0; i < 3; i++) {
+			assert_int_equal(braid_stripe_sample(&st), BRAID_STRIPE_MEASURE);
+			braid_stripe_posted(&st, 0, MiB, now);
+		}
+		now += 300000;
+		for (int i = 0; i < 3; i++)
+			braid_stripe_completed(&st, 0, MiB, now);
+		braid_stripe_reaped(&st);
+		if (sampled)
+			assert_true(braid_stripe_rate(&st, 0) < cap * 1.001);
+		else
+			assert_true(braid_stripe_rate(&st, 0) > 2 * cap);
+	}
+}
+
 /* As slow_qp_gets_fewer_bytes, with each message asking braid_stripe_sample as net_ib
  * does: the same weights and goodput for a fraction of the messages measured; and the
  * QP on the slow path is named (braid_stripe_slow_lane) after no more traffic than when
@@ -408,6 +449,7 @@ int main(void)
 		cmocka_unit_test(sample_decision),
 		cmocka_unit_test(marked_chunk_times_the_next),
 		cmocka_unit_test(sample_holds_the_run),
+		cmocka_unit_test(sample_capped),
 		cmocka_unit_test(sampled_slow_qp),
 	};
 

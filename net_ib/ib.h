@@ -224,9 +224,12 @@ struct ib_req {
 	 * goodput measure) */
 	uint8_t rail_pending[BRAID_VDEV_MAX_NICS];
 	uint32_t rail_bytes[BRAID_VDEV_MAX_NICS];
-	/* send: the rails whose part was cut over their QPs by weight (ib_comm.qst), and each
-	 * QP's chunk then: one at most per QP, so its completion is the QP's whole part */
+	/* send: the rails whose part was cut over their QPs by weight (ib_comm.qst) and is
+	 * accounted there (a sampled message: braid_stripe_sample), of those the ones whose
+	 * chunks only mark (BRAID_STRIPE_MARK), and each QP's chunk then: one at most per QP,
+	 * so its completion is the QP's whole part */
 	uint8_t qlanes;
+	uint8_t qmarks;
 	uint32_t qp_bytes[IB_MAX_QPS];
 	uint64_t waiting_ns; /* stall counter: when test() first found it waiting (0: not yet) */
 	uint8_t stalled;
@@ -534,12 +537,15 @@ static inline int ib_rail_nqps(const struct ib_comm *c, int k)
 
 /* How a message goes out (ib_post.c's plan_message, computed once a message): bytes and
  * chunk count per rail, and every chunk's QP and length in message order (rail 0's
- * chunks first). qlanes: the rails whose part was cut over their QPs by weight. */
+ * chunks first). qlanes: the rails whose part was cut over their QPs by weight and is
+ * accounted there this message (measured or marking); qmarks: of those, the marking
+ * ones. */
 struct ib_plan {
 	size_t len[BRAID_VDEV_MAX_NICS];
 	int nch[BRAID_VDEV_MAX_NICS]; /* 0: the rail carries nothing */
 	int total;
 	uint8_t qlanes;
+	uint8_t qmarks;
 	uint8_t qp[IB_MAX_QPS];
 	uint32_t clen[IB_MAX_QPS];
 };

@@ -199,8 +199,8 @@ static __attribute__((noinline)) void ar_data_arrived(struct ib_comm *c, const s
 
 /*
  * A sender's chunk completed, of a request whose rails or QPs are measured: the QP's part
- * is done (it had one chunk), the rail's once all its chunks are. *now: the clock, read
- * once per CQ read (0: not yet).
+ * is done (it had one chunk; a marking message's only sets the QP's busy mark), the
+ * rail's once all its chunks are. *now: the clock, read once per CQ read (0: not yet).
  */
 static void chunk_done(struct ib_comm *c, struct ib_req *r, uint32_t qpn, uint64_t *now)
 {
@@ -211,7 +211,9 @@ static void chunk_done(struct ib_comm *c, struct ib_req *r, uint32_t qpn, uint64
 	k = c->qps[qi].rail;
 	if (!*now)
 		*now = braid_now_ns();
-	if (r->qlanes >> k & 1) {
+	if ((r->qlanes & r->qmarks) >> k & 1) {
+		braid_stripe_marked(&c->qst[k], qi / c->nrails, r->qp_bytes[qi], *now);
+	} else if (r->qlanes >> k & 1) {
 		braid_stripe_completed(&c->qst[k], qi / c->nrails, r->qp_bytes[qi], *now);
 		c->qreap = 1;
 	}

@@ -376,7 +376,8 @@ void ib_fo_probed(struct ib_comm *c, struct ib_req *r)
 	r->pending = 0;
 	if (s->seq == r->seq && (w >> 16) == (r->seq & 0xffff))
 		landed = w & 0xffff;
-	r->qlanes = 0; /* replays measure no QP */
+	r->qlanes = 0; /* replays measure no QP, nor mark one */
+	r->qmarks = 0;
 	for (int j = 0; j < s->total; off += s->clen[j], j++) {
 		if ((landed >> j & 1) || !(c->rail_dead >> c->qps[s->qp[j]].rail & 1))
 			continue;

@@ -155,14 +155,15 @@ static ncclResult_t refuse_after_bye(struct ib_comm *c)
 /*
  * Rail k's part of len bytes over its QPs by their weights (ib_comm.qst[k]): one chunk on
  * each QP that gets a part, appended to p from chunk ci. Only for a part that is one
- * chunk of the rail's max_msg_sz at most, so no QP's part needs cutting again. The new
- * ci, or -EMSGSIZE past IB_MAX_QPS chunks.
+ * chunk of the rail's max_msg_sz at most, so no QP's part needs cutting again. The
+ * message's chunks are accounted when braid_stripe_sample says (p->qlanes, p->qmarks).
+ * The new ci, or -EMSGSIZE past IB_MAX_QPS chunks.
  */
 static int plan_qp_lanes(struct ib_comm *c, int k, size_t len, struct ib_plan *p, int ci)
 {
 	size_t qlen[BRAID_STRIPE_MAX_LANES];
 	struct braid_stripe *st = &c->qst[k];
-	int first, n = braid_stripe_split(st, len, qlen, &first);
+	int first, n = braid_stripe_split(st, len, qlen, &first), how;
 
 	if (ci + n > IB_MAX_QPS)
 		return -EMSGSIZE;
@@ -172,7 +173,11 @@ static int plan_qp_lanes(struct ib_comm *c, int k, size_t len, struct ib_plan *p
 		p->qp[ci] = (uint8_t)(k + i * c->nrails);
 		p->clen[ci++] = (uint32_t)qlen[i];
 	}
-	p->qlanes |= (uint8_t)(1u << k);
+	how = braid_stripe_sample(st);
+	if (how != BRAID_STRIPE_SKIP)
+		p->qlanes |= (uint8_t)(1u << k);
+	if (how == BRAID_STRIPE_MARK)
+		p->qmarks |= (uint8_t)(1u << k);
 	return ci;
 }
 
@@ -190,6 +195,7 @@ static int plan_message(struct ib_comm *c, size_t size, struct ib_plan *p)
 
 	p->len[0] = size;
 	p->qlanes = 0;
+	p->qmarks = 0;
 	/* One NIC, one chunk (a message not above the split threshold, or one QP): the QPs
 	 * in turn, nothing to weigh. Every small message, so ahead of the general case. */
 	if (c->nrails == 1 && (size <= c->split_bytes || c->nqps == 1) &&
@@ -241,14 +247,16 @@ static int plan_message(struct ib_comm *c, size_t size, struct ib_plan *p)
 /*
  * The chunks of plan p, each into e at its offset, for adaptive routing when ar; the
  * striping state of the rails (fused) and of the QPs (p->qlanes) told what went where.
- * 0, or the first post's error (*posted went out).
+ * The clock only for what is timed from its post: a marking rail's QP chunks are timed
+ * by their completion alone (braid_stripe_marked). 0, or the first post's error
+ * (*posted went out).
  */
 static inline __attribute__((always_inline)) int
 post_plan(struct ib_comm *c, struct ib_req *r, const char *data, const struct ib_plan *p,
 	  const struct ib_mr *m, const struct ib_fifo_elem *e, uint32_t imm, int ar, int *posted)
 {
 	int fused = c->nrails > 1, rc = 0, ci = 0;
-	uint64_t now = fused || p->qlanes ? braid_now_ns() : 0;
+	uint64_t now = fused || (p->qlanes & ~p->qmarks) ? braid_now_ns() : 0;
 	struct ibv_send_wr wr;
 	struct ibv_sge sge;
 	size_t off = 0;
@@ -257,6 +265,7 @@ post_plan(struct ib_comm *c, struct ib_req *r, const char *data, const struct ib
 		data_wr_head(&wr, &sge, r, imm);
 
 	r->qlanes = p->qlanes;
+	r->qmarks = p->qmarks;
 	for (int k = 0; k < c->nrails && !rc; k++) {
 		int lanes = p->qlanes >> k & 1;
 

@@ -41,6 +41,10 @@
 #define BRAID_STRIPE_SLOW_COMPLETIONS 8        /* slow for at least this many completions */
 #define BRAID_STRIPE_SLOW_BUSY_NS 100000000ull /* and this much busy time (100 ms) */
 #define BRAID_STRIPE_MEMO_SLACK 0.01           /* a kept cut outlives weight moves under this */
+#define BRAID_STRIPE_QP_SAMPLE 16              /* QP lanes: of every this many messages... */
+#define BRAID_STRIPE_QP_SAMPLE_RUN 4           /* ...this many in a row are accounted (1 marks) */
+#define BRAID_STRIPE_SAMPLE_WARM 4             /* sampled once each lane has this many samples */
+#define BRAID_STRIPE_SAMPLE_CAP 2.0            /* sampled: a sample counts <= this x the rate */
 
 enum braid_stripe_mode {
 	BRAID_STRIPE_ADAPTIVE = 0, /* weights follow the measured lane rates */
@@ -61,6 +65,10 @@ struct braid_stripe_cfg {
 	size_t align;     /* every chunk boundary but the message end is a multiple of it */
 	int batched;      /* the caller reaps completions in batches and calls
 			   * braid_stripe_reaped() after each (a NIC's CQ read at test()) */
+	/* 0, 1: the caller measures every message; n >= 2: it asks braid_stripe_sample()
+	 * for each, and of every n messages a run of sample_run (2..n) is accounted */
+	unsigned sample;
+	unsigned sample_run;
 };
 
 struct braid_stripe_lane {
@@ -100,6 +108,10 @@ struct braid_stripe {
 	int nlanes;
 	int ndown; /* lanes down (braid_stripe_lane_down) */
 	int rr;    /* the lane preferred next among equals (round robin) */
+	/* cfg.sample: messages asked about (braid_stripe_sample), and whether every lane has
+	 * its BRAID_STRIPE_SAMPLE_WARM samples (till then every message is measured) */
+	uint32_t sample_seq;
+	int sampling;
 	struct braid_stripe_cfg cfg;
 	struct braid_stripe_memo memo;
 	struct braid_stripe_lane lane[BRAID_STRIPE_MAX_LANES];
@@ -119,7 +131,9 @@ void braid_stripe_cfg_load(struct braid_stripe_cfg *cfg);
  * being a lane of its own). Mode from BRAID_STRIPE like the NICs'; threshold just above
  * split_bytes; chunks on 128-byte boundaries (the cut of the equal split before) and of
  * at least split_bytes / nqps, so that a message that was cut over every QP still is
- * when the weights are equal; batched (a CQ is read at test()).
+ * when the weights are equal; batched (a CQ is read at test()); sampled
+ * (braid_stripe_sample): of every BRAID_STRIPE_QP_SAMPLE messages, a run of
+ * BRAID_STRIPE_QP_SAMPLE_RUN is accounted.
  */
 void braid_stripe_cfg_qps(struct braid_stripe_cfg *cfg, size_t split_bytes, int nqps);
 
@@ -150,10 +164,25 @@ int braid_stripe_init(struct braid_stripe *st, int nlanes, const int *speed_mbps
  * weight, the lowest weight left out first); never more parts than size / min_chunk.
  * Deterministic for a given state; it moves only the round robin. A cut over every lane
  * is kept (struct braid_stripe_memo) and given again for the same size until some
- * lane's weight moves by BRAID_STRIPE_MEMO_SLACK.
+ * lane's weight moves by BRAID_STRIPE_MEMO_SLACK. braid_stripe_cut(): the same without
+ * looking at the kept cut first (it makes one, and keeps it when it may).
  */
-int braid_stripe_split(struct braid_stripe *st, size_t size, size_t len[BRAID_STRIPE_MAX_LANES],
-		       int *first_lane);
+int braid_stripe_cut(struct braid_stripe *st, size_t size, size_t len[BRAID_STRIPE_MAX_LANES],
+		     int *first_lane);
+
+static inline int braid_stripe_split(struct braid_stripe *st, size_t size,
+				     size_t len[BRAID_STRIPE_MAX_LANES], int *first_lane)
+{
+	/* inline, the kept cut: once a message on every striped path (the call and its
+	 * frame cost more than the copy); braid_stripe_cut() makes and keeps a new one */
+	if (size != st->memo.size || !size)
+		return braid_stripe_cut(st, size, len, first_lane);
+	for (int i = 0; i < st->nlanes; i++)
+		len[i] = st->memo.len[i];
+	st->rr = st->memo.rr;
+	*first_lane = st->memo.first;
+	return st->nlanes;
+}
 
 /*
  * Accounting: bytes handed to lane at now_ns (one call per posted chunk), and their
@@ -217,6 +246,66 @@ static inline void braid_stripe_completed(struct braid_stripe *st, int lane, siz
 		return;
 	}
 	braid_stripe_fold(st, lane, busy);
+}
+
+/*
+ * cfg.sample >= 2: how the caller accounts for the next message's chunks (one call a
+ * message, before posting it). Measuring a chunk costs a clock read and a call at its
+ * post and at its completion, and a pass over the lanes after the CQ read; most messages
+ * skip all of it (BRAID_STRIPE_SKIP) and are cut by the weights the measured ones gave.
+ *
+ * They still share the lanes with the measured ones, so a measured chunk cannot be timed
+ * from its post: on a lane with a backlog it waits behind the unmeasured chunks queued
+ * ahead of it, and would read slower by that backlog. The backlog is not the same on
+ * every lane (the one whose weight is too high for its rate has the longest, the others
+ * may have none), so that bias would move the weights further the wrong way. Measured
+ * messages therefore come in runs of cfg.sample_run in a row, whose first only marks
+ * (BRAID_STRIPE_MARK: its chunks go through braid_stripe_posted() and
+ * braid_stripe_marked(), which folds no sample and sets the lane's busy mark at their
+ * completion); the rest (BRAID_STRIPE_MEASURE) are timed from the completion before
+ * theirs on the lane, or from their own post when the lane went idle first: on a lane
+ * that serves its chunks in order, the time it spent on them. A run of several measured
+ * messages is timed end to end (each from the one before), so the jitter of when the
+ * completions are seen (a CQ is read at test()) counts once a run, not once a message.
+ *
+ * Every message is measured while some lane up has fewer than BRAID_STRIPE_SAMPLE_WARM
+ * samples (and always when cfg.sample < 2); then, of every cfg.sample messages, one
+ * marks, the next cfg.sample_run - 1 are measured and the rest skip.
+ */
+enum braid_stripe_account {
+	BRAID_STRIPE_SKIP = 0,    /* no accounting at all */
+	BRAID_STRIPE_MARK = 1,    /* braid_stripe_posted(), braid_stripe_marked() */
+	BRAID_STRIPE_MEASURE = 2, /* braid_stripe_posted(), braid_stripe_completed() */
+};
+
+static inline int braid_stripe_sample(struct braid_stripe *st)
+{
+	uint32_t phase;
+
+	if (!st->sampling)
+		return BRAID_STRIPE_MEASURE;
+	phase = st->sample_seq++ % st->cfg.sample;
+	return phase == 0                   ? BRAID_STRIPE_MARK
+	       : phase < st->cfg.sample_run ? BRAID_STRIPE_MEASURE
+					    : BRAID_STRIPE_SKIP;
+}
+
+/* The completion of a chunk posted for a BRAID_STRIPE_MARK message: no sample; the lane's
+ * next measured completion is timed from now. */
+static inline void braid_stripe_marked(struct braid_stripe *st, int lane, size_t bytes,
+				       uint64_t now_ns)
+{
+	struct braid_stripe_lane *l;
+
+	if (lane < 0 || lane >= st->nlanes)
+		return;
+	l = &st->lane[lane];
+	l->chunks_completed++;
+	if (bytes > l->outstanding)
+		bytes = l->outstanding;
+	l->outstanding -= bytes;
+	l->bytes_completed += bytes;
+	l->busy_mark = now_ns;
 }
 
 /*

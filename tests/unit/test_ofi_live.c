@@ -294,6 +294,35 @@ static void receiver_leaves_a_down_lane_out(void **state)
 	free(c);
 }
 
+/* The sender's word over the link: which of its NICs are down; anything else ignored. */
+static void sender_word_on_its_nics(void **state)
+{
+	struct ofi_comm *c = fake_comm(2, "fake0", "fake1");
+	struct braid_link lk = { 0 };
+	uint32_t msg[2] = { 0x6f666c64u /* "ofld" */, 2 }, bad[2] = { 0x12345678u, 1 };
+
+	(void)state;
+	set_env("2000", "100");
+	c->link = &lk;
+	c->is_send = 1;
+	ofi_live_attach(c); /* a sender takes none */
+	assert_null(lk.on_msg);
+	c->is_send = 0;
+	ofi_live_attach(c);
+	assert_non_null(lk.on_msg);
+	c->lanes_next_ns = 5000 * MS;
+	lk.on_msg(lk.msg_arg, msg, sizeof(msg));
+	assert_int_equal(c->peer_down, 2);
+	assert_int_equal(c->lanes_next_ns, 0); /* the next group looks again */
+	lk.on_msg(lk.msg_arg, bad, sizeof(bad));
+	lk.on_msg(lk.msg_arg, msg, 3);
+	assert_int_equal(c->peer_down, 2);
+	msg[1] = 0xff; /* past the comm's lanes: its own only */
+	lk.on_msg(lk.msg_arg, msg, sizeof(msg));
+	assert_int_equal(c->peer_down, 3);
+	free(c);
+}
+
 /* The sender's view of the current group: the lanes its announcement names (0: every
  * lane), and those it is in on. */
 static void sender_group_names_its_lanes(void **state)
@@ -328,6 +357,7 @@ int main(void)
 		cmocka_unit_test(send_waiting_is_named_once),
 		cmocka_unit_test(receiver_leaves_a_down_lane_out),
 		cmocka_unit_test(sender_group_names_its_lanes),
+		cmocka_unit_test(sender_word_on_its_nics),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -25,22 +25,25 @@
  * registration cache use the device's lock (taken before ep_lock where both are held).
  *
  * Data protocol: receiver-driven, like NCCL's IB transport, over libfabric tag matching.
- * irecv cuts each buffer into one contiguous part per lane (plugin/stripe.c, by the
- * weights the sender measured and sent in its last weight message) and posts on every lane that lane's parts, each tagged with
- * the lane's id and the buffer's number (counted from 0 over the connection, the same
- * on every lane), then sends on every lane an announcement {group, first buffer number,
- * the lane's part sizes, NCCL tags}. isend waits until every lane's announcement of the
- * current group is in (a NULL request until then, as ncclIbIsend waits for its FIFO
- * slot), takes the first unused buffer with its NCCL tag (none: a NULL request, as
- * NCCL's), truncates the message once to the buffer's size (the sum of its parts, as
- * ncclIbIsend does) and sends on every lane the bytes of that lane's part, to exactly
- * that buffer (0 bytes where the message ends before the part; nothing on a lane whose
- * part is empty and has no receive posted: OFI_PART_POSTED). No message is ever
- * larger than the buffer it matches, so the provider never truncates (libfabric 1.17's
- * shm never completes a truncated receive; tcp's rxm breaks the connection every comm of
- * the device shares). Announcements land in buffers shared by the whole endpoint, sized
- * from the provider's receive queue and posted once (not 32 per comm: shm's queue held
- * 32 comms' worth), and carry the destination lane's token.
+ * irecv cuts each buffer into one contiguous part per lane (plugin/stripe.c, by the weights
+ * the sender measured and sent in its last weight message) and posts on every lane that
+ * lane's parts, each tagged with the lane's id and the buffer's number (counted from 0 over
+ * the connection, the same on every lane), then sends on every lane an announcement {group,
+ * first buffer number, the lane's part sizes, NCCL tags}. A fused receiver leaves out of
+ * its new groups a lane whose NIC is down on either side (ofi_live.c): such a group is
+ * posted and announced on the other lanes only, and its announcements name them
+ * (OFI_KIND_LANES). isend waits until the announcement of the current group is in on every
+ * lane it names (a NULL request until then, as ncclIbIsend waits for its FIFO slot), takes
+ * the first unused buffer with its NCCL tag (none: a NULL request, as NCCL's), truncates
+ * the message once to the buffer's size (the sum of its parts, as ncclIbIsend does) and
+ * sends on every lane the bytes of that lane's part, to exactly that buffer (0 bytes where
+ * the message ends before the part; nothing on a lane whose part is empty and has no
+ * receive posted: OFI_PART_POSTED). No message is ever larger than the buffer it matches,
+ * so the provider never truncates (libfabric 1.17's shm never completes a truncated
+ * receive; tcp's rxm breaks the connection every comm of the device shares). Announcements
+ * land in buffers shared by the whole endpoint, sized from the provider's receive queue and
+ * posted once (not 32 per comm: shm's queue held 32 comms' worth), and carry the
+ * destination lane's token.
  *
  * Progress: reading a device's CQ completes any comm's operations; operations the
  * provider refused for now (-FI_EAGAIN) wait on the lane and are posted from every
@@ -59,12 +62,12 @@
  * FI_MR_ENDPOINT the registrations bound to it keep it open until fini.
  *
  * Files, each calling only those listed before it: ofi_dl.c, ofi_hmem.c (libfabric
- * itself); ofi_dev.c (provider and devices); ofi_live.c (the NICs a new comm uses);
- * ofi_comm.c (the comm object); ofi_post.c
+ * itself); ofi_dev.c (provider and devices); ofi_live.c (the NICs a comm uses: at set-up,
+ * and for each new group; a NIC gone silent); ofi_comm.c (the comm object); ofi_post.c
  * (posting a lane's part); ofi_cq.c (completions, progress, cancel); ofi_ep.c (a
  * device's shared endpoint, AV, announcement buffers); ofi_mr.c (registration);
- * ofi_data.c (isend, irecv, test); ofi_conn.c (listen, connect, accept, close);
- * ofi_ops.c (the ops table, init, fini).
+ * ofi_stripe.c (a fused comm's weights); ofi_data.c (isend, irecv, test); ofi_conn.c
+ * (listen, connect, accept, close); ofi_ops.c (the ops table, init, fini).
  */
 #ifndef BRAID_OFI_H
 #define BRAID_OFI_H
@@ -154,6 +157,11 @@ int ofi_tag_format_ok(uint64_t mem_tag_format, char *why, size_t whylen);
 #define OFI_PART_POSTED 1u
 #define OFI_MSG_ANNOUNCE 0u
 #define OFI_MSG_WEIGHTS 1u
+/* kind: OFI_MSG_* in bits 0..7; an announcement's group lanes in bits 8..15: the lanes of
+ * the comm it has parts on (the receiver leaves out a NIC that is down, ofi_live.c), 0
+ * for every lane. The group is announced on those lanes only. */
+#define OFI_KIND_MSG(kind) ((kind)&0xffu)
+#define OFI_KIND_LANES(kind) ((kind) >> 8 & 0xffu)
 struct ofi_announce {
 	uint16_t dst; /* the destination comm's lane id */
 	uint16_t n;
@@ -322,6 +330,7 @@ struct ofi_req {
 	uint8_t stalled;
 	uint8_t noted; /* sends: lanes whose part's completion the stripe has */
 	uint8_t skip;  /* sends: lanes the receiver posted no receive on (OFI_PART_POSTED) */
+	uint8_t lanes; /* the lanes it has parts on: its group's (OFI_KIND_LANES) */
 	int n;
 	ncclResult_t status; /* judged by the calling thread (the peer's goodbye) */
 	struct ofi_comm *comm;
@@ -432,6 +441,17 @@ struct ofi_comm {
 	int send_wait_warned;    /* sender: a send waited past the bound (ofi_live_send_waits) */
 	uint8_t dev_nics;        /* NICs of the device; the comm's lanes are those in used */
 	uint32_t used;
+	/* Fused comms: lanes in and out of new groups (ofi_live.c). The receiver leaves a lane
+	 * out of the groups it posts while its NIC, or the sender's on that lane, is down;
+	 * the sender sends to the lanes each group names (OFI_KIND_LANES). */
+	uint64_t lanes_next_ns; /* when irecv or isend next looks at the NICs */
+	uint32_t lanes_out;     /* receiver: lanes left out of new groups */
+	uint32_t lanes_in;      /* receiver: the other lanes, and */
+	uint32_t ann_kind;      /* the kind of their announcements (OFI_KIND_LANES) */
+	uint32_t peer_down;     /* receiver: lanes whose NIC the sender says is down */
+	uint32_t told_down;     /* sender: its lanes whose NIC is down, as last told */
+	uint32_t gmask;         /* sender: the lanes of group seq, once matched */
+	int gref;               /* sender: the first of them */
 	struct ofi_lane lane[]; /* nlanes */
 };
 
@@ -453,6 +473,19 @@ static inline void ofi_req_start(struct ofi_req *r, struct ofi_comm *c, int is_s
 	r->split_ns = 0;
 	for (int k = 0; k < c->nlanes; k++)
 		r->l[k] = (struct ofi_req_lane){ 0 };
+}
+
+/* r has nothing on lane k (its group leaves the lane out): complete there from the start. */
+static inline void ofi_req_leave_out(struct ofi_req *r, int k)
+{
+	r->l[k].posted = (uint16_t)(r->is_send ? 1 : r->n + 1);
+	r->l[k].done_mask = 0xff;
+}
+
+/* The comm's lanes, as a mask. */
+static inline uint32_t ofi_all_lanes(const struct ofi_comm *c)
+{
+	return (1u << c->nlanes) - 1;
 }
 
 /* NCCL's opaque handles, typed. */
@@ -521,10 +554,24 @@ uint32_t ofi_live_pick(const struct braid_vdev *vd, const struct braid_link *lk,
 int ofi_live_take(const struct braid_vdev *vd, uint32_t used, const char *peer,
 		  struct braid_vdev *use);
 
-/* While the comm waits, at most once per BRAID_LIVENESS_MS: a NIC of it whose interface
- * has stayed down for BRAID_OFI_DOWN_TIMEOUT_MS is WARNed and -1 returned (the comm
- * fails); else 0. No lock held. */
-int ofi_live_watch(struct ofi_comm *c, uint64_t now);
+/* While the comm waits, at most once per BRAID_LIVENESS_MS: a NIC of a lane in `wait` (a
+ * mask: the lanes what it waits for is on) whose interface has stayed down for
+ * BRAID_OFI_DOWN_TIMEOUT_MS is WARNed and -1 returned (the comm fails); else 0. No lock
+ * held. */
+int ofi_live_watch(struct ofi_comm *c, uint64_t now, uint32_t wait);
+/* Fused receiver, before it cuts a group, at most once per BRAID_LIVENESS_MS: leave out
+ * of new groups each lane whose NIC, or the sender's on that lane, is down (unless all
+ * are), and take back each that is up again on both sides (the stripe follows). */
+void ofi_live_recv_lanes(struct ofi_comm *c);
+void ofi_live_recv_lanes_at(struct ofi_comm *c, uint64_t now); /* the same at a given time */
+/* Fused sender, at most once per BRAID_LIVENESS_MS: tell the receiver over the link when
+ * the set of its NICs that are down changes. */
+void ofi_live_send_lanes(struct ofi_comm *c, uint64_t now);
+/* Fused receiver: take the sender's link messages (at comm_ready). */
+void ofi_live_attach(struct ofi_comm *c);
+/* Sender: the current group's announcement from its first lane in, or NULL; *want its
+ * lanes, *in those whose announcement is in. */
+const struct ofi_group *ofi_send_group(const struct ofi_comm *c, uint32_t *want, uint32_t *in);
 /* A fused receive still waiting: when some lanes' parts (done, a mask) have been in for
  * BRAID_OFI_DOWN_TIMEOUT_MS and another lane's are not, that lane is WARNed and -1
  * returned (the comm fails); else 0. */
@@ -601,6 +648,17 @@ ncclResult_t ofi_reg_mr(void *comm, void *data, size_t size, int type, void **mh
 ncclResult_t ofi_dereg_mr(void *comm, void *mhandle);
 void ofi_mr_cache_purge(struct ofi_dev *d);
 
+/* ofi_stripe.c: a fused comm's weights (the comm's thread) */
+/* Receiver, before it cuts a group: its lanes (ofi_live_recv_lanes), and the sender's
+ * newest weights from its first buffer on. */
+void ofi_stripe_follow(struct ofi_comm *c);
+/* Sender: the lanes of r whose part is done (each lane when it is: a lane's goodput is its
+ * own part's time, not the slowest lane's), for the weights and the counters; the weights
+ * to the receiver when they moved; a NIC that runs slow named once. */
+void ofi_stripe_sent(struct ofi_comm *c, struct ofi_req *r, uint8_t lanes);
+/* Receiver: each lane's announced bytes of a completed r. */
+void ofi_stripe_received(struct ofi_comm *c, struct ofi_req *r);
+
 /* ofi_data.c */
 ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 		       void **request);
@@ -649,7 +707,7 @@ struct ofi_blob {
 	uint32_t token;
 };
 
-#define OFI_BLOB_MAGIC 0x6f666c33u /* "ofl3": the NICs a comm uses (ofi_live.c) */
+#define OFI_BLOB_MAGIC 0x6f666c34u /* "ofl4": announcements name their lanes (OFI_KIND_LANES) */
 struct ofi_blob_head {
 	uint32_t magic;
 	uint32_t nlanes; /* NICs of the sender's device */

@@ -20,6 +20,7 @@ struct ofi_comm *ofi_comm_alloc(const struct braid_vdev *vd, int is_send, struct
 	c->is_send = is_send;
 	c->nlanes = vd->n;
 	c->link = lk;
+	c->lanes_in = c->gmask = (1u << vd->n) - 1; /* every lane (ofi_live.c) */
 	snprintf(c->peer, sizeof(c->peer), "%s", lk->peer);
 	for (int k = 0; k < vd->n; k++) {
 		struct ofi_lane *l = &c->lane[k];
@@ -46,6 +47,9 @@ struct ofi_comm *ofi_comm_alloc(const struct braid_vdev *vd, int is_send, struct
 	cfg.batched = 1;
 	braid_stripe_init(&c->stripe, c->nlanes, NULL, &cfg);
 	c->weights_sent = braid_stripe_weights_wire(&c->stripe);
+	/* the receiver follows equal weights until the sender's first: a lane taken back
+	 * into the cut gets its weight from the newest (ofi_live_recv_lanes) */
+	c->weights_in = c->weights_cut = c->weights_sent;
 	return c;
 }
 

@@ -43,6 +43,7 @@ static void announce_arrived(struct ofi_dev *d, const struct ofi_announce *m, si
 {
 	struct ofi_lane *l = len >= ofi_announce_len(0) ? d->by_id[m->dst] : NULL;
 	struct ofi_group *g;
+	uint32_t lanes;
 
 	if (!l || l->token != m->token || l->closing) {
 		/* for a lane that closed (its id may even be someone else's by now) */
@@ -55,10 +56,13 @@ static void announce_arrived(struct ofi_dev *d, const struct ofi_announce *m, si
 		return;
 	}
 	g = &l->ring[m->seq % OFI_MAX_INFLIGHT];
-	if (!l->comm->is_send || m->kind != OFI_MSG_ANNOUNCE) {
+	lanes = OFI_KIND_LANES(m->kind);
+	/* the lanes it names are the comm's, this one among them (0: every lane) */
+	if (!l->comm->is_send || OFI_KIND_MSG(m->kind) != OFI_MSG_ANNOUNCE ||
+	    (lanes && (lanes >> l->comm->nlanes || !(lanes >> l->k & 1))) || m->kind >> 16) {
 		if (l->error == ncclSuccess)
 			BRAID_WARN("ofi: %s comm lane %u on %s peer %s: protocol error: a control "
-				   "message of kind %u (%zu bytes)",
+				   "message of kind %#x (%zu bytes)",
 				   ofi_comm_kind(l->comm), l->id, d->name, l->comm->peer, m->kind,
 				   len);
 		ofi_lane_fail(l, ncclRemoteError);

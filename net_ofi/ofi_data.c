@@ -116,10 +116,11 @@ static void check_peer(struct ofi_comm *c, int now)
 	}
 }
 
-/* A waiting comm's NICs: one whose interface stayed down too long fails it (ofi_live.c). */
-static void check_nics(struct ofi_comm *c, uint64_t now)
+/* A waiting comm's NICs: one that what it waits for is on (wait, a mask of lanes) whose
+ * interface stayed down too long fails it (ofi_live.c). */
+static void check_nics(struct ofi_comm *c, uint64_t now, uint32_t wait)
 {
-	if (now >= c->live_next_ns && c->error == ncclSuccess && ofi_live_watch(c, now))
+	if (now >= c->live_next_ns && c->error == ncclSuccess && ofi_live_watch(c, now, wait))
 		comm_fail(c, ncclSystemError);
 }
 
@@ -143,7 +144,7 @@ static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r, uint8_t
 	if (braid_ctr_stall_due(&r->waiting_ns, now, &r->stalled))
 		for (int k = 0; k < c->nlanes; k++)
 			braid_ctr_add(&c->lane[k].dev->ctr->stalls, 1);
-	check_nics(c, now);
+	check_nics(c, now, r->lanes & ~(uint32_t)lanes_done);
 	if (!r->is_send && lanes_done && c->error == ncclSuccess &&
 	    ofi_live_parts(c, r, lanes_done, now))
 		comm_fail(c, ncclSystemError);
@@ -165,16 +166,23 @@ static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r, uint8_t
 
 /* ---- isend ---- */
 
-/* The unused buffer of the current group with NCCL's tag, once every lane's announcement
- * of the group is in (they agree on buffers and tags): -1 if none yet. */
+/* The unused buffer of the current group with NCCL's tag, once the announcement of the
+ * group is in on every lane it names (they agree on buffers and tags): -1 if none yet.
+ * Sets the group's lanes (c->gmask) and the first of them (c->gref). */
 static int match_buffer(struct ofi_comm *c, int tag)
 {
-	uint32_t slot = c->seq % OFI_MAX_INFLIGHT;
-	const struct ofi_group *g = &c->lane[0].ring[slot];
+	const struct ofi_group *g = &c->lane[0].ring[c->seq % OFI_MAX_INFLIGHT];
+	uint32_t want, in;
 
-	for (int k = 0; k < c->nlanes; k++)
-		if (!__atomic_load_n(&c->lane[k].ring[slot].arrived, __ATOMIC_ACQUIRE))
+	if (c->nlanes > 1) { /* one lane: its group is the comm's (gmask 1, gref 0) */
+		g = ofi_send_group(c, &want, &in);
+		if (!g || (in & want) != want)
 			return -1;
+		c->gmask = want;
+		c->gref = __builtin_ctz(want);
+	} else if (!__atomic_load_n(&g->arrived, __ATOMIC_ACQUIRE)) {
+		return -1;
+	}
 	for (uint32_t i = 0; i < g->ann.n; i++)
 		if (g->ann.e[i].tag == tag && !(g->used & (1u << i)))
 			return (int)i;
@@ -190,14 +198,18 @@ static void cut_send(struct ofi_comm *c, struct ofi_req *r, int idx, size_t size
 	int counted = 0;
 
 	r->skip = 0;
+	r->lanes = (uint8_t)c->gmask;
 	for (int k = 0; k < c->nlanes; k++) {
-		size_t part = c->lane[k].ring[slot].ann.e[idx].size;
-		int posted = !!(c->lane[k].ring[slot].ann.e[idx].flags & OFI_PART_POSTED);
+		int in = c->gmask >> k & 1;
+		size_t part = in ? c->lane[k].ring[slot].ann.e[idx].size : 0;
+		int posted = in && (c->lane[k].ring[slot].ann.e[idx].flags & OFI_PART_POSTED);
 
 		r->soff[k] = off;
 		r->slen[k] = size > off ? (size - off < part ? size - off : part) : 0;
 		if (!posted)
 			r->skip |= (uint8_t)(1u << k);
+		if (!in)
+			ofi_req_leave_out(r, k);
 		*ofi_req_sop(r, k) = (struct ofi_op){ .type = OFI_OP_SEND,
 						      .lane = (uint8_t)k,
 						      .counts = (uint8_t)(posted && !counted),
@@ -237,6 +249,8 @@ static int post_lanes(struct ofi_comm *c, struct ofi_req *r, int idx)
 	 * closes the comm (ncclCommAbort). */
 	int peer_bye = r->is_send && c->link->state == BRAID_LINK_BYE;
 
+	/* A lane the request's group leaves out (ofi_req_leave_out) takes nothing: its part
+	 * reads as posted. It still moves, as every lane of a call does. */
 	for (int k = 0; k < c->nlanes; k++) {
 		struct ofi_lane *l = &c->lane[k];
 		int backlogged, rc;
@@ -257,7 +271,7 @@ static int post_lanes(struct ofi_comm *c, struct ofi_req *r, int idx)
 				ofi_lane_defer(l, r);
 			rc = 0;
 		}
-		if (!rc && r->is_send)
+		if (!rc && r->is_send && (r->lanes >> k & 1))
 			lane_sent(l, idx);
 		pthread_mutex_unlock(&l->dev->ep_lock);
 		if (rc) {
@@ -273,6 +287,21 @@ static int post_lanes(struct ofi_comm *c, struct ofi_req *r, int idx)
 		}
 	}
 	return 0;
+}
+
+/* The lanes the current group leaves out move on to the next group (the CQ reader takes a
+ * lane's announcements for the groups from its seq on); again after a retry: the same. */
+static __attribute__((noinline)) void lanes_left_out_follow(struct ofi_comm *c)
+{
+	for (int k = 0; k < c->nlanes; k++) {
+		struct ofi_lane *l = &c->lane[k];
+
+		if (c->gmask >> k & 1)
+			continue;
+		pthread_mutex_lock(&l->dev->ep_lock);
+		l->seq = c->seq + 1;
+		pthread_mutex_unlock(&l->dev->ep_lock);
+	}
 }
 
 ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
@@ -301,18 +330,23 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 	 * flight: NCCL calls again */
 	r = idx >= 0 ? braid_pool_get(&c->reqs) : NULL;
 	if (!r) {
+		uint32_t want, in;
+
 		progress_lanes(c, 0);
 		now = braid_now_ns(); /* the announcement may wait on a dead NIC */
-		check_nics(c, now);
-		if (c->nlanes > 1 && idx < 0 && c->error == ncclSuccess &&
-		    ofi_live_announce(c, now))
-			comm_fail(c, ncclSystemError);
+		/* the lanes of a group announced on some of them, not all */
+		check_nics(c, now, ofi_send_group(c, &want, &in) ? want & ~in : 0);
+		if (c->nlanes > 1 && c->error == ncclSuccess) {
+			ofi_live_send_lanes(c, now);
+			if (idx < 0 && ofi_live_announce(c, now))
+				comm_fail(c, ncclSystemError);
+		}
 		if (c->error == ncclSuccess && idx < 0 &&
 		    braid_judge_refuse_unannounced(c->link, c->sent_upto, comm_who, c))
 			comm_fail(c, ncclRemoteError);
 		return c->error;
 	}
-	g = &c->lane[0].ring[c->seq % OFI_MAX_INFLIGHT];
+	g = &c->lane[c->gref].ring[c->seq % OFI_MAX_INFLIGHT];
 	ofi_req_start(r, c, 1, 1);
 	r->first = g->ann.first + (uint64_t)idx;
 	r->sbuf = data;
@@ -320,17 +354,22 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 	cut_send(c, r, idx, size);
 	/* read before posting: once the group is used up, its slot may take another */
 	upto = g->ann.first + g->ann.n;
+	/* The lanes the group leaves out move on before its last buffer goes: the receiver
+	 * needs nothing from them to complete the group and announce its next ones there. */
+	if (c->gmask != ofi_all_lanes(c) && (g->used | 1u << idx) == (1u << g->ann.n) - 1)
+		lanes_left_out_follow(c);
 	rc = post_lanes(c, r, idx);
 	if (rc) {
 		braid_pool_put(&c->reqs, r);
 		return c->error;
 	}
-	if (c->lane[0].seq != c->seq) { /* the group is used up */
+	if (c->lane[c->gref].seq != c->seq) { /* the group is used up */
 		c->sent_upto = upto;
 		c->seq++;
 	}
 	if (c->nlanes > 1) { /* one lane: no stripe, no clock */
 		now = braid_now_ns();
+		ofi_live_send_lanes(c, now);
 		for (int k = 0; k < c->nlanes; k++)
 			braid_stripe_posted(&c->stripe, k, r->slen[k], now);
 	}
@@ -346,21 +385,18 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 
 /* ---- irecv ---- */
 
-/* The lanes' weights as the counters show them (ppm). */
-static void weights_to_counters(struct ofi_comm *c)
-{
-	for (int k = 0; c->ctr && k < c->nlanes && k < BRAID_CTR_MAX_LANES; k++)
-		c->ctr->lanes[k].weight_ppm = (uint32_t)(braid_stripe_weight(&c->stripe, k) *
-								 1000000 +
-							 0.5);
-}
-
 /* Cut each buffer into one part per lane, by the sender's weights, and write each
  * lane's announcement. */
 static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
 {
 	struct ofi_recv_part *recv = ofi_req_recv(r);
+	uint32_t lanes, kind;
 
+	if (c->nlanes > 1) /* the lanes of the group (ofi_live.c), the sender's weights */
+		ofi_stripe_follow(c);
+	lanes = c->lanes_in;
+	kind = c->ann_kind;
+	r->lanes = (uint8_t)lanes;
 	for (int k = 0; k < c->nlanes; k++) {
 		struct ofi_lane *l = &c->lane[k];
 		struct ofi_recv_lane *part = &ofi_req_recv(r)->rl[k];
@@ -369,6 +405,7 @@ static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
 						   .n = (uint16_t)r->n,
 						   .token = l->peer_token,
 						   .seq = c->seq,
+						   .kind = kind,
 						   .first = r->first };
 		for (int i = 0; i <= r->n; i++)
 			part->op[i] = (struct ofi_op){ .type = i < r->n ? OFI_OP_RECV
@@ -377,16 +414,6 @@ static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
 						       .lane = (uint8_t)k,
 						       .req = r,
 						       .l = l };
-	}
-	if (c->nlanes > 1) {
-		/* the sender's newest weights, from its next buffer on */
-		uint64_t w = __atomic_load_n(&c->weights_in, __ATOMIC_RELAXED);
-
-		if (w != c->weights_cut) {
-			c->weights_cut = w;
-			if (!braid_stripe_follow(&c->stripe, w))
-				weights_to_counters(c);
-		}
 	}
 	for (int i = 0; i < r->n; i++) {
 		size_t len[BRAID_STRIPE_MAX_LANES], off = 0; /* lanes < nlanes written */
@@ -408,11 +435,14 @@ static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
 			recv->rl[k].off[i] = off;
 			recv->rl[k].ann.e[i].size = len[k];
 			recv->rl[k].ann.e[i].tag = tags[i];
-			recv->rl[k].ann.e[i].flags = OFI_PART_POSTED;
+			recv->rl[k].ann.e[i].flags = OFI_PART_POSTED; /* a lane out: not sent */
 			recv->rl[k].op[i].counts = (uint8_t)(k == first);
 			off += len[k];
 		}
 	}
+	for (int k = 0; c->lanes_out && k < c->nlanes; k++)
+		if (!(lanes >> k & 1))
+			ofi_req_leave_out(r, k);
 }
 
 ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
@@ -484,90 +514,13 @@ ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, v
 
 /* ---- test ---- */
 
-/* Sender: when the weights moved, tell the receiver, which cuts by them (ofi.h). A
- * message the provider cannot take now goes at a later completion; one it refuses
- * stops them, and the cut stays where it was (the data path does not need them). */
-static void send_weights(struct ofi_comm *c)
-{
-	uint64_t wire = braid_stripe_weights_wire(&c->stripe);
-	struct ofi_lane *l = &c->lane[0];
-	int rc;
-
-	if (!braid_stripe_wire_moved(c->weights_sent, wire, c->nlanes))
-		return;
-	pthread_mutex_lock(&l->dev->ep_lock);
-	rc = ofi_post_weights(l, wire, c->weights_seq + 1);
-	pthread_mutex_unlock(&l->dev->ep_lock);
-	if (rc == -FI_EAGAIN)
-		return;
-	if (rc) {
-		BRAID_WARN("ofi: fused send comm to %s on %s: sending its weights failed: %s; "
-			   "the receiver's cut stays as it is",
-			   c->peer, l->dev->name, ofi_strerror(rc));
-		c->weights_on = 0;
-		return;
-	}
-	c->weights_seq++;
-	c->weights_sent = wire;
-	weights_to_counters(c);
-}
-
-/* Sender: the lanes of r whose part is done (each lane when it is: a lane's goodput
- * is its own part's time, not the slowest lane's), for the weights and the counters; a
- * NIC that runs slow is named once. */
-static __attribute__((noinline)) void sender_lanes_done(struct ofi_comm *c, struct ofi_req *r,
-							uint8_t lanes)
-{
-	uint64_t now = braid_now_ns();
-	double rate, others;
-	int slow;
-
-	r->noted |= lanes;
-	for (int k = 0; k < c->nlanes; k++)
-		if (lanes & (1u << k))
-			braid_stripe_completed(&c->stripe, k, r->slen[k], now);
-	braid_stripe_reaped(&c->stripe);
-	for (int k = 0; c->ctr && k < c->nlanes && k < BRAID_CTR_MAX_LANES; k++)
-		c->ctr->lanes[k].rate_bps = (uint64_t)braid_stripe_rate(&c->stripe, k);
-	if (c->weights_on)
-		send_weights(c);
-	slow = braid_stripe_slow_lane(&c->stripe, &rate, &others);
-	if (slow < 0 || slow >= c->nlanes)
-		return;
-	BRAID_WARN("ofi: fused send comm to %s: NIC %s carries %.0f MB/s, under half the %.0f "
-		   "MB/s of the comm's other NICs; %s. Check its link and path.",
-		   c->peer, c->lane[slow].dev->name, rate / 1e6, others / 1e6,
-		   c->weights_on ? "striping gives it less (BRAID_STRIPE=adaptive)"
-				 : "the receiver cuts equal shares, so the device runs at the "
-				   "slow NIC's pace");
-	if (c->ctr)
-		c->ctr->lanes[slow].slow = 1;
-	braid_ctr_add(&c->lane[slow].dev->ctr->slow_lanes, 1);
-}
-
-/* Receiver on several lanes: each lane's announced bytes of r for the stripe. Out of
- * line, so that a one-lane comm's test() carries none of the inline stripe code. */
-static __attribute__((noinline)) void receiver_stripe(struct ofi_comm *c, struct ofi_req *r)
-{
-	const struct ofi_recv_part *recv = ofi_req_recv(r);
-	uint64_t now = braid_now_ns();
-
-	for (int k = 0; k < c->nlanes; k++) {
-		size_t bytes = 0;
-
-		for (int i = 0; i < r->n; i++)
-			bytes += recv->rl[k].ann.e[i].size;
-		braid_stripe_completed(&c->stripe, k, bytes, now);
-	}
-}
-
 /* Receiver: what arrived in each buffer, and each lane's bytes for the stripe. */
 static void receiver_completed(struct ofi_comm *c, struct ofi_req *r, size_t *sizes)
 {
 	const struct ofi_recv_part *recv = ofi_req_recv(r);
 
 	if (c->nlanes > 1)
-		receiver_stripe(c, r);
+		ofi_stripe_received(c, r);
 	for (int i = 0; i < r->n; i++)
 		sizes[i] = 0;
 	for (int k = 0; k < c->nlanes; k++) {
@@ -620,7 +573,7 @@ ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
 		pthread_mutex_unlock(&l->dev->ep_lock);
 	}
 	if (r->is_send && c->nlanes > 1 && (lanes_done & ~r->noted))
-		sender_lanes_done(c, r, lanes_done & ~r->noted);
+		ofi_stripe_sent(c, r, lanes_done & ~r->noted);
 	if (!complete) {
 		if (status != ncclSuccess && r->status == ncclSuccess)
 			r->status = status;
@@ -672,11 +625,10 @@ void ofi_comm_bye(struct ofi_comm *c, struct braid_link_bye *bye)
 		/* every buffer below sent_upto was sent to, and those of the current group
 		 * (its first is sent_upto) that are marked used (on every lane at once: isend
 		 * posts or queues all) */
-		const struct ofi_group *g = &c->lane[0].ring[c->seq % OFI_MAX_INFLIGHT];
-		int arrived = __atomic_load_n(&g->arrived, __ATOMIC_ACQUIRE);
+		uint32_t want, in;
+		const struct ofi_group *g = ofi_send_group(c, &want, &in);
 
-		braid_judge_bye_send(bye, c->sent_upto, arrived ? g->ann.n : 0,
-				     arrived ? g->used : 0);
+		braid_judge_bye_send(bye, c->sent_upto, g ? g->ann.n : 0, g ? g->used : 0);
 		return;
 	}
 	/* receiver: every buffer is filled but those of requests still waiting */

@@ -15,11 +15,14 @@
  *
  * Under a live comm (ofi_live_watch): tcp;ofi_rxm sets no timeout of its own, and TCP
  * retransmits into a downed interface for about 15 min (tcp_retries2), so a comm on it
- * would stall without a word. A waiting comm looks at its NICs instead (never a call that
- * completes at once: the look runs where a request waits, at most once per
- * BRAID_LIVENESS_MS), and one down for BRAID_OFI_DOWN_TIMEOUT_MS fails the comm, naming
- * it. net_ofi does not move a failed NIC's traffic to the comm's other NICs (net_ib does:
- * docs/ib.md, "Failover"; the plan for net_ofi: docs/design/ofi-failover.md). A path
+ * would stall without a word. A waiting comm looks at the NICs of what it waits for
+ * instead (never a call that completes at once: the look runs where a request waits, at
+ * most once per BRAID_LIVENESS_MS), and one down for BRAID_OFI_DOWN_TIMEOUT_MS fails the
+ * comm, naming it. A fused comm routes around a NIC that is down (ofi_live_recv_lanes):
+ * its receiver leaves the lane out of the groups it posts from then on, so an idle comm
+ * carries on over its other NICs and takes the NIC back once it is up on both sides; what
+ * was already on the NIC is not moved (net_ib does: docs/ib.md, "Failover"; the plan for
+ * net_ofi: docs/design/ofi-failover.md) and waits for it, within the bound. A path
  * that carries nothing while its interfaces stay up fails a fused comm too (its other
  * NICs deliver: ofi_live_parts, ofi_live_announce); on a one-NIC comm it is only named
  * (ofi_live_send_waits).
@@ -33,6 +36,7 @@
 #include <unistd.h>
 
 #include "net_ofi/ofi.h"
+#include "plugin/clock.h"
 #include "plugin/handle.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
@@ -141,22 +145,21 @@ static void dev_link_read(struct ofi_dev *d, uint64_t now, uint64_t period_ns)
 		__atomic_store_n(&d->ctr->port_down, (uint32_t)down, __ATOMIC_RELAXED);
 	if (down)
 		BRAID_WARN("ofi: NIC %s: its interface went down (not up, or no carrier) under a "
-			   "live comm; its comms stall until it is back, and fail once it has been "
-			   "down for %lld ms (BRAID_OFI_DOWN_TIMEOUT_MS)",
+			   "live comm; what its comms have on it waits until it is back, and fails "
+			   "them once it has been down for %lld ms (BRAID_OFI_DOWN_TIMEOUT_MS); "
+			   "fused comms leave it out of their new receives",
 			   d->name, (long long)braid_param_int(BRAID_P_OFI_DOWN_TIMEOUT_MS));
 	else
 		BRAID_WARN("ofi: NIC %s: its interface is up again after %.1f s down", d->name,
 			   (double)(now - since) / 1e9);
 }
 
-/* How long d's interface has been down (0: up, or not known: not read lately), read again
- * when the last read is older than BRAID_LIVENESS_MS. Comms on several threads ask: one
- * reads, the others take its answer; one that finds the lock taken (by that reader, or by
- * registration or set-up) takes the last answer only if it is recent. */
-static uint64_t dev_down_for(struct ofi_dev *d, uint64_t now, uint64_t period_ns)
+/* Since when d's interface has been down (0: up, or not known: not read lately), read
+ * again when the last read is older than BRAID_LIVENESS_MS. Comms on several threads ask:
+ * one reads, the others take its answer; one that finds the lock taken (by that reader, or
+ * by registration or set-up) takes the last answer only if it is recent. */
+static uint64_t dev_down_since(struct ofi_dev *d, uint64_t now, uint64_t period_ns)
 {
-	uint64_t since;
-
 	if (now >= __atomic_load_n(&d->link_next_ns, __ATOMIC_RELAXED) &&
 	    pthread_mutex_trylock(&d->lock) == 0) {
 		if (now >= __atomic_load_n(&d->link_next_ns, __ATOMIC_RELAXED)) {
@@ -167,19 +170,24 @@ static uint64_t dev_down_for(struct ofi_dev *d, uint64_t now, uint64_t period_ns
 	}
 	if (now - __atomic_load_n(&d->link_read_ns, __ATOMIC_RELAXED) > 2 * period_ns)
 		return 0;
-	since = __atomic_load_n(&d->link_down_ns, __ATOMIC_ACQUIRE);
-	return since && now > since ? now - since : 0;
+	return __atomic_load_n(&d->link_down_ns, __ATOMIC_ACQUIRE);
 }
 
-int ofi_live_watch(struct ofi_comm *c, uint64_t now)
+static uint64_t liveness_ns(void)
 {
-	uint64_t period = (uint64_t)braid_param_int(BRAID_P_LIVENESS_MS) * 1000000ULL;
+	return (uint64_t)braid_param_int(BRAID_P_LIVENESS_MS) * 1000000ULL;
+}
+
+int ofi_live_watch(struct ofi_comm *c, uint64_t now, uint32_t wait)
+{
+	uint64_t period = liveness_ns();
 	long long bound_ms = braid_param_int(BRAID_P_OFI_DOWN_TIMEOUT_MS);
 
 	c->live_next_ns = now + period;
 	for (int k = 0; k < c->nlanes; k++) {
 		struct ofi_dev *d = c->lane[k].dev;
-		uint64_t down = dev_down_for(d, now, period);
+		uint64_t since = wait >> k & 1 ? dev_down_since(d, now, period) : 0;
+		uint64_t down = since && now > since ? now - since : 0;
 
 		if (down < (uint64_t)bound_ms * 1000000ULL)
 			continue;
@@ -188,7 +196,7 @@ int ofi_live_watch(struct ofi_comm *c, uint64_t now)
 			   "with %d request(s) in flight%s",
 			   ofi_comm_kind(c), c->is_send ? "to" : "from", c->peer, d->name, k,
 			   c->nlanes, (double)down / 1e9, bound_ms, c->inflight,
-			   c->nlanes > 1 ? " (net_ofi does not move a NIC's traffic to the "
+			   c->nlanes > 1 ? " (net_ofi does not move what is on a NIC to the "
 					   "comm's other NICs yet)"
 					 : "");
 		return -1;
@@ -249,16 +257,32 @@ int ofi_live_parts(struct ofi_comm *c, struct ofi_req *r, uint32_t done, uint64_
  * nothing at all completing on the other lane's NIC meanwhile (from any comm), that NIC's
  * path carries nothing. It catches the black hole where no message is in flight yet,
  * which the receiver cannot see (none of its parts is in). */
+const struct ofi_group *ofi_send_group(const struct ofi_comm *c, uint32_t *want, uint32_t *in)
+{
+	uint32_t slot = c->seq % OFI_MAX_INFLIGHT;
+	const struct ofi_group *g = NULL;
+
+	*in = 0;
+	for (int k = 0; k < c->nlanes; k++) {
+		const struct ofi_group *gk = &c->lane[k].ring[slot];
+
+		if (__atomic_load_n(&gk->arrived, __ATOMIC_ACQUIRE)) {
+			*in |= 1u << k;
+			g = g ? g : gk;
+		}
+	}
+	*want = g && OFI_KIND_LANES(g->ann.kind) ? OFI_KIND_LANES(g->ann.kind) : ofi_all_lanes(c);
+	return g;
+}
+
 int ofi_live_announce(struct ofi_comm *c, uint64_t now)
 {
-	uint32_t slot = c->seq % OFI_MAX_INFLIGHT, in = 0;
+	uint32_t in, want;
 	uint64_t comp;
 	int k;
 
-	for (int j = 0; j < c->nlanes; j++)
-		if (__atomic_load_n(&c->lane[j].ring[slot].arrived, __ATOMIC_ACQUIRE))
-			in |= 1u << j;
-	k = late_lane(c, in);
+	/* the lanes the group leaves out count as in */
+	k = ofi_send_group(c, &want, &in) ? late_lane(c, in | ~want) : -1;
 	if (k < 0) {
 		c->ann_split_ns = 0;
 		return 0;
@@ -329,4 +353,111 @@ void ofi_live_send_waits(struct ofi_comm *c, const struct ofi_req *r, uint32_t d
 		  c->peer, r->ssize, (unsigned long long)r->first,
 		  (double)(now - r->waiting_ns) / 1e9, len ? nics : c->lane[0].dev->name,
 		  c->inflight, bound_ms);
+}
+
+/* ---- lanes in and out of new groups (fused comms) ---- */
+
+/* The lanes of c whose NIC reads down now. */
+static uint32_t lanes_down(struct ofi_comm *c, uint64_t now)
+{
+	uint64_t period = liveness_ns();
+	uint32_t down = 0;
+
+	c->lanes_next_ns = now + period;
+	for (int k = 0; k < c->nlanes; k++)
+		if (dev_down_since(c->lane[k].dev, now, period))
+			down |= 1u << k;
+	return down;
+}
+
+/* What the sender tells the receiver over the link: its lanes whose NIC is down. */
+#define OFI_LANES_MAGIC 0x6f666c64u /* "ofld" */
+struct ofi_lanes_msg {
+	uint32_t magic;
+	uint32_t down;
+};
+
+void ofi_live_recv_lanes(struct ofi_comm *c)
+{
+	ofi_live_recv_lanes_at(c, braid_now_ns());
+}
+
+void ofi_live_recv_lanes_at(struct ofi_comm *c, uint64_t now)
+{
+	uint32_t all = ofi_all_lanes(c), mine, out, moved;
+
+	if (now < c->lanes_next_ns)
+		return;
+	mine = lanes_down(c, now);
+	out = (mine | c->peer_down) & all;
+	if (out == all) /* nothing to move to: every lane stays, and the bound decides */
+		out = 0;
+	moved = out ^ c->lanes_out;
+	if (moved & ~out) /* a lane back: its weight 0 until followed again (ofi_stripe.c) */
+		c->weights_cut = 0;
+	c->lanes_out = out;
+	c->lanes_in = all & ~out;
+	c->ann_kind = OFI_MSG_ANNOUNCE | (out ? c->lanes_in << 8 : 0);
+	for (int k = 0; moved && k < c->nlanes; k++) {
+		if (!(moved >> k & 1))
+			continue;
+		braid_stripe_lane_down(&c->stripe, k, out >> k & 1);
+		if (out >> k & 1)
+			BRAID_INFO(NCCL_NET,
+				   "ofi: receive comm from %s: NIC %s (lane %d of %d) left out of new "
+				   "receives: %s; they go over the comm's other NIC(s), and parts "
+				   "already on it wait for it (BRAID_OFI_DOWN_TIMEOUT_MS)",
+				   c->peer, c->lane[k].dev->name, k, c->nlanes,
+				   mine >> k & 1 ? "its interface is down"
+						 : "the sender's NIC on that lane is down");
+		else
+			BRAID_INFO(NCCL_NET,
+				   "ofi: receive comm from %s: NIC %s (lane %d of %d) back in new "
+				   "receives",
+				   c->peer, c->lane[k].dev->name, k, c->nlanes);
+	}
+}
+
+void ofi_live_send_lanes(struct ofi_comm *c, uint64_t now)
+{
+	struct ofi_lanes_msg m = { .magic = OFI_LANES_MAGIC };
+	int rc;
+
+	if (now < c->lanes_next_ns)
+		return;
+	m.down = lanes_down(c, now);
+	if (m.down == c->told_down)
+		return;
+	rc = braid_link_send(c->link, &m, sizeof(m));
+	if (rc) {
+		BRAID_INFO(NCCL_NET, "ofi: send comm to %s: telling it which NICs are down: %s",
+			   c->peer, strerror(-rc));
+		return; /* again at the next look */
+	}
+	c->told_down = m.down;
+}
+
+static void lanes_on_msg(void *arg, const void *msg, uint32_t len)
+{
+	struct ofi_comm *c = arg;
+	struct ofi_lanes_msg m;
+
+	if (len == sizeof(m))
+		memcpy(&m, msg, sizeof(m));
+	if (len != sizeof(m) || m.magic != OFI_LANES_MAGIC) {
+		BRAID_INFO(NCCL_NET,
+			   "ofi: receive comm from %s: a link message of %u bytes ignored", c->peer,
+			   len);
+		return;
+	}
+	c->peer_down = m.down & ofi_all_lanes(c);
+	c->lanes_next_ns = 0; /* the next group takes it in */
+}
+
+void ofi_live_attach(struct ofi_comm *c)
+{
+	if (c->is_send || c->nlanes < 2)
+		return;
+	c->link->msg_arg = c;
+	c->link->on_msg = lanes_on_msg;
 }

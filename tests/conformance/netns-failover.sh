@@ -62,8 +62,9 @@ BOUND_S=15 # from the fault to the later exit, where the comms must fail
 NIC_FAILED='failed: its interface has been down'
 echo "seed $seed (CONF_SEED=$seed replays it), $transfers transfers a soak"
 
-fail=0 case_ok=1 n=0 rc_a=0 rc_b=0 secs=0
+fail=0 case_ok=1 n=0 rc_a=0 rc_b=0 secs=0 tx_at_fault=0 tx_at_up=0 tx_at_end=0
 bad() { echo "FAIL: $*"; case_ok=0; }
+txb() { ip netns exec "$1" cat "/sys/class/net/$2/statistics/tx_bytes"; }
 
 all_up() { # every interface up, with carrier on both ends (at most 5 s)
 	{ ip -n "$nsa" link set "$a1" up && ip -n "$nsa" link set "$a2" up &&
@@ -103,12 +104,12 @@ run_case() {
 	mkdir -p "$dir"
 	echo "== case $n: $name"
 	ip netns exec "$nsa" "${common[@]}" BRAID_OFI_DOWN_TIMEOUT_MS="${DOWN_MS:-2000}" \
-		BRAID_SOCKET_IFNAME="=$a1" BRAID_MERGE="$ma" \
+		CONF_SOAK_IDLE_MS="${IDLE_MS:-0}" BRAID_SOCKET_IFNAME="=$a1" BRAID_MERGE="$ma" \
 		timeout -k 5 60 "$CONF_BIN" --plugin "$so" --role a --dir "$dir" --seed "$seed" --api 12 \
 		--scenario soak >"$log_a" 2>&1 &
 	pids+=($!)
 	ip netns exec "$nsb" "${common[@]}" BRAID_OFI_DOWN_TIMEOUT_MS="${DOWN_MS:-2000}" \
-		BRAID_SOCKET_IFNAME="=$b1" BRAID_MERGE="$mb" \
+		CONF_SOAK_IDLE_MS="${IDLE_MS:-0}" BRAID_SOCKET_IFNAME="=$b1" BRAID_MERGE="$mb" \
 		timeout -k 5 60 "$CONF_BIN" --plugin "$so" --role b --dir "$dir" --seed "$seed" --api 12 \
 		--scenario soak >"$log_b" 2>&1 &
 	pids+=($!)
@@ -116,11 +117,19 @@ run_case() {
 		grep -q '\] soak seed ' "$log_a" && grep -q '\] soak seed ' "$log_b" && { started=1; break; }
 		sleep 0.1
 	done
+	# IDLE_MS: every comm connected and idle on both sides, the fault comes at once
+	for _ in $(seq 200); do
+		[ "${IDLE_MS:-0}" = 0 ] && break
+		[ "$(grep -c '\] soak comm [0-9]*: connected, idle' "$log_a")" = 4 ] &&
+			[ "$(grep -c '\] soak comm [0-9]*: connected, idle' "$log_b")" = 4 ] && break
+		sleep 0.05
+	done
 	if [ $started = 0 ]; then
 		bad "the soak did not begin on both sides within 20 s"
 		kill -TERM "${pids[@]}" 2>/dev/null
 	else
-		sleep 1.5
+		[ "${IDLE_MS:-0}" = 0 ] && sleep 1.5
+		tx_at_fault=$(( $(txb "$nsa" "$a2") + $(txb "$nsb" "$b2") ))
 		{ kill -0 "${pids[0]}" 2>/dev/null && kill -0 "${pids[1]}" 2>/dev/null; } ||
 			bad "a side exited before the fault (raise CONF_SOAK_TRANSFERS?)"
 		if [ "$how" = drop ]; then
@@ -137,6 +146,7 @@ run_case() {
 		fi
 		if [ "$flap_ms" -gt 0 ]; then
 			sleep "$(awk -v m="$flap_ms" 'BEGIN { printf "%.3f", m / 1000 }')"
+			tx_at_up=$(( $(txb "$nsa" "$a2") + $(txb "$nsb" "$b2") ))
 			if [ "$how" = drop ]; then
 				ip netns exec "$ns" iptables -F || die "iptables -F in $ns"
 			else
@@ -153,6 +163,7 @@ run_case() {
 		secs=-
 	fi
 	[ "$how" = drop ] && { ip netns exec "$ns" iptables -F || die "iptables -F in $ns"; }
+	tx_at_end=$(( $(txb "$nsa" "$a2") + $(txb "$nsb" "$b2") ))
 	all_up
 	echo "  side a: exit $rc_a; side b: exit $rc_b; $secs s from the fault to the later exit"
 	for side in a b; do
@@ -280,6 +291,25 @@ if command -v iptables >/dev/null; then
 else
 	echo "== case: pair 2 dropping everything: not run, no iptables(8) (packaging/debian-packages.txt lists it)"
 fi
+
+# A NIC that goes down while the comms are idle (between collectives) has none of their
+# parts on it: the receiver leaves it out of the receives it posts next (it reads its
+# interface down, or the sender says its own is), the data goes over pair 1, and nothing
+# fails; once it is up again the next receives take it back. Idle 3 s after connecting:
+# a2 goes down at once, traffic from 3 s, a2 up at 6 s.
+IDLE_MS=3000 run_case "$a2 down while the comms are idle, up again 6 s later" "$a1+$a2" \
+	"$b1+$b2" "$nsa" "$a2" 6000
+{ [ "$rc_a" -eq 0 ] && [ "$rc_b" -eq 0 ]; } ||
+	bad "the soak failed with a NIC down from before its traffic (a $rc_a, b $rc_b)"
+for log in "$log_a" "$log_b"; do
+	grep -q 'soak done: received and verified' "$log" ||
+		bad "no 'soak done: received and verified' in $(basename "$log")"
+done
+! grep -q "NCCL WARN .*$NIC_FAILED" "$log_a" "$log_b" || bad "a NIC counted as failed"
+echo "  pair 2 carried $((tx_at_up - tx_at_fault)) bytes while $a2 was down, $((tx_at_end - tx_at_up)) after"
+[ $((tx_at_up - tx_at_fault)) -lt 100000 ] || bad "pair 2 carried traffic while $a2 was down"
+[ $((tx_at_end - tx_at_up)) -gt 1000000 ] || bad "pair 2 carried no traffic once $a2 was up again"
+done_case
 
 [ "$fail" -eq 0 ] || die "a NIC down under live net_ofi comms (seed $seed)"
 echo "netns-failover: all passed"

@@ -8,6 +8,9 @@
  *
  * CONF_SOAK_TRANSFERS: messages in all (default 2,000), split over CONF_SOAK_COMMS comms
  * (default 4). The seed is logged; CONF_SOAK_SEED=N on both sides replays a run exactly.
+ * CONF_SOAK_IDLE_MS=N: each comm, once connected on both sides ("soak comm I: connected,
+ * idle for N ms"), moves nothing for N ms before its traffic (a fault can come while the
+ * comms are idle).
  */
 #include "tests/conformance/conf.h"
 
@@ -109,6 +112,7 @@ struct soak_comm {
 	struct side s; /* a copy: each thread names its own step */
 	int index;
 	int nmsgs;
+	long idle_ms;
 	bool receiver;
 	uint64_t seed;
 	/* results */
@@ -134,6 +138,13 @@ static void *soak_thread(void *argp)
 	if (c->receiver ? link_accept(s, s->ctx, name, &lc, &rc)
 			: link_connect(s, s->ctx, name, &sc))
 		goto out;
+	if (c->idle_ms) {
+		snprintf(name, sizeof(name), "soak%d-idle", c->index);
+		if (rdv_sync(s, name))
+			goto out;
+		conf_log(s, "soak comm %d: connected, idle for %ld ms", c->index, c->idle_ms);
+		usleep((useconds_t)(c->idle_ms * 1000));
+	}
 	c->rc = xfer_run(&x, s, c->receiver ? rc : sc, &p, !c->receiver) ? -1 : 0;
 	c->bytes = x.bytes_done;
 	c->msgs = x.msgs_done;
@@ -178,6 +189,7 @@ int sc_soak(struct side *s)
 		c[i].receiver = (i % 2 == 0) == (s->role == 'a');
 		c[i].seed = seed * 1000003ULL + (uint64_t)i;
 		c[i].rc = -1;
+		c[i].idle_ms = getenv("CONF_SOAK_IDLE_MS") ? env_long("CONF_SOAK_IDLE_MS", 0) : 0;
 		c[i].bytes = 0;
 		c[i].msgs = c[i].flushes = 0;
 	}

@@ -10,6 +10,8 @@
  *   - A NIC that is no interface (EFA's, shm's domains), or an interface that is up, is
  *     never down, and a waiting comm looks at most once per BRAID_LIVENESS_MS.
  *   - A send still waiting the bound is named (a one-NIC black hole), and fails nothing.
+ *   - A fused receiver leaves a lane whose NIC is down on either side out of new groups,
+ *     and the sender reads a group's lanes from its announcement.
  * An interface going down under a comm needs namespaces: tests/conformance/netns-failover.sh.
  */
 #include <pthread.h>
@@ -148,10 +150,10 @@ static void no_interface_or_up_is_never_down(void **state)
 
 	(void)state;
 	set_env("100", "50");
-	assert_int_equal(ofi_live_watch(c, 1000 * MS), 0);
+	assert_int_equal(ofi_live_watch(c, 1000 * MS, 1), 0);
 	assert_int_equal(c->live_next_ns, 1050 * MS); /* next look: one liveness period on */
 	assert_int_equal(devs[0].link_next_ns, 1050 * MS);
-	assert_int_equal(ofi_live_watch(c, 1000000 * MS), 0);
+	assert_int_equal(ofi_live_watch(c, 1000000 * MS, 1), 0);
 	assert_int_equal(devs[0].link_down_ns, 0);
 	assert_int_equal(devs[1].link_down_ns, 0);
 	assert_int_equal(unit_warns, 0);
@@ -169,18 +171,18 @@ static void stale_or_recent_down_mark(void **state)
 	devs[0].link_down_ns = 1000 * MS;
 	devs[0].link_read_ns = 1000 * MS;
 	pthread_mutex_lock(&devs[0].lock); /* the reader cannot take it: the old mark stays */
-	assert_int_equal(ofi_live_watch(c, 60000 * MS), 0);
+	assert_int_equal(ofi_live_watch(c, 60000 * MS, 1), 0);
 	assert_int_equal(unit_warns, 0);
 	/* read 10 ms ago and down for 3 s: failed, though this call could not read */
 	devs[0].link_read_ns = 59990 * MS;
 	devs[0].link_down_ns = 57000 * MS;
-	assert_int_equal(ofi_live_watch(c, 60000 * MS), -1);
+	assert_int_equal(ofi_live_watch(c, 60000 * MS, 1), -1);
 	assert_non_null(strstr(unit_log, "NIC lo (lane 0 of 1) failed: its interface has been "
 					 "down for 3.0 s (BRAID_OFI_DOWN_TIMEOUT_MS=2000)"));
 	pthread_mutex_unlock(&devs[0].lock);
 	/* free to read: lo is up, and the mark goes, with the edge WARNed */
 	unit_log_reset();
-	assert_int_equal(ofi_live_watch(c, 70000 * MS), 0);
+	assert_int_equal(ofi_live_watch(c, 70000 * MS, 1), 0);
 	assert_int_equal(devs[0].link_down_ns, 0);
 	assert_non_null(strstr(unit_log, "ofi: NIC lo: its interface is up again"));
 	free(c);
@@ -229,6 +231,121 @@ static void send_waiting_is_named_once(void **state)
 	free(c);
 }
 
+/* A lane's NIC marked down by a recent read (the next read far off: the fake NICs are no
+ * interfaces, and a read would find them up). */
+static void mark_down(struct ofi_dev *d, uint64_t since, uint64_t now)
+{
+	d->link_down_ns = since;
+	d->link_read_ns = now;
+	d->link_next_ns = now + 3600000 * MS;
+}
+
+/* A fused receiver leaves out of its new groups a lane whose NIC is down on its side or the
+ * sender's, never every lane, looks at most once per BRAID_LIVENESS_MS, and takes the lane
+ * back once it is up on both sides; the stripe follows. */
+static void receiver_leaves_a_down_lane_out(void **state)
+{
+	struct ofi_comm *c = fake_comm(2, "fake0", "fake1");
+
+	(void)state;
+	c->link = &(struct braid_link){ 0 }; /* not read: no message here */
+	set_env("2000", "100");
+	struct braid_stripe_cfg cfg;
+
+	braid_stripe_cfg_load(&cfg);
+	cfg.mode = BRAID_STRIPE_FOLLOW; /* as a receiver's (ofi_comm.c) */
+	assert_int_equal(braid_stripe_init(&c->stripe, 2, NULL, &cfg), 0);
+	c->weights_in = c->weights_cut = braid_stripe_weights_wire(&c->stripe);
+	ofi_live_recv_lanes_at(c, 1000 * MS);
+	assert_int_equal(c->lanes_out, 0);
+	mark_down(&devs[1], 1020 * MS, 1020 * MS);
+	ofi_live_recv_lanes_at(c, 1050 * MS); /* within the period: not looked at */
+	assert_int_equal(c->lanes_out, 0);
+	ofi_live_recv_lanes_at(c, 1100 * MS);
+	assert_int_equal(c->lanes_out, 2);
+	assert_int_equal(c->stripe.lane[1].down, 1);
+	assert_non_null(strstr(unit_log, "NIC fake1 (lane 1 of 2) left out of new receives: "
+					 "its interface is down"));
+	/* the sender's NIC on lane 0 down too: nothing to move to, every lane stays */
+	c->peer_down = 1;
+	ofi_live_recv_lanes_at(c, 1200 * MS);
+	assert_int_equal(c->lanes_out, 0);
+	assert_int_equal(c->stripe.lane[1].down, 0);
+	/* only the sender's: lane 0 out */
+	mark_down(&devs[1], 0, 1250 * MS);
+	unit_log_reset();
+	ofi_live_recv_lanes_at(c, 1300 * MS);
+	assert_int_equal(c->lanes_out, 1);
+	assert_int_equal(c->stripe.lane[0].down, 1);
+	assert_non_null(strstr(unit_log, "NIC fake0 (lane 0 of 2) left out of new receives: "
+					 "the sender's NIC on that lane is down"));
+	/* up on both sides: back in */
+	c->peer_down = 0;
+	unit_log_reset();
+	ofi_live_recv_lanes_at(c, 1400 * MS);
+	assert_int_equal(c->lanes_out, 0);
+	assert_int_equal(c->stripe.lane[0].down, 0);
+	assert_non_null(strstr(unit_log, "NIC fake0 (lane 0 of 2) back in new receives"));
+	assert_int_equal(unit_warns, 0); /* per comm at INFO: the NIC's own edge is the WARN */
+	/* and its weight back, from the sender's newest weights (here the first, equal) */
+	assert_true(braid_stripe_weight(&c->stripe, 0) == 0);
+	ofi_stripe_follow(c);
+	assert_true(braid_stripe_weight(&c->stripe, 0) > 0.49);
+	free(c);
+}
+
+/* The sender's word over the link: which of its NICs are down; anything else ignored. */
+static void sender_word_on_its_nics(void **state)
+{
+	struct ofi_comm *c = fake_comm(2, "fake0", "fake1");
+	struct braid_link lk = { 0 };
+	uint32_t msg[2] = { 0x6f666c64u /* "ofld" */, 2 }, bad[2] = { 0x12345678u, 1 };
+
+	(void)state;
+	set_env("2000", "100");
+	c->link = &lk;
+	c->is_send = 1;
+	ofi_live_attach(c); /* a sender takes none */
+	assert_null(lk.on_msg);
+	c->is_send = 0;
+	ofi_live_attach(c);
+	assert_non_null(lk.on_msg);
+	c->lanes_next_ns = 5000 * MS;
+	lk.on_msg(lk.msg_arg, msg, sizeof(msg));
+	assert_int_equal(c->peer_down, 2);
+	assert_int_equal(c->lanes_next_ns, 0); /* the next group looks again */
+	lk.on_msg(lk.msg_arg, bad, sizeof(bad));
+	lk.on_msg(lk.msg_arg, msg, 3);
+	assert_int_equal(c->peer_down, 2);
+	msg[1] = 0xff; /* past the comm's lanes: its own only */
+	lk.on_msg(lk.msg_arg, msg, sizeof(msg));
+	assert_int_equal(c->peer_down, 3);
+	free(c);
+}
+
+/* The sender's view of the current group: the lanes its announcement names (0: every
+ * lane), and those it is in on. */
+static void sender_group_names_its_lanes(void **state)
+{
+	struct ofi_comm *c = fake_comm(2, "fake0", "fake1");
+	uint32_t want, in;
+
+	(void)state;
+	c->seq = 33; /* slot 1 */
+	assert_null(ofi_send_group(c, &want, &in));
+	assert_int_equal(in, 0);
+	c->lane[1].ring[1].ann.kind = OFI_MSG_ANNOUNCE | 2u << 8;
+	c->lane[1].ring[1].arrived = 1;
+	assert_ptr_equal(ofi_send_group(c, &want, &in), &c->lane[1].ring[1]);
+	assert_int_equal(want, 2);
+	assert_int_equal(in, 2);
+	c->lane[1].ring[1].ann.kind = OFI_MSG_ANNOUNCE; /* an older peer's: every lane */
+	ofi_send_group(c, &want, &in);
+	assert_int_equal(want, 3);
+	assert_int_equal(in, 2);
+	free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -238,6 +355,9 @@ int main(void)
 		cmocka_unit_test(no_interface_or_up_is_never_down),
 		cmocka_unit_test(stale_or_recent_down_mark),
 		cmocka_unit_test(send_waiting_is_named_once),
+		cmocka_unit_test(receiver_leaves_a_down_lane_out),
+		cmocka_unit_test(sender_group_names_its_lanes),
+		cmocka_unit_test(sender_word_on_its_nics),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -440,11 +440,11 @@ void ofi_live_send_lanes(struct ofi_comm *c, uint64_t now)
 static void lanes_on_msg(void *arg, const void *msg, uint32_t len)
 {
 	struct ofi_comm *c = arg;
-	struct ofi_lanes_msg m;
+	struct ofi_lanes_msg m = { 0 };
 
 	if (len == sizeof(m))
 		memcpy(&m, msg, sizeof(m));
-	if (len != sizeof(m) || m.magic != OFI_LANES_MAGIC) {
+	if (m.magic != OFI_LANES_MAGIC) {
 		BRAID_INFO(NCCL_NET,
 			   "ofi: receive comm from %s: a link message of %u bytes ignored", c->peer,
 			   len);

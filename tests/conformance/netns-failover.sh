@@ -181,6 +181,15 @@ done_case() {
 	done
 }
 
+soak_passed() { # WHAT: both sides exited 0, every message received and verified
+	local log
+
+	{ [ "$rc_a" -eq 0 ] && [ "$rc_b" -eq 0 ]; } || bad "the soak failed $1 (a $rc_a, b $rc_b)"
+	for log in "$log_a" "$log_b"; do
+		grep -q 'soak done: received and verified' "$log" ||
+			bad "no 'soak done: received and verified' in $(basename "$log")"
+	done
+}
 comms_failed() { # both sides exited with an error, not a timeout, within BOUND_S of the fault
 	local side rc
 
@@ -249,11 +258,7 @@ done_case
 # 5 s here: the part rule's clock starts once the interface reads up again, and TCP's
 # retransmission backoff after the flap must stay inside it on a loaded or ASan run
 DOWN_MS=5000 run_case "$a2 down for 300 ms 1.5 s into a soak" "$a1+$a2" "$b1+$b2" "$nsa" "$a2" 300
-{ [ "$rc_a" -eq 0 ] && [ "$rc_b" -eq 0 ]; } || bad "the soak failed over a 300 ms flap (a $rc_a, b $rc_b)"
-for log in "$log_a" "$log_b"; do
-	grep -q 'soak done: received and verified' "$log" ||
-		bad "no 'soak done: received and verified' in $(basename "$log")"
-done
+soak_passed "over a 300 ms flap"
 ! grep -q "NCCL WARN .*$NIC_FAILED" "$log_a" "$log_b" || bad "a NIC counted as failed over a 300 ms flap"
 grep -q "NCCL WARN .*ofi: NIC $a2: its interface went down" "$log_a" ||
 	bad "no WARN on side a that $a2 went down"
@@ -277,12 +282,7 @@ if command -v iptables >/dev/null; then
 	# send has waited the bound, and the comm waits on (the drop may be a stopped peer).
 	run_case "one-NIC device on pair 2, which drops everything for 6 s ($b2, iptables)" \
 		"$a2" "$b2" "$nsb" "$b2" 6000 drop
-	{ [ "$rc_a" -eq 0 ] && [ "$rc_b" -eq 0 ]; } ||
-		bad "the soak failed over a 6 s black hole (a $rc_a, b $rc_b)"
-	for log in "$log_a" "$log_b"; do
-		grep -q 'soak done: received and verified' "$log" ||
-			bad "no 'soak done: received and verified' in $(basename "$log")"
-	done
+	soak_passed "over a 6 s black hole"
 	grep -Eq "NCCL WARN .*ofi: send comm to [^ ]+: a send of [0-9]+ bytes \(buffer [0-9]+\) has waited [0-9.]+ s on NIC ($a2|$b2) \(lane 0\) although the receiver had announced its buffer" \
 		"$log_a" "$log_b" || bad "no WARN that a send waited on NIC $a2 or $b2"
 	! grep -Eq "NCCL WARN .*($NIC_FAILED|its interface went down)" "$log_a" "$log_b" ||
@@ -299,12 +299,7 @@ fi
 # a2 goes down at once, traffic from 3 s, a2 up at 6 s.
 IDLE_MS=3000 run_case "$a2 down while the comms are idle, up again 6 s later" "$a1+$a2" \
 	"$b1+$b2" "$nsa" "$a2" 6000
-{ [ "$rc_a" -eq 0 ] && [ "$rc_b" -eq 0 ]; } ||
-	bad "the soak failed with a NIC down from before its traffic (a $rc_a, b $rc_b)"
-for log in "$log_a" "$log_b"; do
-	grep -q 'soak done: received and verified' "$log" ||
-		bad "no 'soak done: received and verified' in $(basename "$log")"
-done
+soak_passed "with a NIC down from before its traffic"
 ! grep -q "NCCL WARN .*$NIC_FAILED" "$log_a" "$log_b" || bad "a NIC counted as failed"
 echo "  pair 2 carried $((tx_at_up - tx_at_fault)) bytes while $a2 was down, $((tx_at_end - tx_at_up)) after"
 [ $((tx_at_up - tx_at_fault)) -lt 100000 ] || bad "pair 2 carried traffic while $a2 was down"

@@ -212,20 +212,32 @@ static inline void braid_stripe_posted(struct braid_stripe *st, int lane, size_t
 /* Not batched: a completion's sample and slow-lane run (braid_stripe_completed's tail). */
 void braid_stripe_fold(struct braid_stripe *st, int lane, uint64_t busy_ns);
 
+/* A chunk of *bytes on lane completed: counted, and *bytes cut to what was outstanding;
+ * the lane, or NULL for a lane out of range (ignored). */
+static inline struct braid_stripe_lane *stripe_lane_done(struct braid_stripe *st, int lane,
+							 size_t *bytes)
+{
+	struct braid_stripe_lane *l;
+
+	if (lane < 0 || lane >= st->nlanes)
+		return NULL;
+	l = &st->lane[lane];
+	l->chunks_completed++;
+	if (*bytes > l->outstanding)
+		*bytes = l->outstanding;
+	l->outstanding -= *bytes;
+	l->bytes_completed += *bytes;
+	return l;
+}
+
 static inline void braid_stripe_completed(struct braid_stripe *st, int lane, size_t bytes,
 					  uint64_t now_ns)
 {
-	struct braid_stripe_lane *l;
+	/* inline, as braid_stripe_posted: once per completed chunk */
+	struct braid_stripe_lane *l = stripe_lane_done(st, lane, &bytes);
 	uint64_t busy = 0;
 
-	/* inline, as braid_stripe_posted: once per completed chunk */
-	if (lane < 0 || lane >= st->nlanes)
-		return;
-	l = &st->lane[lane];
-	l->chunks_completed++;
-	if (bytes > l->outstanding)
-		bytes = l->outstanding;
-	if (!bytes)
+	if (!l || !bytes)
 		return;
 	/* Busy since the mark: the last post onto an idle lane, or the last completion.
 	 * A clock that steps back counts as no time. */
@@ -233,8 +245,6 @@ static inline void braid_stripe_completed(struct braid_stripe *st, int lane, siz
 		busy = now_ns - l->busy_mark;
 		l->busy_mark = now_ns;
 	}
-	l->outstanding -= bytes;
-	l->bytes_completed += bytes;
 	l->busy_ns += busy;
 	l->win_bytes += bytes;
 	l->win_ns += busy;
@@ -295,17 +305,10 @@ static inline int braid_stripe_sample(struct braid_stripe *st)
 static inline void braid_stripe_marked(struct braid_stripe *st, int lane, size_t bytes,
 				       uint64_t now_ns)
 {
-	struct braid_stripe_lane *l;
+	struct braid_stripe_lane *l = stripe_lane_done(st, lane, &bytes);
 
-	if (lane < 0 || lane >= st->nlanes)
-		return;
-	l = &st->lane[lane];
-	l->chunks_completed++;
-	if (bytes > l->outstanding)
-		bytes = l->outstanding;
-	l->outstanding -= bytes;
-	l->bytes_completed += bytes;
-	l->busy_mark = now_ns;
+	if (l)
+		l->busy_mark = now_ns;
 }
 
 /*

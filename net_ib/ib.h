@@ -424,6 +424,21 @@ static inline struct ib_comm *to_ib_comm(void *comm)
 	return comm;
 }
 
+/*
+ * A message done: the comm's bytes and messages, and its device's messages. A fused comm's
+ * device bytes are counted per NIC as that NIC's part completes (ib_cq.c), so that each
+ * NIC's record (braid stat, the summary at close) holds what that NIC carried.
+ */
+static inline void ib_ctr_msg_done(struct ib_comm *c, size_t bytes_field, size_t msgs_field,
+				   uint64_t bytes)
+{
+	if (c->nrails > 1)
+		braid_ctr_add((uint64_t *)((char *)&c->ctr->t + bytes_field), bytes);
+	else
+		braid_ctr_count(c->ctr, c->dev->ctr, bytes_field, bytes);
+	braid_ctr_count(c->ctr, c->dev->ctr, msgs_field, 1);
+}
+
 /* A sender's send queue: adaptive routing posts two WRs a chunk (the data, unsignaled, and
  * its WRITE_WITH_IMM), and a QP in error completes both. c->ar is the local choice here,
  * made before the peer answers. */

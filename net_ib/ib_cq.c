@@ -165,14 +165,18 @@ data_arrived(struct ib_comm *c, const struct ibv_wc *wc, int qi, uint32_t len, i
 		braid_ctr_add(&c->qps[qi].ctr->rx_bytes, len);
 		braid_ctr_add(&c->qps[qi].ctr->rx_msgs, 1);
 	}
-	if (c->nrails > 1 && c->rails[c->qps[qi].rail].ctr) {
-		braid_ctr_add(&c->rails[c->qps[qi].rail].ctr->bytes, len);
-		braid_ctr_add(&c->rails[c->qps[qi].rail].ctr->chunks, 1);
+	if (c->nrails > 1) {
+		const struct ib_rail *rl = &c->rails[c->qps[qi].rail];
+
+		braid_ctr_add(&rl->dev->ctr->t.rx_bytes, len);
+		if (rl->ctr) {
+			braid_ctr_add(&rl->ctr->bytes, len);
+			braid_ctr_add(&rl->ctr->chunks, 1);
+		}
 	}
 	if (r->chunks_got[idx] == (1u << nch) - 1) {
 		r->pending--;
-		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_bytes), r->size[idx]);
-		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(rx_msgs), 1);
+		ib_ctr_msg_done(c, BRAID_CTR(rx_bytes), BRAID_CTR(rx_msgs), r->size[idx]);
 	}
 }
 
@@ -217,8 +221,10 @@ static void chunk_done(struct ib_comm *c, struct ib_req *r, uint32_t qpn, uint64
 		braid_stripe_completed(&c->qst[k], qi / c->nrails, r->qp_bytes[qi], *now);
 		c->qreap = 1;
 	}
-	if (c->nrails > 1 && r->rail_pending[k] && !--r->rail_pending[k])
+	if (c->nrails > 1 && r->rail_pending[k] && !--r->rail_pending[k]) {
 		braid_stripe_completed(&c->stripe, k, r->rail_bytes[k], *now);
+		braid_ctr_add(&c->rails[k].dev->ctr->t.tx_bytes, r->rail_bytes[k]);
+	}
 }
 
 /* After a CQ read that completed QP-measured chunks: their samples, and a QP whose path
@@ -295,9 +301,8 @@ static void handle_wc(struct ib_comm *c, const struct ibv_wc *wc, uint64_t *now)
 			if (__builtin_expect(r->fo != IB_FO_NONE, 0)) {
 				ib_fo_send_settled(c, r);
 			} else if (r->status == ncclSuccess) {
-				braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_bytes),
+				ib_ctr_msg_done(c, BRAID_CTR(tx_bytes), BRAID_CTR(tx_msgs),
 						r->size[0]);
-				braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_msgs), 1);
 			}
 		}
 		break;

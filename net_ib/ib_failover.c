@@ -299,10 +299,10 @@ static void send_finished(struct ib_comm *c, struct ib_req *r)
 {
 	r->fo = IB_FO_NONE;
 	c->fo_busy--;
-	if (r->status == ncclSuccess) {
-		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_bytes), r->size[0]);
-		braid_ctr_count(c->ctr, c->dev->ctr, BRAID_CTR(tx_msgs), 1);
-	}
+	/* a chunk written again over a survivor is not in its NIC's bytes: the device
+	 * records then hold less than the comm's */
+	if (r->status == ncclSuccess)
+		ib_ctr_msg_done(c, BRAID_CTR(tx_bytes), BRAID_CTR(tx_msgs), r->size[0]);
 }
 
 void ib_fo_send_settled(struct ib_comm *c, struct ib_req *r)

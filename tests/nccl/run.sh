@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # NCCL end to end on one GPU: two ranks that look like two hosts (different NCCL_HOSTID)
-# all-reduce through braid (NCCL_NET=braid, libfabric tcp;ofi_rxm), then through NCCL's
-# own Socket transport; results verified, bus bandwidths side by side, and the NCCL log
-# must show "Using network braid". Exits 77 (skipped, the reason on the last line) when
-# there is no GPU, when $CUDA_HOME has no CUDA or NCCL, or on a sanitizer build (NCCL is
-# not built with ASan and cannot load an ASan plugin).
+# all-reduce through braid's net_ofi (libfabric tcp;ofi_rxm), through braid's net_ib on
+# softverbs (one NIC, then two fused) when the build has softverbs, then through NCCL's
+# own Socket transport; results verified, bus bandwidths side by side, and each braid
+# run's NCCL log must show "Using network braid". Exits 77 (skipped, the reason on the
+# last line) when there is no GPU, when $CUDA_HOME has no CUDA or NCCL, or on a sanitizer
+# build (NCCL is not built with ASan and cannot load an ASan plugin).
 # Usage (repo root): make nccl-test   or   BUILD=build tests/nccl/run.sh [--min B --max B]
 # (make test runs it too: tests/run-tests.sh lists it as PASS, FAIL or SKIP with the reason)
+# KEEP=DIR keeps every run's output and NCCL log in DIR; PAIR_TIMEOUT=S bounds each rank (300 s).
 set -u
 BUILD=${BUILD:-build}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
@@ -35,6 +37,7 @@ tmp=$(mktemp -d /tmp/braid-nccl.XXXXXX)
 pids=()
 cleanup() {
 	for p in "${pids[@]+"${pids[@]}"}"; do kill -KILL "$p" 2>/dev/null; done
+	[ -z "${KEEP:-}" ] || { mkdir -p "$KEEP" && cp "$tmp"/*.out "$tmp"/*.log "$tmp"/*.err "$KEEP"/; } 2>/dev/null
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -46,11 +49,14 @@ run_pair() {
 	shift
 	pids=()
 	for r in 0 1; do
+		# NCCL writes its log to stdout unless NCCL_DEBUG_FILE names a file: the
+		# table alone goes to NAME.R.out, NCCL's log to NAME.R.log, stderr to .err
 		env "$@" NCCL_HOSTID="braid-test-host-$r" NCCL_MNNVL_ENABLE=0 \
 			NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET NCCL_SOCKET_IFNAME="$IFACE" \
-			timeout --kill-after=10 300 "$bin" --rank $r --nranks 2 \
+			NCCL_DEBUG_FILE="$tmp/$name.$r.log" \
+			timeout --kill-after=10 "${PAIR_TIMEOUT:-300}" "$bin" --rank $r --nranks 2 \
 			--id-file "$tmp/$name.id" "${ARGS[@]+"${ARGS[@]}"}" \
-			>"$tmp/$name.$r.out" 2>"$tmp/$name.$r.log" &
+			>"$tmp/$name.$r.out" 2>"$tmp/$name.$r.err" &
 		pids+=($!)
 	done
 	for p in "${pids[@]}"; do wait "$p" || rc=$?; done
@@ -59,8 +65,10 @@ run_pair() {
 		skip "$(tail -n 1 "$tmp/$name.0.out" | sed 's/^SKIP: //')"
 	fi
 	if [ "$rc" -ne 0 ]; then
-		echo "---- $name rank 0 log (last lines)"; tail -n 30 "$tmp/$name.0.log"
-		echo "---- $name rank 1 log (last lines)"; tail -n 30 "$tmp/$name.1.log"
+		for r in 0 1; do
+			echo "---- $name rank $r: NCCL log, stderr (last lines)"
+			tail -n 30 "$tmp/$name.$r.log" "$tmp/$name.$r.err"
+		done
 		cat "$tmp/$name.0.out"
 		die "all-reduce through $name failed (exit $rc)"
 	fi
@@ -78,16 +86,57 @@ for r in 0 1; do
 done
 grep -h "Using network braid" "$tmp/braid.0.log" | head -n 1
 
+# The ib backend on softverbs (the build's userspace RDMA device, first on the library
+# path of these runs only): host memory, as on a host without GPUDirect RDMA.
+sv=$(cd "$BUILD/softverbs" 2>/dev/null && pwd)
+runs=(braid)
+if [ -n "$sv" ] && [ -f "$sv/libibverbs.so.1" ]; then
+	ib_env=(NCCL_NET=braid NCCL_NET_PLUGIN="$so" BRAID_BACKEND=ib BRAID_SOCKET_IFNAME="$IFACE"
+		LD_LIBRARY_PATH="$sv:$LD_LIBRARY_PATH")
+	echo "== through braid's ib backend on softverbs (svroce0)"
+	mkdir -p "$tmp/sv-ib" "$tmp/sv-fused"
+	run_pair ib "${ib_env[@]}" SOFTVERBS_FABRIC="$tmp/sv-ib" SOFTVERBS_DEVICES=svroce0:roce:1 \
+		BRAID_IB_HCA==svroce0
+	cat "$tmp/ib.out"
+	echo "== through braid's ib backend on softverbs, svroce0+svroce1 fused"
+	run_pair fused "${ib_env[@]}" SOFTVERBS_FABRIC="$tmp/sv-fused" \
+		SOFTVERBS_DEVICES=svroce0:roce:1,svroce1:roce:1 BRAID_IB_HCA==svroce0,svroce1 \
+		BRAID_MERGE=svroce0+svroce1
+	cat "$tmp/fused.out"
+	for n in ib fused; do
+		for r in 0 1; do
+			grep -q "Using network braid" "$tmp/$n.$r.log" ||
+				die "$n rank $r: the NCCL log does not say \"Using network braid\""
+		done
+	done
+	runs+=(ib fused)
+else
+	echo "note: no $BUILD/softverbs/libibverbs.so.1: the ib backend is not run"
+fi
+
 echo "== through NCCL's Socket transport (no plugin)"
 run_pair socket NCCL_NET=Socket NCCL_NET_PLUGIN=none
 cat "$tmp/socket.out"
 grep -q "Using network Socket" "$tmp/socket.0.log" ||
 	echo "note: the Socket run's log does not say \"Using network Socket\""
+runs+=(socket)
 
-echo "== bus bandwidth, GB/s (all-reduce, 2 ranks on one GPU)"
-awk 'NR == FNR { if (!/^#/) sock[$1] = $6; next }
-     FNR == 1 { printf "%13s %10s %10s %8s\n", "bytes", "braid", "Socket", "ratio" }
-     !/^#/ { s = sock[$1]; printf "%13d %10.3f %10.3f %7.0f%%\n", $1, $6, s, (s > 0 ? 100 * $6 / s : 0) }' \
-	"$tmp/socket.out" "$tmp/braid.out"
-grep -q WRONG "$tmp/braid.out" "$tmp/socket.out" && die "an all-reduce result was wrong"
-echo "nccl: all-reduce through braid verified"
+echo "== bus bandwidth, GB/s (all-reduce, 2 ranks on one GPU; braid = net_ofi tcp)"
+awk -v names="${runs[*]}" '
+	FNR == 1 { f++ }
+	!/^#/ { bw[f, $1] = $6; if (f == 1) sizes[++ns] = $1 }
+	END {
+		n = split(names, h, " ")
+		printf "%13s", "bytes"
+		for (i = 1; i <= n; i++) printf " %10s", h[i]
+		printf "\n"
+		for (j = 1; j <= ns; j++) {
+			printf "%13d", sizes[j]
+			for (i = 1; i <= n; i++) printf " %10.3f", bw[i, sizes[j]]
+			printf "\n"
+		}
+	}' $(for n in "${runs[@]}"; do echo "$tmp/$n.out"; done)
+for n in "${runs[@]}"; do
+	grep -q WRONG "$tmp/$n.out" && die "an all-reduce result through $n was wrong"
+done
+echo "nccl: all-reduce verified through braid (${runs[*]})"

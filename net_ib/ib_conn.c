@@ -283,6 +283,8 @@ static int comm_build(struct ib_comm *c, int nqps, const uint8_t *rail_of)
 		for (int k = 0; k < c->nrails; k++)
 			speed[k] = c->rails[k].dev->speed_mbps;
 		braid_stripe_init(&c->stripe, c->nrails, speed, &cfg);
+		for (int k = 0; k < c->nrails; k++)
+			braid_stripe_nic_bytes(&c->stripe, k, &c->rails[k].dev->ctr->t.tx_bytes);
 	}
 	for (int k = 0; k < c->nrails; k++) {
 		struct braid_stripe_cfg cfg;

@@ -46,6 +46,8 @@ struct ofi_comm *ofi_comm_alloc(const struct braid_vdev *vd, int is_send, struct
 		cfg.mode = BRAID_STRIPE_FOLLOW;
 	cfg.batched = 1;
 	braid_stripe_init(&c->stripe, c->nlanes, NULL, &cfg);
+	for (int k = 0; k < c->nlanes; k++)
+		braid_stripe_nic_bytes(&c->stripe, k, &c->lane[k].dev->ctr->t.tx_bytes);
 	c->weights_sent = braid_stripe_weights_wire(&c->stripe);
 	/* the receiver follows equal weights until the sender's first: a lane taken back
 	 * into the cut gets its weight from the newest (ofi_live_recv_lanes) */

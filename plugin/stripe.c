@@ -8,6 +8,10 @@
  *   64 KiB (128 KiB in later releases). 128 KiB is the least size that makes two chunks.
  * - align 4 KiB: chunks start on pages of the (page-aligned) NCCL buffers, and the
  *   rounding costs at most 4 KiB of balance per boundary, under 2% of a 256 KiB message.
+ * - a message under min_chunk (whole to one lane) is no sample: its time is latency. As
+ *   samples, small messages took a lane's rate to a few MB/s, and where lanes share a CPU
+ *   (tcp, softverbs) its 2% floor chunk then ended with the message and never read fast
+ *   again (docs/multirail.md).
  * - a rate sample is 1 MiB of completions (over at least 100 us) or 2 ms of busy time,
  *   whichever comes first:
  *   long enough that the jitter of when a completion is seen (a few us) is a few percent
@@ -329,6 +333,12 @@ int braid_stripe_cut(struct braid_stripe *st, size_t size, size_t len[BRAID_STRI
 	return count;
 }
 
+void braid_stripe_nic_bytes(struct braid_stripe *st, int lane, const uint64_t *bytes)
+{
+	if (lane >= 0 && lane < st->nlanes)
+		st->lane[lane].nic_bytes = bytes;
+}
+
 /* The others' mean rate, over those measured; 0 when none is. */
 static double stripe_others_rate(const struct braid_stripe *st, int lane)
 {
@@ -344,6 +354,54 @@ static double stripe_others_rate(const struct braid_stripe *st, int lane)
 	return n ? sum / n : 0;
 }
 
+static uint64_t nic_read(const struct braid_stripe_lane *l)
+{
+	return __atomic_load_n(l->nic_bytes, __ATOMIC_RELAXED);
+}
+
+/* A slow run starts on lane: what its NIC and the other lanes' NICs have carried so far
+ * (adaptive mode, counters given). Rare: once a run, not once a completion. */
+static void stripe_nic_mark(struct braid_stripe *st, int lane)
+{
+	struct braid_stripe_lane *l = &st->lane[lane];
+
+	l->nic_mask = 0;
+	if (st->cfg.mode != BRAID_STRIPE_ADAPTIVE || !l->nic_bytes)
+		return;
+	l->nic_self = nic_read(l);
+	l->nic_others = 0;
+	for (int i = 0; i < st->nlanes; i++) {
+		if (i == lane || st->lane[i].down || !st->lane[i].nic_bytes)
+			continue;
+		if (st->lane[i].nic_bytes == l->nic_bytes) { /* no record per NIC (counters off) */
+			l->nic_mask = 0;
+			return;
+		}
+		l->nic_others += nic_read(&st->lane[i]);
+		l->nic_mask |= (uint8_t)(1u << i);
+	}
+}
+
+/* At the end of a slow run: did lane's NIC carry at least half the other NICs' mean over
+ * it (so other comms keep it busy)? Equal mode, or no counters: no. */
+static int stripe_nic_busy(const struct braid_stripe *st, int lane)
+{
+	const struct braid_stripe_lane *l = &st->lane[lane];
+	uint64_t others = 0;
+	int n = 0;
+
+	if (!l->nic_mask)
+		return 0;
+	for (int i = 0; i < st->nlanes; i++) {
+		if (l->nic_mask >> i & 1) {
+			others += nic_read(&st->lane[i]);
+			n++;
+		}
+	}
+	return (double)(nic_read(l) - l->nic_self) >=
+	       BRAID_STRIPE_SLOW_RATIO * (double)(others - l->nic_others) / n;
+}
+
 /* n completions on lane, busy_ns of busy time since the last, others the other lanes'
  * mean rate: extend or end its run of slow completions, and mark it found when the run is
  * long enough (once). */
@@ -355,11 +413,19 @@ static void stripe_slow_check(struct braid_stripe *st, int lane, uint32_t n, uin
 	if (l->slow_found)
 		return;
 	if (l->rate > 0 && others > 0 && l->rate < BRAID_STRIPE_SLOW_RATIO * others) {
+		if (!l->slow_run)
+			stripe_nic_mark(st, lane);
 		l->slow_run += n;
 		l->slow_run_ns += busy_ns;
-		if (l->slow_run >= BRAID_STRIPE_SLOW_COMPLETIONS &&
-		    l->slow_run_ns >= BRAID_STRIPE_SLOW_BUSY_NS)
+		if (l->slow_run < BRAID_STRIPE_SLOW_COMPLETIONS ||
+		    l->slow_run_ns < BRAID_STRIPE_SLOW_BUSY_NS)
+			return;
+		if (!stripe_nic_busy(st, lane)) {
 			l->slow_found = 1;
+			return;
+		}
+		l->slow_run = 0; /* shared, not slow: a new run looks again */
+		l->slow_run_ns = 0;
 	} else {
 		l->slow_run = 0;
 		l->slow_run_ns = 0;

@@ -89,6 +89,11 @@ struct braid_stripe_lane {
 	uint64_t slow_run_ns;
 	uint32_t batch_n; /* batched: completions since the last reap, and their busy time */
 	uint64_t batch_ns;
+	/* adaptive: the lane's NIC's bytes over all comms (braid_stripe_nic_bytes), and at
+	 * the start of the current slow run its own and the other lanes' (nic_mask) */
+	const uint64_t *nic_bytes;
+	uint64_t nic_self, nic_others;
+	uint8_t nic_mask;
 	uint8_t slow_found;    /* the run was long enough: to report */
 	uint8_t slow_reported; /* braid_stripe_slow_lane() returned it: never again */
 	uint8_t down;          /* failed (braid_stripe_lane_down): weight 0, never picked */
@@ -146,6 +151,16 @@ void braid_stripe_cfg_qps(struct braid_stripe_cfg *cfg, size_t split_bytes, int 
  */
 int braid_stripe_init(struct braid_stripe *st, int nlanes, const int *speed_mbps,
 		      const struct braid_stripe_cfg *cfg);
+
+/*
+ * The bytes the lane's NIC carries for every comm (its device record's tx_bytes, counted
+ * as each NIC's part completes), read when a lane runs slow. Comms that share NICs can
+ * settle on opposite adaptive splits, each NIC busy with another comm's larger share: a
+ * comm then measures a NIC at under half the others' rate that is busy, not slow. In
+ * adaptive mode a lane is named slow only if its NIC also carried under half the others'
+ * mean over the slow run. NULL (the default): the comm's rates alone decide.
+ */
+void braid_stripe_nic_bytes(struct braid_stripe *st, int lane, const uint64_t *bytes);
 
 /*
  * Cut a message of size bytes: len[i] is lane i's part (i < nlanes; the entries past the
@@ -237,7 +252,10 @@ static inline void braid_stripe_completed(struct braid_stripe *st, int lane, siz
 	struct braid_stripe_lane *l = stripe_lane_done(st, lane, &bytes);
 	uint64_t busy = 0;
 
-	if (!l || !bytes)
+	/* Under min_chunk: a whole small message, whose time is latency, not rate (split
+	 * parts are never smaller). No sample; its time stays in the lane's busy time while
+	 * a measured chunk is outstanding with it. */
+	if (!l || bytes < st->cfg.min_chunk || !bytes)
 		return;
 	/* Busy since the mark: the last post onto an idle lane, or the last completion.
 	 * A clock that steps back counts as no time. */

@@ -372,6 +372,15 @@ static ncclResult_t check_any_comm(void *comm, const char *fn)
 	return ncclSuccess;
 }
 
+/* A registration that worked: what it says of NCCL's use of GPUDirect (gpudirect.h). */
+static ncclResult_t note_reg(void *comm, int gpu, ncclResult_t rc)
+{
+	if (rc == ncclSuccess)
+		braid_gdr_note_reg(((const struct braid_obj *)comm)->magic == BRAID_MAGIC_RECV, gpu,
+				   braid_counters()->fallback.gpudirect);
+	return rc;
+}
+
 ncclResult_t braid_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
 {
 	CHECK_INIT();
@@ -386,7 +395,7 @@ ncclResult_t braid_reg_mr(void *comm, void *data, size_t size, int type, void **
 		BRAID_WARN("regMr: unknown pointer type %d", type);
 		return ncclInvalidArgument;
 	}
-	return be->reg_mr(comm, data, size, type, mhandle);
+	return note_reg(comm, type == NCCL_PTR_CUDA, be->reg_mr(comm, data, size, type, mhandle));
 }
 
 ncclResult_t braid_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
@@ -403,7 +412,8 @@ ncclResult_t braid_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, 
 			   be->name);
 		return ncclInvalidUsage;
 	}
-	return be->reg_mr_dmabuf(comm, data, size, type, offset, fd, mhandle);
+	return note_reg(comm, type == NCCL_PTR_CUDA,
+			be->reg_mr_dmabuf(comm, data, size, type, offset, fd, mhandle));
 }
 
 ncclResult_t braid_dereg_mr(void *comm, void *mhandle)

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "plugin/clock.h"
+#include "plugin/gpudirect.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
 
@@ -230,6 +231,7 @@ void braid_counters_comm_put(struct braid_ctr_comm *rec)
 void braid_counters_print_summary(void)
 {
 	const struct braid_ctr_fallback *fb;
+	unsigned gpu, host;
 
 	if (!region || braid_log_level() < BRAID_LOG_INFO)
 		return;
@@ -239,8 +241,12 @@ void braid_counters_print_summary(void)
 		   fb->slow_path ? " (SLOW PATH)" : "");
 	if (fb->why[0])
 		BRAID_INFO(NCCL_NET, "summary: why: %s", fb->why);
-	BRAID_INFO(NCCL_NET, "summary: GPUDirect RDMA %s%s%s", fb->gpudirect ? "on" : "off",
-		   fb->gpudirect_why[0] ? ": " : "", fb->gpudirect_why);
+	braid_gdr_regs(&gpu, &host);
+	BRAID_INFO(NCCL_NET,
+		   "summary: GPUDirect RDMA %s%s%s; NCCL's receive comms registered %u buffers "
+		   "of GPU memory, %u of host memory",
+		   fb->gpudirect ? "offered" : "off", fb->gpudirect_why[0] ? ": " : "",
+		   fb->gpudirect_why, gpu, host);
 	for (uint32_t d = 0; d < region->ndevs && d < BRAID_CTR_MAX_DEVS; d++) {
 		const struct braid_ctr_traffic *t = &region->devs[d].t;
 

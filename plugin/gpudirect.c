@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "plugin/cuda_dl.h"
+#include "plugin/log.h"
 
 /* An NCCL integer parameter as NCCL reads it (ncclLoadParam): unset, empty or unparsable
  * (out of range) is the default; otherwise strtoll(value, 0). */
@@ -111,4 +112,37 @@ void braid_gdr_decide(const struct braid_gdr_in *in, struct braid_gdr_out *out)
 		}
 		out->warn = in->ngpus > 0;
 	}
+}
+
+/* Any thread registers (NCCL's proxy threads, one per GPU): counted atomically. */
+static unsigned recv_regs_gpu, recv_regs_host;
+static int recv_regs_warned;
+
+void braid_gdr_note_reg(int recv, int gpu, int gpudirect)
+{
+	unsigned host;
+
+	if (!recv)
+		return;
+	if (gpu) {
+		__atomic_add_fetch(&recv_regs_gpu, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	host = __atomic_add_fetch(&recv_regs_host, 1, __ATOMIC_RELAXED);
+	if (host < 3 || !gpudirect || __atomic_load_n(&recv_regs_gpu, __ATOMIC_RELAXED) ||
+	    __atomic_exchange_n(&recv_regs_warned, 1, __ATOMIC_RELAXED))
+		return;
+	BRAID_WARN("NCCL receives into host memory: %u buffers of its receive comms registered, "
+		   "none of GPU memory, although braid offers GPUDirect RDMA on every device. "
+		   "NCCL copies each message from host memory to the GPU. It decides per GPU and "
+		   "NIC (its INFO line \"GPU Direct RDMA Disabled for GPU g / HCA n (distance d > "
+		   "l)\"): NCCL_NET_GDR_LEVEL raises the distance it accepts (e.g. SYS), where "
+		   "the PCIe path between them is fit for it.",
+		   host);
+}
+
+void braid_gdr_regs(unsigned *gpu, unsigned *host)
+{
+	*gpu = __atomic_load_n(&recv_regs_gpu, __ATOMIC_RELAXED);
+	*host = __atomic_load_n(&recv_regs_host, __ATOMIC_RELAXED);
 }

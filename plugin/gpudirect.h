@@ -43,4 +43,19 @@ int braid_gdr_nccl_dmabuf(void);
  * flush READ off (flushEnabled = (peer memory || dma-buf) && !NCCL_GDR_FLUSH_DISABLE). */
 int braid_gdr_nccl_flush_disabled(void);
 
+/*
+ * Whether NCCL uses the GPUDirect RDMA braid offers. NCCL registers each protocol buffer
+ * of a connection (net.cc), a GPU one where it uses GPUDirect RDMA for it: on its receive
+ * side LL128's and Simple's. Its choice is per GPU and NIC (NCCL_NET_GDR_LEVEL against
+ * their distance), so with every device offering GPUDirect NCCL may still receive into
+ * host memory and copy each message to the GPU, saying so only at INFO. A registration
+ * on a receive comm (recv: 1) of GPU memory (gpu: 1) or host memory: once three of host
+ * memory and none of GPU memory are in while braid offers GPUDirect (gpudirect: the
+ * fallback record's), one WARN.
+ */
+void braid_gdr_note_reg(int recv, int gpu, int gpudirect);
+
+/* The receive comms' registrations so far: GPU memory and host memory. */
+void braid_gdr_regs(unsigned *gpu, unsigned *host);
+
 #endif

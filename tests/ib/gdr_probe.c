@@ -135,6 +135,30 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cannot connect a pair on device 0\n");
 		return 1;
 	}
+	/* GDR_PROBE_RECV_REGS=HCH...: register these on the receive comm, H host memory, C
+	 * "CUDA" memory, as NCCL registers a connection's protocol buffers (recv_regs_warns:
+	 * the WARNs they logged); the regMr(NCCL_PTR_CUDA) check below is skipped. */
+	if (getenv("GDR_PROBE_RECV_REGS")) {
+		const char *seq = getenv("GDR_PROBE_RECV_REGS");
+		static char bufs[16][4096];
+		void *mhs[16];
+		int n = 0;
+
+		w0 = netapi_warn_count();
+		for (; seq[n] && n < 16; n++) {
+			r = api.reg_mr_type(&api, rc, bufs[n], sizeof(bufs[n]),
+					    seq[n] == 'C' ? NCCL_PTR_CUDA : NCCL_PTR_HOST, &mhs[n]);
+			if (r != ncclSuccess) {
+				fprintf(stderr, "regMr #%d (%c): %s\n", n, seq[n],
+					netapi_result_str(r));
+				return 1;
+			}
+		}
+		printf("recv_regs_warns=%lu\n", netapi_warn_count() - w0);
+		while (n--)
+			api.dereg_mr(&api, rc, mhs[n]);
+		goto out;
+	}
 	/* softverbs has no GPU: "CUDA memory" is host memory, which is all a registration
 	 * through peer memory would need here. */
 	w0 = netapi_warn_count();
@@ -143,6 +167,7 @@ int main(int argc, char **argv)
 	printf("regmr_warns=%lu\n", netapi_warn_count() - w0);
 	if (r == ncclSuccess)
 		api.dereg_mr(&api, rc, mh);
+out:
 	api.close_send(&api, sc);
 	api.close_recv(&api, rc);
 	api.close_listen(&api, lc);

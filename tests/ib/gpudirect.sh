@@ -144,5 +144,28 @@ run moddir 0 "" "$GPU_XML" 0
 # NCCL_DMABUF_ENABLE=1 is the default's value.
 run none 1 1 "$GPU_XML" 0
 
+# Offered is not used: NCCL decides per GPU and NIC, and where it judges them too far
+# apart (NCCL_NET_GDR_LEVEL) it registers host memory alone and copies every message
+# through it, which braid's summary called "GPUDirect RDMA on" (seen on a GPU host:
+# docs/benchmarks.md). A receive comm's registrations, as NCCL makes a connection's: one
+# WARN once three are of host memory and none of GPU memory, while GPUDirect is offered.
+hostwarns() { grep -c 'WARN.*NCCL receives into host memory' "$err"; }
+regs() { # SEQ ROOT WANT: gdr-probe registers SEQ (H host, C GPU) on its receive comm
+	echo "== receive registrations $1, root=$2: want $3 WARN(s)"
+	rm -rf "${SV_FABRIC:?}"/*
+	BRAID_FSROOT=$ROOTS/$2 HWLOC_XMLFILE=$GPU_XML GDR_PROBE_RECV_REGS=$1 \
+		timeout 60 "$PROBE" "$PLUGIN_SO" 11 >"$out" 2>"$err" ||
+		{ cat "$out" "$err"; bad "gdr-probe failed"; return; }
+	grep 'WARN.*NCCL receives' "$err" | sed 's/^/  /'
+	[ "$(hostwarns)" = "$3" ] || bad "registrations $1 on root $2: $(hostwarns) WARN(s), want $3"
+	[ "$3" = 0 ] || grep 'WARN.*NCCL receives' "$err" | grep -q 'NCCL_NET_GDR_LEVEL' ||
+		bad "the WARN does not name NCCL_NET_GDR_LEVEL"
+}
+regs HHH peermem 1
+regs HHHHHHHHH peermem 1 # once
+regs HHCHHH peermem 0    # a GPU buffer: NCCL uses it
+regs HH peermem 0        # not yet a connection's worth
+regs HHH none 0          # not offered: init's WARN says so already
+
 [ $fails = 0 ] || die "$fails check(s) failed"
 echo "gpudirect: every combination as NCCL's IB transport"

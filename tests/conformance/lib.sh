@@ -54,10 +54,34 @@ netns_two_pairs() { # NAME
 	done
 	for ns in "$nsa" "$nsb"; do ip -n "$ns" link set lo up || die "lo up in $ns"; done
 }
+# Pair 2 again, through a bridge in a third namespace ($nsm): a2 - (bridge) - b2, same
+# addresses. A side's interface then goes down alone: the other keeps its carrier (its
+# peer is the bridge's port), as a port down on one end of a real fabric link.
+netns_pair2_via_bridge() {
+	local m
+
+	nsm=braid-fm-$id
+	ip -n "$nsa" link del "$a2" || die "removing the veth pair $a2/$b2"
+	ip netns add "$nsm" || die "cannot create a third network namespace"
+	ip -n "$nsm" link add br2 type bridge || die "a bridge in $nsm"
+	for m in a b; do
+		ip link add "bfm${m}2$id" type veth peer name "$(eval echo "\$${m}2")" ||
+			die "veth to the bridge"
+		ip link set "bfm${m}2$id" netns "$nsm" && ip link set "$(eval echo "\$${m}2")" \
+			netns "$(eval echo "\$ns$m")" || die "moving the bridge's veths"
+		ip -n "$nsm" link set "bfm${m}2$id" master br2 && ip -n "$nsm" link set "bfm${m}2$id" up ||
+			die "bridge port bfm${m}2$id"
+	done
+	ip -n "$nsm" link set br2 up || die "bridge up"
+	ip -n "$nsa" addr add 198.18.2.1/24 dev "$a2" && ip -n "$nsb" addr add 198.18.2.2/24 dev "$b2" ||
+		die "addresses on $a2, $b2"
+	ip -n "$nsa" link set "$a2" up && ip -n "$nsb" link set "$b2" up || die "$a2, $b2 up"
+}
 netns_two_pairs_cleanup() {
 	for p in "${pids[@]+"${pids[@]}"}"; do kill "-${KILL_SIG:-KILL}" "$p" 2>/dev/null; done
 	ip netns del "$nsa" 2>/dev/null
 	ip netns del "$nsb" 2>/dev/null
+	[ -z "${nsm:-}" ] || ip netns del "$nsm" 2>/dev/null
 	ip link del "$a1" 2>/dev/null
 	ip link del "$a2" 2>/dev/null
 	rm -rf "$tmp"

@@ -36,6 +36,12 @@
 #                                             that a send has waited 2 s on its NIC
 #                                             though the receiver had announced its
 #                                             buffer; no NIC failed
+#   a2 down while the comms are idle, up     the soak passes; pair 2 carries nothing
+#   6 s later                                 while a2 is down, and traffic after
+#   the same, a2 down on side a only (pair   side b learns it from a's word over the
+#   2 through a bridge: b2 keeps carrier)    link; the comm with a group announced over
+#                                             b2 before the word fails at the bound (a
+#                                             known gap, checked by its signature)
 # Each process runs under timeout 60 (then KILL 5 s later): a hang fails its case and the
 # script still ends, in under 5 min at worst. Needs root.
 set -u
@@ -104,11 +110,13 @@ run_case() {
 	mkdir -p "$dir"
 	echo "== case $n: $name"
 	ip netns exec "$nsa" "${common[@]}" BRAID_OFI_DOWN_TIMEOUT_MS="${DOWN_MS:-2000}" \
+		NCCL_DEBUG="${CASE_DEBUG:-WARN}" \
 		CONF_SOAK_IDLE_MS="${IDLE_MS:-0}" BRAID_SOCKET_IFNAME="=$a1" BRAID_MERGE="$ma" \
 		timeout -k 5 60 "$CONF_BIN" --plugin "$so" --role a --dir "$dir" --seed "$seed" --api 12 \
 		--scenario soak >"$log_a" 2>&1 &
 	pids+=($!)
 	ip netns exec "$nsb" "${common[@]}" BRAID_OFI_DOWN_TIMEOUT_MS="${DOWN_MS:-2000}" \
+		NCCL_DEBUG="${CASE_DEBUG:-WARN}" \
 		CONF_SOAK_IDLE_MS="${IDLE_MS:-0}" BRAID_SOCKET_IFNAME="=$b1" BRAID_MERGE="$mb" \
 		timeout -k 5 60 "$CONF_BIN" --plugin "$so" --role b --dir "$dir" --seed "$seed" --api 12 \
 		--scenario soak >"$log_b" 2>&1 &
@@ -304,6 +312,38 @@ soak_passed "with a NIC down from before its traffic"
 echo "  pair 2 carried $((tx_at_up - tx_at_fault)) bytes while $a2 was down, $((tx_at_end - tx_at_up)) after"
 [ $((tx_at_up - tx_at_fault)) -lt 100000 ] || bad "pair 2 carried traffic while $a2 was down"
 [ $((tx_at_end - tx_at_up)) -gt 1000000 ] || bad "pair 2 carried no traffic once $a2 was up again"
+done_case
+
+# A NIC down on one side only: pair 2 through a bridge, so $b2 keeps its carrier while
+# $a2 is down. Side a's receives leave $a2 out as it reads its interface down; side b
+# reads its own NIC up, and its receives can leave $b2 out only on the sender's word over
+# the comm's link, which goes with a's next look at its NICs (its first isend after the
+# idle time). What this checks: the word arrives, and nothing hangs. What does not pass
+# yet (a known gap, docs/design/ofi-failover.md): b's first receives after the idle time
+# are announced on both lanes before the word is in, a's sender then waits for the
+# announcement over $a2, and the comm fails at BRAID_OFI_DOWN_TIMEOUT_MS, as for anything
+# already on a NIC when it fails; moving it to the other NIC is the plan's replay (step
+# 3). Some runs pass: the word comes first. Once step 3 lands every run must pass, and
+# this case must be made strict.
+netns_pair2_via_bridge
+all_up
+CASE_DEBUG=INFO IDLE_MS=3000 run_case "$a2 down on side a only ($b2 keeps its carrier, pair 2 through a bridge) while idle, up 6 s later" \
+	"$a1+$a2" "$b1+$b2" "$nsa" "$a2" 6000
+! grep -q "NCCL WARN .*ofi: NIC $b2: its interface went down" "$log_b" ||
+	bad "side b read $b2 down: the bridge did not keep its carrier"
+grep -q "NIC $b2 (lane 1 of 2) left out of new receives: the sender's NIC on that lane is down" \
+	"$log_b" || bad "side b's receives did not leave $b2 out on the sender's word"
+grep -q "NIC $a2 (lane 1 of 2) left out of new receives: its interface is down" "$log_a" ||
+	bad "side a's receives did not leave $a2 out"
+if [ "$rc_a" -eq 0 ] && [ "$rc_b" -eq 0 ]; then
+	echo "  the soak passed: a's word came before b's first receives (the known gap's race went its way)"
+	soak_passed "with one side's NIC down"
+else
+	comms_failed
+	grep -q "NCCL WARN .*NIC $a2 (lane 1 of 2) $NIC_FAILED" "$log_a" ||
+		bad "the soak failed, and not as the known gap does (side a's NIC $a2 failed)"
+	[ $case_ok = 1 ] && echo "  KNOWN GAP (not a failure here): a group announced over $b2 before the word came failed the comm at the bound"
+fi
 done_case
 
 [ "$fail" -eq 0 ] || die "a NIC down under live net_ofi comms (seed $seed)"

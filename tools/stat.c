@@ -3,8 +3,8 @@
  * `braid stat`: every braid process of this host from its counters file
  * (/dev/shm/braid-<pid>): the options, then one of the views: the listing
  * (tools/stat_text.c), --json (tools/stat_json.c), --watch (tools/stat_watch.c), or the
- * Prometheus exports --serve and --textfile (tools/stat_prom.c). Reading the files is
- * tools/stat_read.c.
+ * Prometheus exports --serve and --textfile (tools/stat_prom_export.c). Reading the files
+ * is tools/stat_read.c.
  */
 #include "tools/cmds.h"
 

@@ -2,8 +2,9 @@
 /*
  * braid stat's parts, each calling only downwards: the command (tools/stat.c) picks a
  * view: the listing (tools/stat_text.c), JSON (tools/stat_json.c, tools/stat_json.h),
- * --watch (tools/stat_watch.c) or the Prometheus exports (tools/stat_prom.c); every view
- * reads through the scan of the counters files (tools/stat_read.c).
+ * --watch (tools/stat_watch.c) or the Prometheus exports (tools/stat_prom_export.c, of the
+ * exposition tools/stat_prom.c writes); every view reads through the scan of the counters
+ * files (tools/stat_read.c).
  */
 #ifndef BRAID_TOOLS_STAT_H
 #define BRAID_TOOLS_STAT_H
@@ -97,6 +98,8 @@ int stat_watch(const struct stat_opts *o);
 /* tools/stat_prom.c */
 /* The Prometheus text exposition of a scan (every running process) into f. */
 void stat_prom_render(FILE *f, const struct scan *s);
+
+/* tools/stat_prom_export.c */
 /* --serve ADDR:PORT: /metrics until SIGINT or SIGTERM; the exit status. */
 int stat_prom_serve(const struct stat_opts *o);
 /* --textfile DIR: DIR/braid.prom, once or every o->watch seconds; the exit status. */

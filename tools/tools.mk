@@ -3,7 +3,7 @@
 
 # braid stat's files (tools/stat.h); tests/fuzz/fuzz.mk links them into fuzz_stat_region
 STAT_SRCS := tools/stat.c tools/stat_read.c tools/stat_text.c tools/stat_json.c \
-	tools/stat_watch.c tools/stat_prom.c
+	tools/stat_watch.c tools/stat_prom.c tools/stat_prom_export.c
 TOOLS_SRCS := tools/braid.c tools/self.c tools/version.c tools/perf.c tools/perf_opts.c \
 	tools/perf_phases.c tools/perf_session.c tools/perf_peer.c tools/netapi.c tools/pattern.c \
 	tools/bootstrap.c $(STAT_SRCS) tools/doctor.c tools/doctor_base.c tools/doctor_lib.c \
@@ -17,7 +17,7 @@ $(BUILD)/obj/tools/doctor.o: DEP_CFLAGS += $(JANSSON_CFLAGS)
 # and serves Prometheus' /metrics with libmicrohttpd (libmicrohttpd-dev)
 MHD_CFLAGS = $(shell $(PKG_CONFIG) --cflags libmicrohttpd 2>/dev/null)
 MHD_LIBS = $(shell $(PKG_CONFIG) --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
-$(BUILD)/obj/tools/stat_prom.o: DEP_CFLAGS += $(MHD_CFLAGS)
+$(BUILD)/obj/tools/stat_prom_export.o: DEP_CFLAGS += $(MHD_CFLAGS)
 TOOLS_LINK_TOPO :=
 ifneq ($(wildcard tools/topo.c),)
 ifneq ($(strip $(TOPO_SRCS)),)

@@ -40,7 +40,7 @@ struct ofi_comm *ofi_comm_alloc(const struct braid_vdev *vd, int is_send, struct
 		return NULL;
 	}
 	/* The sender measures its lanes and decides the weights (BRAID_STRIPE); the
-	 * receiver cuts each buffer by the weights the sender last sent (ofi.h). */
+	 * receiver cuts each buffer by the weights the sender last sent (ofi_wire.h). */
 	braid_stripe_cfg_load(&cfg);
 	if (!is_send)
 		cfg.mode = BRAID_STRIPE_FOLLOW;

@@ -249,7 +249,7 @@ static void fill_blob(const struct ofi_comm *c, void *blob, uint32_t *len)
 	*len = (uint32_t)(p - (char *)blob);
 }
 
-/* Kept apart from the comm (ofi.h) so that tests/fuzz can feed it any bytes. */
+/* Kept apart from the comm (ofi_wire.h) so that tests/fuzz can feed it any bytes. */
 int ofi_blob_check(const void *blob, uint32_t len, const char *provider, struct ofi_peer_addr *out,
 		   char *why, size_t whylen)
 {

@@ -30,7 +30,7 @@ void ofi_stripe_follow(struct ofi_comm *c)
 	}
 }
 
-/* Sender: when the weights moved, tell the receiver, which cuts by them (ofi.h). A
+/* Sender: when the weights moved, tell the receiver, which cuts by them (ofi_wire.h). A
  * message the provider cannot take now goes at a later completion; one it refuses
  * stops them, and the cut stays where it was (the data path does not need them). */
 static void send_weights(struct ofi_comm *c)

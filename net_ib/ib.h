@@ -366,6 +366,9 @@ struct ib_comm {
 	uint64_t rem_fifo_addr;
 	uint32_t rem_fifo_rkey;
 	struct ib_req *slot[IB_RING];
+	/* receiver: QPs whose rq_reposts reached the repost batch (ib_progress reposts them):
+	 * the progress of a message walks no QP that has nothing to repost */
+	uint16_t rq_due;
 
 	/* Failover (ib_failover.c): on when both sides offered it (BRAID_FAILOVER, several
 	 * rails). rail_dead: the rails that failed; the comm fails once all have. */
@@ -413,6 +416,7 @@ struct ib_comm {
 	int async_qp; /* the QP the event named (0 when it named none) */
 	int warned;
 	uint64_t next_liveness_ns;
+	uint32_t tick_left; /* waiting calls until the next clock read (braid_tick_due) */
 	struct braid_ctr_comm *ctr;
 	/* profiler events (ib_prof.c): NULL without NCCL's callback, tested once a request
 	 * and once a completion */

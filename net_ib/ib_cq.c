@@ -319,13 +319,41 @@ static void handle_wc(struct ib_comm *c, const struct ibv_wc *wc, uint64_t *now)
 			r->pending--;
 		break;
 	case IB_WR_RECV:
-		c->qps[wc->wr_id >> 2].rq_reposts++;
+		if (++c->qps[wc->wr_id >> 2].rq_reposts == RQ_REPOST_BATCH)
+			c->rq_due |= (uint16_t)(1u << (wc->wr_id >> 2));
 		if (wc->imm_data & htonl(IB_IMM_AR))
 			ar_data_arrived(c, wc);
 		else
 			data_arrived(c, wc, (int)(wc->wr_id >> 2), wc->byte_len, 0);
 		break;
 	default: break;
+	}
+}
+
+/* The receive queues that used up a batch get it back. A QP of a dead rail, or one being
+ * drained for recovery, keeps its mark and is passed over: recovery posts its receives
+ * (ib_recover.c), and one reposted there below the batch loses the mark here. */
+static __attribute__((noinline)) void repost_recvs(struct ib_comm *c)
+{
+	for (uint16_t due = c->rq_due; due; due &= (uint16_t)(due - 1)) {
+		int i = __builtin_ctz(due), rc;
+		struct ib_qp *q = &c->qps[i];
+
+		if (q->rq_reposts < RQ_REPOST_BATCH) {
+			c->rq_due &= (uint16_t) ~(1u << i);
+			continue;
+		}
+		if ((c->rail_dead >> q->rail | c->rj_draining >> i) & 1)
+			continue;
+		rc = ib_qp_post_recvs(c, q, q->rq_reposts);
+		q->rq_reposts = 0;
+		c->rq_due &= (uint16_t) ~(1u << i);
+		if (rc) {
+			BRAID_WARN("ib: receive comm %s:%d QP %#x: reposting receives failed: %s",
+				   c->rails[q->rail].dev->name, c->rails[q->rail].dev->port,
+				   q->qp->qp_num, strerror(-rc));
+			ib_comm_fail(c, ncclSystemError);
+		}
 	}
 }
 
@@ -353,24 +381,8 @@ void ib_progress(struct ib_comm *c)
 		stripe_reaped(c);
 	if (c->qreap)
 		qp_lanes_reaped(c);
-	if (c->is_send || c->error)
-		return;
-	for (int i = 0; i < c->nqps; i++) {
-		struct ib_qp *q = &c->qps[i];
-		int rc;
-
-		if (q->rq_reposts < RQ_REPOST_BATCH ||
-		    ((c->rail_dead >> q->rail | c->rj_draining >> i) & 1))
-			continue;
-		rc = ib_qp_post_recvs(c, q, q->rq_reposts);
-		q->rq_reposts = 0;
-		if (rc) {
-			BRAID_WARN("ib: receive comm %s:%d QP %#x: reposting receives failed: %s",
-				   c->rails[q->rail].dev->name, c->rails[q->rail].dev->port,
-				   q->qp->qp_num, strerror(-rc));
-			ib_comm_fail(c, ncclSystemError);
-		}
-	}
+	if (c->rq_due && !c->error)
+		repost_recvs(c);
 }
 
 /* While something waits: is the peer process there, did an async event or a port going
@@ -458,11 +470,14 @@ static int buffer_done(const struct ib_req *r, int i)
 static ncclResult_t check_request(struct ib_comm *c, struct ib_req *r)
 {
 	uint64_t bufs[BRAID_MAX_RECVS];
-	uint64_t now = braid_now_ns(); /* one clock read for both */
 	int n = 0;
 
-	braid_ctr_note_stall(c->dev->ctr, &r->waiting_ns, now, &r->stalled);
-	ib_check_health_at(c, now);
+	if (braid_tick_due(&c->tick_left)) {
+		uint64_t now = braid_now_ns(); /* one clock read for both */
+
+		braid_ctr_note_stall(c->dev->ctr, &r->waiting_ns, now, &r->stalled);
+		ib_check_health_at(c, now);
+	}
 	ib_comm_error(c);
 	if (c->error != ncclSuccess)
 		return c->error;

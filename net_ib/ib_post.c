@@ -339,8 +339,10 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 	g = group_ready(c);
 	if (!g) {
 		ib_progress(c);
-		ib_check_health(c);
-		braid_link_check(c->link, 0);
+		if (braid_tick_due(&c->tick_left)) {
+			ib_check_health_at(c, braid_now_ns());
+			braid_link_check(c->link, 0);
+		}
 		if (!c->error &&
 		    braid_judge_refuse_unannounced(c->link, c->sent_upto, ib_comm_who, c)) {
 			c->warned = 1;

@@ -12,6 +12,26 @@ uint64_t braid_now_ns(void); /* CLOCK_MONOTONIC */
 /* getrandom(), or the clock and pid when the entropy pool is not ready (early boot). */
 uint64_t braid_random_u64(void);
 
+/*
+ * The calls that wait (a test() that finds its request pending, an isend() with no receive
+ * to match yet) read the clock once in BRAID_TICK_CALLS, not each time: what they time is
+ * counted in milliseconds (a stall, the liveness checks), NCCL's proxy calls them
+ * microseconds apart, and a clock read is a third of such a call's instructions. A caller
+ * that polls once a millisecond sees those checks up to 7 ms later. *left: the caller's
+ * countdown, 0 at first (the first call reads the clock).
+ */
+#define BRAID_TICK_CALLS 8u
+
+static inline int braid_tick_due(uint32_t *left)
+{
+	if (*left) {
+		--*left;
+		return 0;
+	}
+	*left = BRAID_TICK_CALLS - 1;
+	return 1;
+}
+
 /* splitmix64's finaliser: a cheap, well-mixed 64-bit hash (flow labels, test patterns). */
 static inline uint64_t braid_mix64(uint64_t x)
 {

@@ -8,6 +8,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "plugin/clock.h"
 #include "plugin/counters.h"
 #include "plugin/params.h"
 #include "tests/unit/unit.h"
@@ -168,6 +169,25 @@ static void stall_counted_once_from_first_wait(void **state)
 	braid_params_reset();
 }
 
+/* Calls that wait read the clock on the first call and then once in BRAID_TICK_CALLS:
+ * never two reads closer than that, never more than that many calls without one. */
+static void waiting_calls_read_the_clock_on_a_tick(void **state)
+{
+	uint32_t left = 0;
+	int reads = 0, last = -1;
+
+	(void)state;
+	assert_true(braid_tick_due(&left)); /* the first waiting call */
+	for (int call = 1; call <= 10 * (int)BRAID_TICK_CALLS; call++) {
+		if (!braid_tick_due(&left))
+			continue;
+		assert_int_equal(call - (last < 0 ? 0 : last), BRAID_TICK_CALLS);
+		last = call;
+		reads++;
+	}
+	assert_int_equal(reads, 10);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -176,6 +196,7 @@ int main(void)
 		cmocka_unit_test(disabled_means_private),
 		cmocka_unit_test(orphans_are_swept),
 		cmocka_unit_test(stall_counted_once_from_first_wait),
+		cmocka_unit_test(waiting_calls_read_the_clock_on_a_tick),
 	};
 
 	return cmocka_run_group_tests_name("counters", tests, NULL, NULL);

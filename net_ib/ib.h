@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "plugin/backend.h"
+#include "plugin/clock.h"
 #include "plugin/counters.h"
 #include "plugin/mr_cache.h"
 #include "plugin/oob.h"
@@ -231,8 +232,9 @@ struct ib_req {
 	uint8_t qlanes;
 	uint8_t qmarks;
 	uint32_t qp_bytes[IB_MAX_QPS];
-	uint64_t waiting_ns; /* stall counter: when test() first found it waiting (0: not yet) */
+	uint64_t waiting_ns; /* stall counter: when a waiting test() first read the clock (0: not yet) */
 	uint8_t stalled;
+	uint8_t tick_left; /* waiting test() calls until the next clock read */
 	/* send, failover (ib_failover.c): enum ib_fo_state, and its entry in c->fo_send */
 	uint8_t fo;
 	uint16_t fo_at;
@@ -259,6 +261,7 @@ static inline void ib_req_start(struct ib_req *r, struct ib_comm *c, enum ib_req
 	r->comm = c;
 	r->waiting_ns = 0;
 	r->stalled = 0;
+	r->tick_left = BRAID_TICK_CALLS - 1;
 	r->fo = 0;
 }
 
@@ -416,7 +419,7 @@ struct ib_comm {
 	int async_qp; /* the QP the event named (0 when it named none) */
 	int warned;
 	uint64_t next_liveness_ns;
-	uint32_t tick_left; /* waiting calls until the next clock read (braid_tick_due) */
+	uint8_t tick_left; /* NULL isends until the next clock read (braid_tick_due) */
 	struct braid_ctr_comm *ctr;
 	/* profiler events (ib_prof.c): NULL without NCCL's callback, tested once a request
 	 * and once a completion */

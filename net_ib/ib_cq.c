@@ -472,7 +472,7 @@ static ncclResult_t check_request(struct ib_comm *c, struct ib_req *r)
 	uint64_t bufs[BRAID_MAX_RECVS];
 	int n = 0;
 
-	if (braid_tick_due(&c->tick_left)) {
+	if (braid_tick_due(&r->tick_left)) {
 		uint64_t now = braid_now_ns(); /* one clock read for both */
 
 		braid_ctr_note_stall(c->dev->ctr, &r->waiting_ns, now, &r->stalled);

@@ -141,10 +141,11 @@ static __attribute__((noinline)) int post_write_ar(struct ib_comm *c, int qi, st
 	return post_wr(c, q, &wr, len);
 }
 
-/* After the peer's goodbye no new request of this comm can ever complete. */
+/* After the peer's goodbye no new request of this comm can ever complete: irecv looks
+ * at the link every BRAID_LIVENESS_MS, not on its tick, to refuse a receive at once. */
 static ncclResult_t refuse_after_bye(struct ib_comm *c)
 {
-	braid_link_check(c->link, 0);
+	braid_link_check_timed(c->link, 0);
 	if (!braid_judge_refuse_after_bye(c->link, c->is_send, ib_comm_who, c))
 		return ncclSuccess;
 	c->warned = 1;
@@ -339,10 +340,9 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 	g = group_ready(c);
 	if (!g) {
 		ib_progress(c);
-		if (braid_tick_due(&c->tick_left)) {
+		if (braid_tick_due(&c->tick_left))
 			ib_check_health_at(c, braid_now_ns());
-			braid_link_check(c->link, 0);
-		}
+		braid_link_check(c->link, 0); /* its own tick */
 		if (!c->error &&
 		    braid_judge_refuse_unannounced(c->link, c->sent_upto, ib_comm_who, c)) {
 			c->warned = 1;

@@ -66,6 +66,7 @@
 #include <stdint.h>
 
 #include "plugin/backend.h"
+#include "plugin/clock.h"
 #include "plugin/counters.h"
 #include "plugin/mr_cache.h"
 #include "plugin/oob.h"
@@ -251,15 +252,16 @@ struct ofi_req {
 	uint32_t magic; /* BRAID_MAGIC_REQ */
 	uint8_t is_send;
 	uint8_t stalled;
-	uint8_t noted; /* sends: lanes whose part's completion the stripe has */
-	uint8_t skip;  /* sends: lanes the receiver posted no receive on (OFI_PART_POSTED) */
-	uint8_t lanes; /* the lanes it has parts on: its group's (OFI_KIND_LANES) */
+	uint8_t tick_left; /* waiting test() calls until the next clock read */
+	uint8_t noted;     /* sends: lanes whose part's completion the stripe has */
+	uint8_t skip;      /* sends: lanes the receiver posted no receive on (OFI_PART_POSTED) */
+	uint8_t lanes;     /* the lanes it has parts on: its group's (OFI_KIND_LANES) */
 	int n;
 	ncclResult_t status; /* judged by the calling thread (the peer's goodbye) */
 	struct ofi_comm *comm;
 	uint64_t first;      /* number of the (first) buffer it fills */
-	uint64_t waiting_ns; /* stall counter: when test() first found it waiting (0: not yet) */
-	uint64_t split_ns;   /* receives: when test() first found some lanes' parts in, not all */
+	uint64_t waiting_ns; /* stall counter: when a waiting test() first read the clock (0: not yet) */
+	uint64_t split_ns; /* receives: when test() first found some lanes' parts in, not all */
 	struct ofi_req_lane l[BRAID_VDEV_MAX_NICS];
 	/* sends: the message and each lane's piece of it */
 	char *sbuf;
@@ -357,6 +359,7 @@ struct ofi_comm {
 	 * Set before the first post, cleared under every lane's ep_lock. */
 	struct braid_prof_comm *prof;
 	uint64_t live_next_ns; /* when a waiting call next looks at the NICs (ofi_live.c) */
+	uint8_t tick_left;     /* NULL isends until the next clock read (braid_tick_due) */
 	uint64_t ann_split_ns; /* sender: when isend first found the group it waits for
 				* announced on some lanes, not all (0: not); ann_split_seq: that group */
 	uint32_t ann_split_seq;
@@ -387,6 +390,7 @@ static inline void ofi_req_start(struct ofi_req *r, struct ofi_comm *c, int is_s
 {
 	r->is_send = (uint8_t)is_send;
 	r->stalled = 0;
+	r->tick_left = BRAID_TICK_CALLS - 1;
 	r->noted = 0;
 	r->skip = 0;
 	r->n = n;

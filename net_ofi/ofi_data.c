@@ -72,16 +72,17 @@ static void progress_lanes(struct ofi_comm *c, int from)
 /*
  * Look at the link, now and then: a peer that died hung up without a goodbye; a peer
  * whose comm failed in a way we cannot see said so; a peer that closed its comm said
- * goodbye, and that fails nothing by itself (requests decide, in check_request()).
+ * goodbye, and that fails nothing by itself (requests decide, in check_request()). timed:
+ * every BRAID_LIVENESS_MS (irecv); else on the link's tick too (braid_link_check).
  */
-static void check_peer(struct ofi_comm *c, int now)
+static void check_peer(struct ofi_comm *c, int timed)
 {
 	enum braid_link_state was = c->link->state, st;
 	struct ofi_dev *d = c->lane[0].dev;
 
 	if (c->error != ncclSuccess)
 		return;
-	st = braid_link_check(c->link, now);
+	st = timed ? braid_link_check_timed(c->link, 0) : braid_link_check(c->link, 0);
 	/* A death or failure is reported again if the link saw it first elsewhere; a
 	 * goodbye is said once. */
 	if (st == was && st != BRAID_LINK_DEAD && st != BRAID_LINK_FAILED)
@@ -137,19 +138,23 @@ static ncclResult_t refuse_after_bye(struct ofi_comm *c)
 static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r, uint8_t done,
 				  uint8_t lanes_done)
 {
-	uint64_t bufs[BRAID_MAX_RECVS], now = braid_now_ns();
+	uint64_t bufs[BRAID_MAX_RECVS];
 	int n = 0;
 
-	/* counted on every NIC the request waits on, as each NIC's own stall */
-	if (braid_ctr_stall_due(&r->waiting_ns, now, &r->stalled))
-		for (int k = 0; k < c->nlanes; k++)
-			braid_ctr_add(&c->lane[k].dev->ctr->stalls, 1);
-	check_nics(c, now, r->lanes & ~(uint32_t)lanes_done);
-	if (!r->is_send && lanes_done && c->error == ncclSuccess &&
-	    ofi_live_parts(c, r, lanes_done, now))
-		comm_fail(c, ncclSystemError);
-	if (r->is_send)
-		ofi_live_send_waits(c, r, lanes_done, now);
+	if (braid_tick_due(&r->tick_left)) { /* what is timed: on a tick (plugin/clock.h) */
+		uint64_t now = braid_now_ns();
+
+		/* counted on every NIC the request waits on, as each NIC's own stall */
+		if (braid_ctr_stall_due(&r->waiting_ns, now, &r->stalled))
+			for (int k = 0; k < c->nlanes; k++)
+				braid_ctr_add(&c->lane[k].dev->ctr->stalls, 1);
+		check_nics(c, now, r->lanes & ~(uint32_t)lanes_done);
+		if (!r->is_send && lanes_done && c->error == ncclSuccess &&
+		    ofi_live_parts(c, r, lanes_done, now))
+			comm_fail(c, ncclSystemError);
+		if (r->is_send)
+			ofi_live_send_waits(c, r, lanes_done, now);
+	}
 	check_peer(c, 0);
 	if (c->error != ncclSuccess)
 		return c->error;
@@ -333,13 +338,15 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 		uint32_t want, in;
 
 		progress_lanes(c, 0);
-		now = braid_now_ns(); /* the announcement may wait on a dead NIC */
-		/* the lanes of a group announced on some of them, not all */
-		check_nics(c, now, ofi_send_group(c, &want, &in) ? want & ~in : 0);
-		if (c->nlanes > 1 && c->error == ncclSuccess) {
-			ofi_live_send_lanes(c, now);
-			if (idx < 0 && ofi_live_announce(c, now))
-				comm_fail(c, ncclSystemError);
+		if (braid_tick_due(&c->tick_left)) {
+			now = braid_now_ns(); /* the announcement may wait on a dead NIC */
+			/* the lanes of a group announced on some of them, not all */
+			check_nics(c, now, ofi_send_group(c, &want, &in) ? want & ~in : 0);
+			if (c->nlanes > 1 && c->error == ncclSuccess) {
+				ofi_live_send_lanes(c, now);
+				if (idx < 0 && ofi_live_announce(c, now))
+					comm_fail(c, ncclSystemError);
+			}
 		}
 		if (c->error == ncclSuccess && idx < 0 &&
 		    braid_judge_refuse_unannounced(c->link, c->sent_upto, comm_who, c))
@@ -462,7 +469,7 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 			return ncclInvalidArgument;
 		}
 	}
-	check_peer(c, 0);
+	check_peer(c, 1); /* timed: a goodbye or the peer's word before it announces */
 	if (c->error != ncclSuccess || refuse_after_bye(c))
 		return c->error;
 	r = c->inflight < OFI_MAX_INFLIGHT ? braid_pool_get(&c->reqs) : NULL;

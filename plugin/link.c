@@ -593,13 +593,14 @@ static void take_message(struct braid_link *lk, uint16_t type, const void *paylo
 	}
 }
 
-enum braid_link_state braid_link_check(struct braid_link *lk, int now)
+enum braid_link_state braid_link_check_timed(struct braid_link *lk, int now)
 {
-	uint64_t t = braid_now_ns();
 	struct pollfd p = { .fd = lk->chan.fd, .events = POLLIN | POLLRDHUP };
+	uint64_t t;
 
 	if (lk->state == BRAID_LINK_DEAD || lk->state == BRAID_LINK_FAILED)
 		return lk->state;
+	t = braid_now_ns();
 	if (!now && t < lk->next_check_ns)
 		return lk->state;
 	lk->next_check_ns = t + ms_to_ns(braid_param_int(BRAID_P_LIVENESS_MS));

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "plugin/backend.h"
+#include "plugin/clock.h"
 #include "plugin/handle.h"
 #include "plugin/oob.h"
 
@@ -75,7 +76,8 @@ struct braid_link {
 	/* after set-up */
 	enum braid_link_state state;
 	uint64_t next_check_ns;
-	uint64_t bye_ns; /* when the goodbye came */
+	uint8_t tick_left; /* braid_link_check's calls until the next look */
+	uint64_t bye_ns;   /* when the goodbye came */
 	struct braid_link_bye peer_bye;
 	int peer_code; /* BRAID_LINK_FAILED: the peer's ncclResult_t */
 	char peer_why[200];
@@ -159,10 +161,28 @@ ncclResult_t braid_listen_comm_close(const struct braid_link_ops *ops, void *lis
 
 /*
  * Look at the peer, at most every BRAID_LIVENESS_MS unless `now` is set: a goodbye, an
- * error report, or a hang-up. Returns the state; the change to BYE, DEAD or FAILED is
- * seen once (the caller WARNs as fits).
+ * error report, or a hang-up, and the backend's messages (on_msg). Returns the state; the
+ * change to BYE, DEAD or FAILED is seen once (the caller WARNs as fits).
  */
-enum braid_link_state braid_link_check(struct braid_link *lk, int now);
+enum braid_link_state braid_link_check_timed(struct braid_link *lk, int now);
+
+/*
+ * The same, and without `now` once in BRAID_TICK_CALLS calls only: for the calls of the
+ * data path that can learn the peer's news a few calls late (isend, test(); most of them
+ * read no clock). irecv, which must see a goodbye or the peer's word on its NICs before it
+ * posts and announces a receive, calls braid_link_check_timed().
+ */
+static inline enum braid_link_state braid_link_check(struct braid_link *lk, int now)
+{
+	/* inline: the calls between two ticks are a decrement */
+	if (!now && lk->tick_left) {
+		lk->tick_left--;
+		return lk->state;
+	}
+	if (!now)
+		lk->tick_left = BRAID_TICK_CALLS - 1;
+	return braid_link_check_timed(lk, now);
+}
 /* Tell the peer that our comm failed in a way it cannot see by itself. Best effort. */
 void braid_link_report_error(struct braid_link *lk, int code, const char *why);
 /*

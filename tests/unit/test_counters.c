@@ -173,7 +173,7 @@ static void stall_counted_once_from_first_wait(void **state)
  * never two reads closer than that, never more than that many calls without one. */
 static void waiting_calls_read_the_clock_on_a_tick(void **state)
 {
-	uint32_t left = 0;
+	uint8_t left = 0;
 	int reads = 0, last = -1;
 
 	(void)state;

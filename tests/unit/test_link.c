@@ -276,6 +276,32 @@ static void hangup_without_goodbye_is_death(void **state)
 	braid_listener_close(&l, &toy_ops);
 }
 
+/* The data path's check looks at the link once in BRAID_TICK_CALLS calls (after the
+ * liveness interval, 1 ms here): a goodbye that came is seen by the 8th call at the
+ * latest, and the calls between two looks return the state they know. */
+static void data_path_checks_on_a_tick(void **state)
+{
+	unsigned char handle[NCCL_NET_HANDLE_MAXSIZE];
+	struct braid_listener l;
+	struct toy *client, *server;
+	int calls = 0;
+
+	(void)state;
+	setup_env();
+	assert_int_equal(braid_listener_open(&l, &toy_ops, 0, handle, NULL), ncclSuccess);
+	connect_pair(&l, handle, &client, &server);
+	assert_int_equal(braid_link_check(server->lk, 0), BRAID_LINK_UP); /* a look: tick 0 */
+	braid_link_close(client->lk, NULL);
+	free(client);
+	sleep_ms(20); /* the hang-up is in, the liveness interval long past */
+	while (braid_link_check(server->lk, 0) == BRAID_LINK_UP)
+		assert_true(++calls < (int)BRAID_TICK_CALLS);
+	assert_int_equal(calls, BRAID_TICK_CALLS - 1);
+	assert_int_equal(server->lk->state, BRAID_LINK_DEAD);
+	toy_discard(server);
+	braid_listener_close(&l, &toy_ops);
+}
+
 struct got_msgs {
 	int n;
 	char last[32];
@@ -355,6 +381,7 @@ int main(void)
 		cmocka_unit_test(strangers_are_dropped),
 		cmocka_unit_test(goodbye_says_what_was_done),
 		cmocka_unit_test(hangup_without_goodbye_is_death),
+		cmocka_unit_test(data_path_checks_on_a_tick),
 		cmocka_unit_test(backend_messages),
 	};
 

@@ -57,7 +57,8 @@ enum braid_param_type {
 	  "fail with an error naming the peer.")                                                   \
 	X(LIVENESS_MS, "BRAID_LIVENESS_MS", BRAID_PARAM_INT, "100", 1, 60000, NULL, NULL,          \
 	  "While a request waits, how often test() checks that the peer process is still "         \
-	  "there (one poll() on the handshake socket).")                                           \
+	  "there (one poll() on the handshake socket), on the request's 8th waiting test() "       \
+	  "and every 8th after (a clock read on each would be a third of an idle call).")          \
 	X(MERGE, "BRAID_MERGE", BRAID_PARAM_STR, "auto", 0, 0, NULL, NULL,                         \
 	  "Which NICs braid fuses into one NCCL device (docs/multirail.md). none: one device "     \
 	  "per NIC; rail: the NICs of each GPU's rail (topology); a list such as "                 \

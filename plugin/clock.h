@@ -16,12 +16,13 @@ uint64_t braid_random_u64(void);
  * The calls that wait (a test() that finds its request pending, an isend() with no receive
  * to match yet) read the clock once in BRAID_TICK_CALLS, not each time: what they time is
  * counted in milliseconds (a stall, the liveness checks), NCCL's proxy calls them
- * microseconds apart, and a clock read is a third of such a call's instructions. A caller
- * that polls once a millisecond sees those checks up to 7 ms later. *left: the caller's
- * countdown; started at 0 the first call reads the clock, at BRAID_TICK_CALLS - 1 (a
- * request's: most complete before their 8th waiting test()) the eighth. Each request keeps
- * its own: NCCL tests its requests in turn, and a comm's count of 8 would land on the same
- * one of 8 requests every time and never check the others.
+ * microseconds apart, and a clock read was a quarter to a third of such a call's
+ * instructions (docs/benchmarks-ipm.md). A caller that polls once a millisecond sees those
+ * checks up to 7 ms later. *left: the caller's countdown; started at 0 the first call
+ * reads the clock, at BRAID_TICK_CALLS - 1 (a request's: most complete before their 8th
+ * waiting test()) the eighth. Each request keeps its own: NCCL tests its requests in
+ * turn, and a comm's count of 8 would land on the same one of 8 requests every time and
+ * never check the others.
  */
 #define BRAID_TICK_CALLS 8u
 

@@ -21,8 +21,12 @@
  *   and one odd sample moves the rate by a quarter of its error.
  * - weight floor 2%: a lane at 1/4 speed still gets its 20% (the floor only ever lifts a
  *   lane under 2%), and a lane that has become very slow keeps being sent chunks, and so
- *   measured, as long as 2% of the message is at least min_chunk; below that it still
- *   gets its turn with small messages.
+ *   measured, as long as 2% of the message is at least min_chunk; below that the cut
+ *   leaves it out, and it is measured by a probe:
+ * - probe, a chunk of min_chunk once in 64 cuts that leave a live lane out: a lane that
+ *   read slow for a moment (CI: a loaded machine, 0.1 GB/s against 5.2) is measured again
+ *   within a thousand 1 MiB messages; on a lane that really is slow it costs one message
+ *   in 64 a min_chunk's time on that lane, beside the other lanes' messages.
  * - slow lane: under half the others' mean for 8 completions in a row and 100 ms of its
  *   busy time: long enough that a transient (a congestion burst, a retransmit) does not
  *   WARN, short enough that a link that trained at a lower speed is named within the
@@ -157,6 +161,7 @@ int braid_stripe_init(struct braid_stripe *st, int nlanes, const int *speed_mbps
 		speed_mbps = NULL;
 	}
 	st->nlanes = nlanes;
+	st->probe_left = BRAID_STRIPE_PROBE_EVERY;
 	if (cfg)
 		st->cfg = *cfg;
 	else
@@ -234,12 +239,56 @@ static int stripe_drop_first(const struct braid_stripe *st, const int *active)
 	return worst;
 }
 
+/* cfg.sample: will the message being cut be measured? (braid_stripe_sample is asked
+ * right after its cut.) */
+static int stripe_next_measured(const struct braid_stripe *st)
+{
+	uint32_t phase;
+
+	if (!st->sampling)
+		return 1;
+	phase = st->sample_seq % st->cfg.sample;
+	return phase >= 1 && phase < st->cfg.sample_run;
+}
+
+/*
+ * A live lane that the cut leaves out (its share under min_chunk: at the weight floor, 2%
+ * of a message under 3.2 MiB) is measured no more, so a lane that read slow for a moment
+ * would stay at the floor for the comm's life. Once in BRAID_STRIPE_PROBE_EVERY such cuts
+ * one of them (in turn) gets a chunk of min_chunk, on a message that is measured and can
+ * take one more part. Not in equal mode: nothing there is measured. The lane, or -1.
+ */
+static int stripe_probe_lane(struct braid_stripe *st, const int *active, int count, size_t kmax)
+{
+	int n = st->nlanes;
+
+	if (st->cfg.mode == BRAID_STRIPE_EQUAL || count + st->ndown >= n)
+		return -1;
+	if (st->probe_left > 1) {
+		st->probe_left--;
+		return -1;
+	}
+	st->probe_left = 1; /* due: the next cut that can take it */
+	if ((size_t)count >= kmax || !stripe_next_measured(st))
+		return -1;
+	for (int k = 0; k < n; k++) {
+		int i = (st->probe_next + k) % n;
+
+		if (!active[i] && !st->lane[i].down) {
+			st->probe_next = (i + 1) % n;
+			st->probe_left = BRAID_STRIPE_PROBE_EVERY;
+			return i;
+		}
+	}
+	return -1;
+}
+
 int braid_stripe_cut(struct braid_stripe *st, size_t size, size_t len[BRAID_STRIPE_MAX_LANES],
 		     int *first_lane)
 {
-	int n = st->nlanes, active[BRAID_STRIPE_MAX_LANES], count, first = -1, last = -1;
+	int n = st->nlanes, active[BRAID_STRIPE_MAX_LANES], count, first = -1, last = -1, probe;
 	size_t a = st->cfg.align, mu = st->cfg.min_chunk, kmax = size / mu;
-	uint64_t units, m, u[BRAID_STRIPE_MAX_LANES], sum = 0;
+	uint64_t units, shared, m, u[BRAID_STRIPE_MAX_LANES], sum = 0;
 	double x[BRAID_STRIPE_MAX_LANES], wsum;
 
 	if (n == 1 || size < st->cfg.threshold || kmax < 2 || st->ndown >= n - 1) {
@@ -273,6 +322,9 @@ int braid_stripe_cut(struct braid_stripe *st, size_t size, size_t len[BRAID_STRI
 		active[stripe_drop_first(st, active)] = 0;
 		count--;
 	}
+	/* the probe takes min_chunk; the others share the rest by their weights (wsum is
+	 * theirs) */
+	probe = stripe_probe_lane(st, active, count, kmax);
 
 	/* In units of align: each lane its share rounded down, but at least min_chunk; then
 	 * units one at a time to the lanes furthest under their share, or back from those
@@ -280,12 +332,18 @@ int braid_stripe_cut(struct braid_stripe *st, size_t size, size_t len[BRAID_STRI
 	 * The bytes past the last whole unit go to the last lane: the message end. */
 	units = size / a;
 	m = mu / a;
+	shared = units;
+	if (probe >= 0) {
+		active[probe] = 1;
+		count++;
+		shared -= m;
+	}
 	for (int i = 0; i < n; i++) {
 		x[i] = 0;
 		u[i] = 0;
 		if (!active[i])
 			continue;
-		x[i] = (double)units * st->lane[i].weight / wsum;
+		x[i] = i == probe ? (double)m : (double)shared * st->lane[i].weight / wsum;
 		u[i] = (uint64_t)x[i];
 		if (u[i] < m)
 			u[i] = m;
@@ -320,9 +378,10 @@ int braid_stripe_cut(struct braid_stripe *st, size_t size, size_t len[BRAID_STRI
 	len[last] += size - (size_t)units * a;
 	st->rr = (last + 1) % n;
 	*first_lane = first;
-	/* Kept only when every lane has a part: then the cut depends on nothing but the
-	 * weights and size (leaving lanes out looks at what each has outstanding). */
-	if (count == n) {
+	/* Kept only when every lane has a part and none is a probe: then the cut depends on
+	 * nothing but the weights and size (leaving lanes out looks at what each has
+	 * outstanding). */
+	if (count == n && probe < 0) {
 		memcpy(st->memo.len, len, (size_t)n * sizeof(len[0]));
 		for (int i = 0; i < n; i++)
 			st->memo.weight[i] = st->lane[i].weight;

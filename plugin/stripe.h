@@ -45,6 +45,7 @@
 #define BRAID_STRIPE_QP_SAMPLE_RUN 4           /* ...this many in a row are accounted (1 marks) */
 #define BRAID_STRIPE_SAMPLE_WARM 4             /* sampled once each lane has this many samples */
 #define BRAID_STRIPE_SAMPLE_CAP 2.0            /* sampled: a sample counts <= this x the rate */
+#define BRAID_STRIPE_PROBE_EVERY 64            /* cuts per probe of a left-out live lane */
 
 enum braid_stripe_mode {
 	BRAID_STRIPE_ADAPTIVE = 0, /* weights follow the measured lane rates */
@@ -117,6 +118,10 @@ struct braid_stripe {
 	 * its BRAID_STRIPE_SAMPLE_WARM samples (till then every message is measured) */
 	uint32_t sample_seq;
 	int sampling;
+	/* adaptive and follow: cuts left before a live lane that the cut leaves out gets a
+	 * probe chunk, and the lane to look at first (braid_stripe_cut) */
+	uint32_t probe_left;
+	int probe_next;
 	struct braid_stripe_cfg cfg;
 	struct braid_stripe_memo memo;
 	struct braid_stripe_lane lane[BRAID_STRIPE_MAX_LANES];
@@ -278,7 +283,8 @@ static inline void braid_stripe_completed(struct braid_stripe *st, int lane, siz
 
 /*
  * cfg.sample >= 2: how the caller accounts for the next message's chunks (one call a
- * message, before posting it). Measuring a chunk costs a clock read and a call at its
+ * message, after its cut and before posting it: the cut probes a left-out lane only on
+ * a message that will be measured). Measuring a chunk costs a clock read and a call at its
  * post and at its completion, and a pass over the lanes after the CQ read; most messages
  * skip all of it (BRAID_STRIPE_SKIP) and are cut by the weights the measured ones gave.
  *

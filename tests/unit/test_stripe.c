@@ -772,6 +772,78 @@ static void weight_floor(void **state)
 	assert_near(braid_stripe_weight(&s.st, 0), 1 - BRAID_STRIPE_WEIGHT_FLOOR, 1e-9);
 }
 
+/*
+ * Guards the probe (docs/multirail.md, "A lane at the floor"): a lane measured at 1% of
+ * the other for a moment sits at the 2% floor, under min_chunk of a 1 MiB message, so
+ * the cut leaves it out and nothing measures it again. Every BRAID_STRIPE_PROBE_EVERY
+ * such cuts it gets a chunk of min_chunk: with both lanes back at R its weight returns
+ * to about half and the pair to 2R; on a lane that really is at R/100 the probes cost
+ * little (they run beside the other lane's messages) and its weight stays at the floor.
+ * The same through a receiver that cuts by the sender's weights (net_ofi's follow mode).
+ */
+static void floor_lane_is_probed(void **state)
+{
+	const double both[] = { R, R }, slow[] = { R, R / 100 };
+	static struct sim s;
+	static struct braid_stripe cut;
+	struct braid_stripe_cfg cfg;
+	size_t len[BRAID_STRIPE_MAX_LANES];
+	int first, probes = 0;
+	double bw;
+
+	(void)state;
+	sim_init(&s, 2, both, NULL, BRAID_STRIPE_ADAPTIVE);
+	lockstep(&s, slow, MiB, 20, 0);
+	assert_near(braid_stripe_weight(&s.st, 1), BRAID_STRIPE_WEIGHT_FLOOR, 1e-9);
+	/* left out, and probed once in BRAID_STRIPE_PROBE_EVERY cuts, with min_chunk */
+	for (int i = 0; i < 4 * BRAID_STRIPE_PROBE_EVERY; i++) {
+		int parts = checked_split(&s.st, MiB, len);
+
+		assert_int_equal(parts == 2, len[1] != 0);
+		if (len[1]) {
+			assert_int_equal(len[1], BRAID_STRIPE_DEF_MIN_CHUNK);
+			probes++;
+		}
+	}
+	assert_int_equal(probes, 4);
+	/* no probe for messages that cannot be cut in two, nor in equal mode */
+	assert_int_equal(braid_stripe_split(&s.st, 64 * KiB, len, &first), 1);
+
+	sim_init(&s, 2, both, NULL, BRAID_STRIPE_ADAPTIVE);
+	lockstep(&s, slow, MiB, 20, 0);
+	sim_run(&s, 3000, 0, MiB);
+	assert_near(braid_stripe_weight(&s.st, 1), 0.5, 0.05);
+	bw = sim_run(&s, 500, 50, MiB);
+	assert_true(bw >= 0.9 * 2 * R);
+	print_message("stripe sim, a lane at the floor back at R: weights %.3f/%.3f, %.3f R\n",
+		      braid_stripe_weight(&s.st, 0), braid_stripe_weight(&s.st, 1), bw / R);
+
+	sim_init(&s, 2, slow, NULL, BRAID_STRIPE_ADAPTIVE);
+	lockstep(&s, slow, MiB, 20, 0);
+	bw = sim_run(&s, 2000, 100, MiB);
+	assert_near(braid_stripe_weight(&s.st, 1), BRAID_STRIPE_WEIGHT_FLOOR, 1e-9);
+	assert_true(bw >= 0.9 * R);
+	print_message("stripe sim, a lane truly at R/100, probed: %.3f R\n", bw / R);
+
+	sim_init(&s, 2, both, NULL, BRAID_STRIPE_ADAPTIVE);
+	braid_stripe_cfg_default(&cfg);
+	cfg.mode = BRAID_STRIPE_FOLLOW;
+	assert_int_equal(braid_stripe_init(&cut, 2, NULL, &cfg), 0);
+	lockstep(&s, slow, MiB, 20, 0);
+	assert_int_equal(braid_stripe_follow(&cut, braid_stripe_weights_wire(&s.st)), 0);
+	s.wire_sent = braid_stripe_weights_wire(&s.st);
+	s.cut = &cut;
+	assert_near(braid_stripe_weight(&cut, 1), BRAID_STRIPE_WEIGHT_FLOOR, 1e-3);
+	sim_run(&s, 3000, 0, MiB);
+	assert_near(braid_stripe_weight(&cut, 1), 0.5, 0.05);
+
+	braid_stripe_cfg_default(&cfg);
+	cfg.mode = BRAID_STRIPE_EQUAL;
+	assert_int_equal(braid_stripe_init(&cut, 2, NULL, &cfg), 0);
+	for (int i = 0; i < 4 * BRAID_STRIPE_PROBE_EVERY; i++)
+		assert_int_equal(checked_split(&cut, MiB, len), 2);
+}
+
 /* Guards determinism (the same state cuts the same way) and the misuse guards. */
 static void deterministic_and_misuse(void **state)
 {
@@ -920,6 +992,7 @@ int main(void)
 		cmocka_unit_test(slow_lane_sustained_and_latched),
 		cmocka_unit_test(one_odd_sample_is_damped),
 		cmocka_unit_test(weight_floor),
+		cmocka_unit_test(floor_lane_is_probed),
 		cmocka_unit_test(deterministic_and_misuse),
 		cmocka_unit_test(batched_reap_reads_true_rate),
 		cmocka_unit_test(lane_down_takes_no_part),

@@ -36,7 +36,12 @@ export LD_LIBRARY_PATH="$CUDA_HOME/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 tmp=$(mktemp -d /tmp/braid-nccl.XXXXXX)
 pids=()
 cleanup() {
-	for p in "${pids[@]+"${pids[@]}"}"; do kill -KILL "$p" 2>/dev/null; done
+	# pids are the timeout wrappers: their rank (the child) first, or it runs on
+	# orphaned and holds the GPU
+	for p in "${pids[@]+"${pids[@]}"}"; do
+		pkill -KILL -P "$p" 2>/dev/null
+		kill -KILL "$p" 2>/dev/null
+	done
 	[ -z "${KEEP:-}" ] || { mkdir -p "$KEEP" && cp "$tmp"/*.out "$tmp"/*.log "$tmp"/*.err "$KEEP"/; } 2>/dev/null
 	rm -rf "$tmp"
 }

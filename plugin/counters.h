@@ -12,8 +12,9 @@
 #include <stdint.h>
 
 #define BRAID_CTR_MAGIC 0x5254434449415242ULL /* "BRAIDCTR" little-endian */
-/* 6: recoveries in lanes and comms; readers take only their own version (tools/stat_read.c) */
-#define BRAID_CTR_VERSION 6
+/* 7: GPUDirect used (the fallback record's receive registrations); readers take only their
+ * own version (tools/stat_read.c) */
+#define BRAID_CTR_VERSION 7
 #define BRAID_CTR_MAX_DEVS 32
 #define BRAID_CTR_MAX_COMMS 1024
 #define BRAID_CTR_MAX_QPS 1024
@@ -104,6 +105,12 @@ struct braid_ctr_fallback {
 	char gid_type[16];       /* "RoCEv2", "RoCEv1", "IB" */
 	int32_t mtu;             /* active MTU in bytes */
 	char gpudirect_mode[16]; /* "peermem", "dma-buf", "fi_hmem", "none"; every backend */
+	/* version 7: GPUDirect offered is not GPUDirect used. NCCL decides per GPU and NIC
+	 * (NCCL_NET_GDR_LEVEL), and where it does not use it, it registers its receive
+	 * buffers in host memory and copies every message through them: the buffers of
+	 * receive comms registered so far, in GPU memory and in host memory */
+	uint32_t recv_regs_gpu;
+	uint32_t recv_regs_host;
 };
 
 /* version 2: one record per verbs QP (net_ib), claimed with a compare-and-swap on in_use. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plugin/counters.h"
 #include "plugin/cuda_dl.h"
 #include "plugin/log.h"
 
@@ -118,12 +119,23 @@ void braid_gdr_decide(const struct braid_gdr_in *in, struct braid_gdr_out *out)
 static unsigned recv_regs_gpu, recv_regs_host;
 static int recv_regs_warned;
 
+/* braid stat's copy (counters layout 7): whether GPUDirect is used, not only offered */
+static void note_in_counters(int gpu)
+{
+	struct braid_ctr_region *r = braid_counters();
+
+	if (r)
+		__atomic_add_fetch(gpu ? &r->fallback.recv_regs_gpu : &r->fallback.recv_regs_host,
+				   1, __ATOMIC_RELAXED);
+}
+
 void braid_gdr_note_reg(int recv, int gpu, int gpudirect)
 {
 	unsigned host;
 
 	if (!recv)
 		return;
+	note_in_counters(gpu);
 	if (gpu) {
 		__atomic_add_fetch(&recv_regs_gpu, 1, __ATOMIC_RELAXED);
 		return;

@@ -179,6 +179,12 @@ static json_t *json_process(const struct ent *e)
 	stat_jset(g, "on", json_boolean(fb->gpudirect));
 	stat_jset(g, "mode", json_string(fb->gpudirect_mode));
 	stat_jset(g, "why", json_string(fb->gpudirect_why));
+	stat_jset(g, "recv_regs_gpu", json_integer(fb->recv_regs_gpu));
+	stat_jset(g, "recv_regs_host", json_integer(fb->recv_regs_host));
+	stat_jset(g, "used",
+		  fb->recv_regs_gpu    ? json_true()
+		  : fb->recv_regs_host ? json_false()
+				       : json_null());
 	stat_jset(o, "gpudirect", g);
 	stat_jset(o, "link_layer", json_string(fb->link_layer));
 	stat_jset(o, "gid_index", json_integer(fb->gid_index));

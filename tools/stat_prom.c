@@ -88,6 +88,24 @@ static void fam_gpudirect(FILE *f, const struct ent *e, const char *name)
 	       LABELS({ "mode", fb->gpudirect_mode }, { "reason", fb->gpudirect_why }));
 }
 
+static void fam_gpudirect_regs(FILE *f, const struct ent *e, const char *name)
+{
+	const struct braid_ctr_fallback *fb = &e->r->fallback;
+	char num[24];
+
+	sample(f, name, e->pid, INT(fb->recv_regs_gpu), LABELS({ "memory", "gpu" }));
+	sample(f, name, e->pid, INT(fb->recv_regs_host), LABELS({ "memory", "host" }));
+}
+
+/* No sample until NCCL registered a receive buffer: not known yet. */
+static void fam_gpudirect_used(FILE *f, const struct ent *e, const char *name)
+{
+	const struct braid_ctr_fallback *fb = &e->r->fallback;
+
+	if (fb->recv_regs_gpu || fb->recv_regs_host)
+		sample(f, name, e->pid, fb->recv_regs_gpu ? "1" : "0", NO_LABELS);
+}
+
 static void fam_comms(FILE *f, const struct ent *e, const char *name)
 {
 	char num[24];
@@ -331,6 +349,14 @@ static const struct family {
 	{ "braid_gpudirect", "gauge",
 	  "1 when NCCL uses GPUDirect RDMA with every device; mode peermem, dma-buf or none.",
 	  fam_gpudirect },
+	{ "braid_gpudirect_recv_regs_total", "counter",
+	  "Receive buffers NCCL registered, by memory (gpu, host): GPUDirect RDMA is used "
+	  "where they are in GPU memory.",
+	  fam_gpudirect_regs },
+	{ "braid_gpudirect_used", "gauge",
+	  "1 when NCCL registered receive buffers in GPU memory (GPUDirect RDMA used), 0 when "
+	  "only in host memory (it copies through host memory); no sample before the first.",
+	  fam_gpudirect_used },
 	{ "braid_comms", "gauge", "NCCL comms open, by kind (send, recv).", fam_comms },
 	{ "braid_bytes_total", "counter", "Payload bytes sent (tx) or received (rx) by a device.",
 	  fam_bytes },

@@ -154,6 +154,26 @@ static void print_qps(const struct ent *e, double up)
 	}
 }
 
+/* Offered is not used: NCCL decides per GPU and NIC, and its registrations say which. */
+static void print_gpudirect_used(const struct braid_ctr_fallback *fb)
+{
+	unsigned g = fb->recv_regs_gpu, h = fb->recv_regs_host;
+
+	if (!g && !h) {
+		printf("  GPUDirect used: not known yet (no receive buffer registered)\n");
+		return;
+	}
+	printf("  GPUDirect used: %s (NCCL's receive buffers: %u in GPU memory, %u in host "
+	       "memory%s)\n",
+	       g               ? "yes"
+	       : fb->gpudirect ? "NO, although offered"
+			       : "no",
+	       g, h,
+	       !g && fb->gpudirect ? "; NCCL copies every message through host memory: see "
+				     "NCCL_NET_GDR_LEVEL"
+				   : "");
+}
+
 static void print_process(const struct ent *e)
 {
 	const struct braid_ctr_fallback *fb = &e->r->fallback;
@@ -171,6 +191,7 @@ static void print_process(const struct ent *e)
 	printf("  GPUDirect RDMA %s (mode %s)%s%s\n", fb->gpudirect ? "on" : "off",
 	       fb->gpudirect_mode[0] ? fb->gpudirect_mode : "?", fb->gpudirect_why[0] ? ": " : "",
 	       fb->gpudirect_why);
+	print_gpudirect_used(fb);
 	if (fb->link_layer[0])
 		printf("  link: %s, GID index %d (%s), MTU %d\n", fb->link_layer,
 		       (int)fb->gid_index, fb->gid_type[0] ? fb->gid_type : "?", (int)fb->mtu);

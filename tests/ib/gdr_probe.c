@@ -6,6 +6,7 @@
  *   ptr_support   device 0's ptrSupport, and the HOST / CUDA / DMABUF bits by name
  *   init_warns    WARN lines logged by init
  *   fb_*          the fallback record, read from /dev/shm/braid-<pid> as a tool would
+ *                 (again after GDR_PROBE_RECV_REGS's registrations: fb_recv_regs_*)
  *   regmr_cuda    the result of regMr(NCCL_PTR_CUDA) on a comm of device 0, and the
  *                 WARN lines it logged (regmr_warns)
  * tests/ib/gpudirect.sh runs it over softverbs with fixture host roots (BRAID_FSROOT).
@@ -54,6 +55,8 @@ static int read_fallback(void)
 	       r->fallback.gpudirect_mode);
 	printf("fb_gpudirect_why=%.*s\n", (int)sizeof(r->fallback.gpudirect_why),
 	       r->fallback.gpudirect_why);
+	printf("fb_recv_regs_gpu=%u\n", r->fallback.recv_regs_gpu);
+	printf("fb_recv_regs_host=%u\n", r->fallback.recv_regs_host);
 	munmap(r, sizeof(*r));
 	return 0;
 }
@@ -157,6 +160,8 @@ int main(int argc, char **argv)
 		printf("recv_regs_warns=%lu\n", netapi_warn_count() - w0);
 		while (n--)
 			api.dereg_mr(&api, rc, mhs[n]);
+		if (read_fallback()) /* what braid stat shows of them */
+			return 1;
 		goto out;
 	}
 	/* softverbs has no GPU: "CUDA memory" is host memory, which is all a registration

@@ -158,6 +158,12 @@ regs() { # SEQ ROOT WANT: gdr-probe registers SEQ (H host, C GPU) on its receive
 		{ cat "$out" "$err"; bad "gdr-probe failed"; return; }
 	grep 'WARN.*NCCL receives' "$err" | sed 's/^/  /'
 	[ "$(hostwarns)" = "$3" ] || bad "registrations $1 on root $2: $(hostwarns) WARN(s), want $3"
+	# braid stat's record of them (the last fb_ lines: read after the registrations)
+	local g h
+	g=$(sed -n 's/^fb_recv_regs_gpu=//p' "$out" | tail -n 1)
+	h=$(sed -n 's/^fb_recv_regs_host=//p' "$out" | tail -n 1)
+	[ "$g" = "$(printf %s "$1" | tr -cd C | wc -c)" ] && [ "$h" = "$(printf %s "$1" | tr -cd H | wc -c)" ] ||
+		bad "registrations $1: the counters say $g in GPU memory, $h in host memory"
 	[ "$3" = 0 ] || grep 'WARN.*NCCL receives' "$err" | grep -q 'NCCL_NET_GDR_LEVEL' ||
 		bad "the WARN does not name NCCL_NET_GDR_LEVEL"
 }

@@ -10,11 +10,11 @@ command -v python3 >/dev/null || skip "python3 is not installed (the JSON is che
 D=$BRAID_SHM_DIR
 out=$T/out.json
 
-hold --dir "$D" --backend ofi --provider 'verbs;ofi_rxm' --gdr
+hold --dir "$D" --backend ofi --provider 'verbs;ofi_rxm' --gdr --regs 0,6
 fast=$HELD
 hold --dir "$D" --backend ofi --provider 'tcp;ofi_rxm' --slow
 slow=$HELD
-hold --dir "$D" --backend ib --provider 'svroce0,svroce1' --ib
+hold --dir "$D" --backend ib --provider 'svroce0,svroce1' --ib --regs 4,2
 ib=$HELD
 hold --dir "$D" --provider "$(printf 'q"uote\\back\tslash')"
 odd=$HELD
@@ -67,9 +67,14 @@ s, f, i = by.get(slow, {}), by.get(fast, {}), by.get(ib, {})
 check(s.get("backend") == "ofi" and s.get("provider") == "tcp;ofi_rxm" and s.get("slow_path") is True,
       "slow process: backend, provider, slow_path")
 check(f.get("provider") == "verbs;ofi_rxm" and f.get("slow_path") is False, "fast process: provider, not slow")
-check(f.get("gpudirect") == {"on": True, "mode": "dma-buf", "why": "mkregion: dma-buf on every device"},
-      "GPUDirect on, mode, why: %s" % f.get("gpudirect"))
+check(f.get("gpudirect") == {"on": True, "mode": "dma-buf", "why": "mkregion: dma-buf on every device",
+                             "recv_regs_gpu": 0, "recv_regs_host": 6, "used": False},
+      "GPUDirect on (offered), not used: %s" % f.get("gpudirect"))
 check(s.get("gpudirect", {}).get("on") is False, "GPUDirect off")
+check("used" in s.get("gpudirect", {}) and s["gpudirect"]["used"] is None,
+      "GPUDirect used: null before any registration")
+check({k: i.get("gpudirect", {}).get(k) for k in ("recv_regs_gpu", "recv_regs_host", "used")} ==
+      {"recv_regs_gpu": 4, "recv_regs_host": 2, "used": True}, "GPUDirect used: %s" % i.get("gpudirect"))
 check(s.get("file") == "braid-%d" % slow and s.get("path") == "%s/braid-%d" % (d, slow), "file and path")
 check(10 <= (s.get("uptime_s") or 0) < 60, "uptime_s about 10: %s" % s.get("uptime_s"))
 dev = (f.get("devices") or [{}])[0]

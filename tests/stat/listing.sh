@@ -12,11 +12,11 @@ out=$T/out
 
 # fast first: by pid alone it would come first, slow-path-first must put it second
 t0=$(date +%s.%N)
-hold --dir "$D" --backend ofi --provider 'verbs;ofi_rxm' --gdr
+hold --dir "$D" --backend ofi --provider 'verbs;ofi_rxm' --gdr --regs 0,6
 fast=$HELD
-hold --dir "$D" --backend ofi --provider 'tcp;ofi_rxm' --slow
+hold --dir "$D" --backend ofi --provider 'tcp;ofi_rxm' --slow --regs 0,4
 slow=$HELD
-hold --dir "$D" --backend ib --provider 'svroce0,svroce1' --ib
+hold --dir "$D" --backend ib --provider 'svroce0,svroce1' --ib --regs 4,2
 ib=$HELD
 dead=$(dead_pid)
 "$MK" --file "$D/braid-$dead" --provider 'shm'
@@ -56,6 +56,13 @@ expect "$out" "^  backend ofi, provider tcp;ofi_rxm: SLOW PATH$" "slow process: 
 expect "$out" "^  why: mkregion: ofi provider tcp;ofi_rxm; first choice$" "why"
 expect "$out" "^  GPUDirect RDMA on \(mode dma-buf\): mkregion: dma-buf on every device$" "GPUDirect on and why"
 expect "$out" "^  GPUDirect RDMA off \(mode none\): mkregion: no GPU$" "GPUDirect off and why"
+# offered is not used: what NCCL registered says
+expect "$out" "^  GPUDirect used: NO, although offered \(NCCL's receive buffers: 0 in GPU memory, 6 in host memory; NCCL copies every message through host memory: see NCCL_NET_GDR_LEVEL\)$" \
+	"GPUDirect offered, not used: NCCL registered host memory only"
+expect "$out" "^  GPUDirect used: no \(NCCL's receive buffers: 0 in GPU memory, 4 in host memory\)$" \
+	"GPUDirect not offered, not used"
+expect "$out" "^  GPUDirect used: yes \(NCCL's receive buffers: 4 in GPU memory, 2 in host memory\)$" \
+	"GPUDirect used: buffers in GPU memory"
 expect "$out" "^  liveness: live: holds its counters file's lock$" "liveness by the lock, this PID namespace"
 # dev 0: 1e9 tx (and 100 MB/s more), 2e9 rx bytes, started 10 s before mkregion ran:
 # about 100 and 200 MB/s on average. 2e9 bytes over an uptime of 10 s plus however long

@@ -14,9 +14,9 @@ mkdir -p "$tf"
 
 # a fused verbs process, a slow ofi one whose provider has a quote and a backslash, one
 # whose provider has a newline (the reader makes it '?'), one that ended, one of a newer layout
-hold --dir "$BRAID_SHM_DIR" --backend ib --provider mlx5_0,mlx5_1 --ib --gdr
+hold --dir "$BRAID_SHM_DIR" --backend ib --provider mlx5_0,mlx5_1 --ib --gdr --regs 4,2
 ib=$HELD
-hold --dir "$BRAID_SHM_DIR" --slow --provider 'tcp;"q\b'
+hold --dir "$BRAID_SHM_DIR" --slow --provider 'tcp;"q\b' --regs 0,3
 slow=$HELD
 hold --dir "$BRAID_SHM_DIR" --provider $'nl\nx'
 nl=$HELD
@@ -40,7 +40,8 @@ cat "$prom"
 	fail "--textfile: mode $(stat -c %a "$prom")"
 
 for m in braid_up:gauge braid_process_start_time_seconds:gauge braid_slow_path:gauge \
-	braid_gpudirect:gauge braid_comms:gauge braid_bytes_total:counter \
+	braid_gpudirect:gauge braid_gpudirect_recv_regs_total:counter braid_gpudirect_used:gauge \
+	braid_comms:gauge braid_bytes_total:counter \
 	braid_messages_total:counter braid_completions_total:counter braid_errors_total:counter \
 	braid_strangers_total:counter braid_slow_lanes_total:counter braid_stalls_total:counter \
 	braid_nic_slow:gauge \
@@ -74,6 +75,13 @@ expect "$prom" "^braid_gpudirect\{pid=\"$ib\",mode=\"dma-buf\",reason=\"mkregion
 	"braid_gpudirect 1 with mode dma-buf"
 expect "$prom" "^braid_gpudirect\{pid=\"$slow\",mode=\"none\",reason=\"mkregion: no GPU\"\} 0$" \
 	"braid_gpudirect 0 with mode none"
+expect "$prom" "^braid_gpudirect_recv_regs_total\{pid=\"$ib\",memory=\"gpu\"\} 4$" \
+	"braid_gpudirect_recv_regs_total in GPU memory"
+expect "$prom" "^braid_gpudirect_recv_regs_total\{pid=\"$ib\",memory=\"host\"\} 2$" \
+	"braid_gpudirect_recv_regs_total in host memory"
+expect "$prom" "^braid_gpudirect_used\{pid=\"$ib\"\} 1$" "braid_gpudirect_used 1: buffers in GPU memory"
+expect "$prom" "^braid_gpudirect_used\{pid=\"$slow\"\} 0$" "braid_gpudirect_used 0: host memory only"
+expect_not "$prom" "^braid_gpudirect_used\{pid=\"$nl\"\}" "braid_gpudirect_used: no sample before a registration"
 expect "$prom" "^braid_process_start_time_seconds\{pid=\"$ib\"\} 1[0-9]{9}\.[0-9]{9}$" \
 	"start time in seconds since the epoch"
 expect "$prom" "^braid_bytes_total\{pid=\"$ib\",dev=\"1\",nic=\"svroce1:1\",direction=\"tx\"\} 2000000000$" \

@@ -13,6 +13,8 @@
  *   --provider P     fallback record and devices: provider (default tcp;ofi_rxm)
  *   --slow           fallback record: slow_path = 1
  *   --gdr            fallback record: GPUDirect on (mode dma-buf)
+ *   --regs G,H       fallback record: NCCL's receive buffers registered, G in GPU memory
+ *                    and H in host memory (default 0,0)
  *   --ib             a verbs region: link layer, GID, two NICs (NIC 1's port down), a comm
  *                    fused over both (NIC 0 failed and came back twice, NIC 1 failed),
  *                    four QP records
@@ -42,6 +44,7 @@
 struct mk_opts {
 	const char *dir, *file, *backend, *provider;
 	int pid, version, slow, gdr, ib, garbage, dev_rec_size;
+	unsigned regs_gpu, regs_host;
 	long size;
 	double hold, rate;
 };
@@ -80,6 +83,8 @@ static void fill(struct braid_ctr_region *r, const struct mk_opts *o, int pid)
 	snprintf(fb->gpudirect_mode, sizeof(fb->gpudirect_mode), "%s", o->gdr ? "dma-buf" : "none");
 	snprintf(fb->gpudirect_why, sizeof(fb->gpudirect_why), "%s",
 		 o->gdr ? "mkregion: dma-buf on every device" : "mkregion: no GPU");
+	fb->recv_regs_gpu = o->regs_gpu;
+	fb->recv_regs_host = o->regs_host;
 	fb->gid_index = -1;
 	for (int d = 0; d < ndevs; d++) {
 		struct braid_ctr_dev *v = &r->devs[d];
@@ -213,7 +218,8 @@ int main(int argc, char **argv)
 		O_GARBAGE,
 		O_HOLD,
 		O_RATE,
-		O_DEVREC
+		O_DEVREC,
+		O_REGS
 	};
 	static const struct option longopts[] = {
 		{ "dir", required_argument, NULL, O_DIR },
@@ -230,6 +236,7 @@ int main(int argc, char **argv)
 		{ "hold", required_argument, NULL, O_HOLD },
 		{ "rate", required_argument, NULL, O_RATE },
 		{ "dev-rec-size", required_argument, NULL, O_DEVREC },
+		{ "regs", required_argument, NULL, O_REGS },
 		{ 0 },
 	};
 	struct mk_opts o = { .backend = "ofi",
@@ -257,6 +264,12 @@ int main(int argc, char **argv)
 		case O_HOLD: o.hold = atof(optarg); break;
 		case O_RATE: o.rate = atof(optarg); break;
 		case O_DEVREC: o.dev_rec_size = atoi(optarg); break;
+		case O_REGS:
+			if (sscanf(optarg, "%u,%u", &o.regs_gpu, &o.regs_host) != 2) {
+				fprintf(stderr, "mkregion: --regs G,H\n");
+				return 2;
+			}
+			break;
 		default:
 			fprintf(stderr, "mkregion: bad option (see the comment in mkregion.c)\n");
 			return 2;

@@ -310,6 +310,7 @@ struct ofi_lane {
 	struct braid_ctr_comm *ctr; /* ep_lock: the comm's counters (parked: a dummy) */
 	int outstanding;            /* ep_lock: posted operations not completed yet */
 	int closing;                /* ep_lock: the comm closes: errors are expected */
+	int mr_dropped;             /* ep_lock: ofi_lane_drop_mr cancelled some: expected */
 	/* ep_lock: the comm's profiler events (ofi_prof.c; NULL: none), here so that a post
 	 * or a completion tests the lane it has at hand */
 	struct braid_prof_comm *prof;
@@ -562,6 +563,10 @@ int ofi_dev_progress(struct ofi_dev *d);
 void ofi_lane_undefer(struct ofi_lane *l);
 /* Closing: fi_cancel everything l has posted, off the deferred list. */
 void ofi_lane_cancel(struct ofi_lane *l);
+/* ncclCommAbort deregisters memory under operations still posted (ofi_dereg_mr): l's
+ * operations on m's memory leave its backlog, are cancelled and reaped (bounded, as a
+ * close), and fail their requests. Under ep_lock; the operations still outstanding. */
+int ofi_lane_drop_mr(struct ofi_lane *l, const struct ofi_mr *m);
 /* Closing: progress d until left(d, arg) is 0, within the bounds of OFI_CLOSE_REAP_MS;
  * with yield, ep_lock is dropped between reads so that other comms keep moving. Returns
  * what left() says at the end; *rc the first fi_cq_read error (which ends it), or 0. */

@@ -2,7 +2,8 @@
 /*
  * A device's shared CQ: completions for whichever lane posted the operation, and the
  * announcements that land in the device's shared buffers; progress (the CQ, then every
- * lane's backlog, then the announcement buffers); cancelling a closing lane's operations.
+ * lane's backlog, then the announcement buffers); cancelling a closing lane's operations,
+ * or those on memory NCCL deregisters under them (ncclCommAbort).
  * Every function here runs under the device's ep_lock, and writes only lane state and
  * requests' per-lane state (ofi.h, Locking).
  */
@@ -131,8 +132,9 @@ static int handle_cq_error(struct ofi_dev *d)
 		ofi_prof_done(l, op->req, op);
 	if (op->type == OFI_OP_RECV)
 		d->rx_posted--;
-	if (l->closing) {
-		/* Cancelled by the close, or failing with it: expected. */
+	if (l->closing || (l->mr_dropped && e.err == FI_ECANCELED)) {
+		/* Cancelled by the close or by a deregistration, or failing with the
+		 * close: expected. */
 		if (!rl->failed)
 			rl->failed = ncclSystemError;
 		BRAID_TRACE("ofi: lane %u on %s closing: completion error %s", l->id, d->name,
@@ -302,4 +304,82 @@ void ofi_lane_cancel(struct ofi_lane *l)
 		for (int p = 0; !r->is_send && p < posted; p++)
 			fi_cancel(&ep->fid, &ofi_req_recv(r)->rl[l->k].op[p].fictx);
 	}
+}
+
+/* Whether r has an operation on m's memory: a send from it, a receive into it. */
+static int req_uses_mr(struct ofi_req *r, const struct ofi_mr *m)
+{
+	if (r->is_send)
+		return r->smr == m;
+	for (int i = 0; i < r->n; i++)
+		if (ofi_req_recv(r)->mr[i] == m)
+			return 1;
+	return 0;
+}
+
+struct mr_drop {
+	struct ofi_lane *l;
+	const struct ofi_mr *m;
+};
+
+/* A left() for ofi_dev_reap: l's operations still outstanding on m's memory. */
+static int mr_ops_left(const struct ofi_dev *d, const void *arg)
+{
+	const struct mr_drop *a = arg;
+	const struct braid_pool *reqs = &a->l->comm->reqs;
+	int n = 0;
+
+	(void)d;
+	for (uint32_t i = 0; i < reqs->nelem; i++) {
+		struct ofi_req *r = braid_pool_at(reqs, i);
+
+		if (braid_pool_is_used(reqs, i) && req_uses_mr(r, a->m))
+			n += r->l[a->l->k].pending;
+	}
+	return n;
+}
+
+/* Take r out of l's backlog: what waits there is never posted now. */
+static void backlog_drop(struct ofi_lane *l, const struct ofi_req *r)
+{
+	uint32_t to = l->backlog_head;
+
+	for (uint32_t i = l->backlog_head; i != l->backlog_tail; i++) {
+		struct ofi_req *b = l->backlog[i % OFI_BACKLOG];
+
+		if (b != r)
+			l->backlog[to++ % OFI_BACKLOG] = b;
+	}
+	l->backlog_tail = to;
+	if (!ofi_lane_backlogged(l))
+		ofi_lane_undefer(l);
+}
+
+int ofi_lane_drop_mr(struct ofi_lane *l, const struct ofi_mr *m)
+{
+	const struct braid_pool *reqs = &l->comm->reqs;
+	struct fid_ep *ep = l->dev->ep;
+	struct mr_drop a = { l, m };
+	int found = 0, rc;
+
+	for (uint32_t i = 0; i < reqs->nelem; i++) {
+		struct ofi_req *r = braid_pool_at(reqs, i);
+		int posted;
+
+		if (!braid_pool_is_used(reqs, i) || !req_uses_mr(r, m))
+			continue;
+		found = 1;
+		backlog_drop(l, r);
+		posted = r->l[l->k].posted;
+		if (r->is_send && posted)
+			fi_cancel(&ep->fid, &ofi_req_sop(r, l->k)->fictx);
+		for (int p = 0; !r->is_send && p < posted; p++)
+			fi_cancel(&ep->fid, &ofi_req_recv(r)->rl[l->k].op[p].fictx);
+		if (!r->l[l->k].failed)
+			r->l[l->k].failed = ncclSystemError;
+	}
+	if (!found)
+		return 0;
+	l->mr_dropped = 1;
+	return ofi_dev_reap(l->dev, mr_ops_left, &a, 1, &rc);
 }

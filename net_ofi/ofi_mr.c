@@ -140,10 +140,43 @@ ncclResult_t ofi_reg_mr(void *comm, void *data, size_t size, int type, void **mh
 	return ncclSuccess;
 }
 
+/*
+ * ncclCommAbort deregisters a comm's buffers, frees them, and only then closes the comm
+ * (NCCL's net.cc, recvProxyFree and sendProxyFree), with its sends and receives still
+ * posted. A NIC that moves data itself stops at the deregistration; tcp and shm copy
+ * with the CPU, and would write into the freed receive buffer, or read the freed send
+ * buffer, later: under NCCL 2.28 on a GPU host that crashed both ranks in fi_cq_read, in
+ * the second round of aborts (tests/nccl/nccl_abort.c). So what the comm has posted on
+ * this memory is taken back first, and its requests fail.
+ */
+static void drop_ops(struct ofi_comm *c, const struct ofi_mr *m)
+{
+	for (int k = 0; k < c->nlanes; k++) {
+		struct ofi_lane *l = &c->lane[k];
+		int left;
+
+		if (!l->id)
+			continue;
+		pthread_mutex_lock(&l->dev->ep_lock);
+		left = ofi_lane_drop_mr(l, m);
+		pthread_mutex_unlock(&l->dev->ep_lock);
+		if (left)
+			BRAID_WARN("ofi: %s comm %s %s: deregMr of memory under %d operation(s) "
+				   "that %s could not take back within %d ms: it may still touch "
+				   "that memory",
+				   ofi_comm_kind(c), c->is_send ? "to" : "from", c->peer, left,
+				   l->dev->name, OFI_CLOSE_REAP_MS);
+	}
+}
+
 ncclResult_t ofi_dereg_mr(void *comm, void *mhandle)
 {
-	(void)comm;
-	mr_free(to_ofi_mr(mhandle));
+	struct ofi_comm *c = to_ofi_comm(comm);
+	struct ofi_mr *m = to_ofi_mr(mhandle);
+
+	if (c && (c->magic == BRAID_MAGIC_SEND || c->magic == BRAID_MAGIC_RECV) && c->inflight)
+		drop_ops(c, m);
+	mr_free(m);
 	return ncclSuccess;
 }
 

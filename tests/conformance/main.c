@@ -81,6 +81,10 @@ const struct scenario scenarios[] = {
 	  /* issue 19: net_ofi over tcp;ofi_rxm fails its strict case (docs/contract.md);
 	   tests/ib/conformance-roce.sh names it */
 	  .explicit_only = true },
+	{ SC("abort-reinit", sc_abort_reinit, 11,
+	     "as ncclCommAbort of a job's only communicator, 10 times: init, 8 x 1 MiB each "
+	     "way closed in flight, the last finalize; the next init opens the devices again"),
+	  .own_init = true },
 	{ SC("vdevice", sc_vdevice, 9,
 	     "makeVDevice: bad arguments refused with ncclInvalidUsage, nothing changed; two "
 	     "devices fused into a third (name a+b, sum of speeds, vProps)"),

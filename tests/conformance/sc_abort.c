@@ -167,14 +167,17 @@ static int pair_abort(struct abort_pair *p, void **reqs, int nreqs)
 	if (p->rmh)
 		rc |= check(s, s->api->dereg_mr(s->api, p->rc, p->rmh), "deregMr(recv)");
 	p->smh = p->rmh = NULL;
+	/* NCCL frees the memory between deregMr and close (net.cc recvProxyFree and
+	 * sendProxyFree: ncclCudaHostFree, then closeRecv): 8 MiB each, so free() unmaps
+	 * them and a provider still copying into or out of them faults */
+	free(p->sbuf);
+	free(p->rbuf);
+	p->sbuf = p->rbuf = NULL;
 	if (close_comms(s, p->sc, p->rc, p->lc))
 		rc = -1;
 	p->sc = p->rc = p->lc = NULL;
 	if (now_s() - t0 > CONF_CLOSE_TIMEOUT_S)
 		rc = conf_fail(s, "%s: deregister and close took %.1f s", p->name, now_s() - t0);
-	free(p->sbuf);
-	free(p->rbuf);
-	p->sbuf = p->rbuf = NULL;
 	return rc ? -1 : 0;
 }
 
@@ -197,6 +200,43 @@ static void *abort_rounds(void *argp)
 		conf_log(&p->s, "%s: %d rounds of 8 x 1 MiB each way, closed in flight", p->base,
 			 ABORT_ROUNDS);
 	return NULL;
+}
+
+/*
+ * ncclCommAbort as NCCL 2.28 runs it for a job's only communicator, round after round
+ * (tests/nccl/nccl_abort.c on a GPU): v11's init for the communicator, its comms, traffic
+ * in flight, deregMr and close, then the communicator's finalize, the last one, so the
+ * backend closes its devices; the next round's init opens them again. On a GPU this
+ * crashed the second round in libfabric (a CQ read while closing).
+ */
+int sc_abort_reinit(struct side *s)
+{
+	struct abort_pair p = { .s = *s };
+	int rc = 0;
+
+	snprintf(p.base, sizeof(p.base), "reinit");
+	for (int r = 0; r < ABORT_ROUNDS && !rc; r++) {
+		void *reqs[2 * ABORT_MSGS] = { 0 };
+		ncclResult_t res;
+
+		snprintf(p.name, sizeof(p.name), "reinit.r%d", r);
+		conf_step(s, "%s: init", p.name);
+		res = s->api->init(s->api, &p.ctx, s->seed + (uint64_t)r);
+		if (check(s, res, "init"))
+			return -1;
+		if (pair_open(&p) || post_recvs(&p, reqs, false) ||
+		    post_sends(&p, reqs + ABORT_MSGS, false, 0.2))
+			rc = -1;
+		if (pair_abort(&p, reqs, 2 * ABORT_MSGS))
+			rc = -1;
+		conf_step(s, "%s: finalize", p.name);
+		rc |= check(s, s->api->finalize(s->api, p.ctx), "finalize");
+		p.ctx = NULL;
+	}
+	if (!rc)
+		conf_log(s, "%d rounds of init, 8 x 1 MiB each way closed in flight, finalize",
+			 ABORT_ROUNDS);
+	return rc ? -1 : 0;
 }
 
 /* a posts its receives and closes everything; then b sends into them. */

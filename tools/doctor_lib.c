@@ -123,12 +123,27 @@ static void check_fabric(struct doctor *d)
 
 typedef int (*nccl_version_fn)(int *);
 
-static void check_nccl(struct doctor *d)
+/* The NCCL on the library path: its version code (2.28.9: 22809), 0 when none or unknown. */
+static int nccl_version(void)
 {
 	void *h = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE);
 	nccl_version_fn ver;
-	char path[1024];
 	int v = 0;
+
+	if (!h)
+		return 0;
+	ver = (nccl_version_fn)dlsym(h, "ncclGetVersion");
+	if (!ver || ver(&v) != 0)
+		v = 0;
+	dlclose(h);
+	return v;
+}
+
+static void check_nccl(struct doctor *d)
+{
+	void *h = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE);
+	char path[1024];
+	int v;
 
 	if (!h) {
 		doc_add(d, DOC_INFO, "lib.nccl", NULL,
@@ -138,8 +153,8 @@ static void check_nccl(struct doctor *d)
 		return;
 	}
 	handle_path(h, path, sizeof(path));
-	ver = (nccl_version_fn)dlsym(h, "ncclGetVersion");
-	if (ver && ver(&v) == 0)
+	v = nccl_version();
+	if (v)
 		doc_add(d, DOC_PASS, "lib.nccl", NULL, "libnccl.so.2 %d.%d.%d from %s", v / 10000,
 			(v / 100) % 100, v % 100, path);
 	else
@@ -385,6 +400,35 @@ static void check_ncclib_vars(struct doctor *d)
 	}
 }
 
+/*
+ * NCCL 2.28.0 to 2.30.2 unload a net plugin with its last communicator (the reference
+ * count starts at NCCL_NET_PLUGIN_REF_COUNT, 0 from 2.28) and clear the plugin's name as
+ * they do (ncclNetPluginUnload, src/plugin/net.cc; 2.30.3 keeps it): the next
+ * communicator looks for libnccl-net.so. Seen on a GPU host with 2.28.9
+ * (tests/nccl/nccl_abort.c, docs/troubleshooting.md). Said only where it applies.
+ */
+static void check_plugin_unload(struct doctor *d)
+{
+	const char *name = getenv("NCCL_NET_PLUGIN"), *refs = getenv("NCCL_NET_PLUGIN_REF_COUNT");
+	int v = nccl_version();
+
+	if (v < 22800 || v >= 23003 || !name || !name[0] || !strcasecmp(name, "none"))
+		return;
+	if (refs && atoi(refs) > 0)
+		doc_add(d, DOC_PASS, "env.NCCL_NET_PLUGIN_REF_COUNT", NULL,
+			"NCCL_NET_PLUGIN_REF_COUNT=%s: NCCL %d.%d.%d keeps braid loaded when its last "
+			"communicator goes",
+			refs, v / 10000, (v / 100) % 100, v % 100);
+	else
+		doc_add(d, DOC_WARN, "env.NCCL_NET_PLUGIN_REF_COUNT",
+			"export NCCL_NET_PLUGIN_REF_COUNT=1",
+			"NCCL %d.%d.%d unloads the net plugin with its last communicator and forgets "
+			"NCCL_NET_PLUGIN=%s as it does: a communicator made after every earlier one "
+			"was destroyed or aborted (abort and re-init in one process) finds no plugin "
+			"(\"Failed to initialize any NET plugin\"; NCCL 2.30.3 fixes it)",
+			v / 10000, (v / 100) % 100, v % 100, name);
+}
+
 static void check_env(struct doctor *d)
 {
 	const char *net = getenv("NCCL_NET"), *dis = getenv("NCCL_IB_DISABLE");
@@ -435,6 +479,7 @@ void doc_check_lib(struct doctor *d)
 		check_plugin(d);
 	if (doc_want(d, "env")) {
 		check_env(d);
+		check_plugin_unload(d);
 		check_ncclib_vars(d);
 	}
 }

@@ -39,6 +39,27 @@ rc 2 "NCCL_SOCKET_IFNAME=ens9"
 NCCL_SOCKET_IFNAME=eth doc --root "$ROOT" --only env
 status env.NCCL_SOCKET_IFNAME PASS "NCCL_SOCKET_IFNAME=eth, a prefix of eth2"
 
+# NCCL 2.28.0-2.30.2 unload a named plugin with the last communicator and forget its name
+# (docs/troubleshooting.md): said where it applies, from the NCCL on the library path
+# (a stand-in libnccl.so.2 that answers ncclGetVersion)
+stub_nccl() { # CODE: a libnccl.so.2 of that version in $T/nccl-CODE
+	mkdir -p "$T/nccl-$1"
+	printf 'int ncclGetVersion(int *v) { *v = %s; return 0; }\n' "$1" |
+		cc -shared -fPIC -x c - -o "$T/nccl-$1/libnccl.so.2"
+}
+for v in 22809 23003; do stub_nccl $v; done
+NCCL_NET_PLUGIN=braid LD_LIBRARY_PATH=$T/nccl-22809 doc --root "$ROOT" --only env
+status env.NCCL_NET_PLUGIN_REF_COUNT WARN "NCCL 2.28.9 with NCCL_NET_PLUGIN=braid"
+has 'export NCCL_NET_PLUGIN_REF_COUNT=1' "the fix named"
+rc 1 "NCCL 2.28.9, NCCL_NET_PLUGIN=braid"
+NCCL_NET_PLUGIN=braid NCCL_NET_PLUGIN_REF_COUNT=1 LD_LIBRARY_PATH=$T/nccl-22809 \
+	doc --root "$ROOT" --only env
+status env.NCCL_NET_PLUGIN_REF_COUNT PASS "NCCL 2.28.9 with NCCL_NET_PLUGIN_REF_COUNT=1"
+NCCL_NET_PLUGIN=braid LD_LIBRARY_PATH=$T/nccl-23003 doc --root "$ROOT" --only env
+has_not 'env.NCCL_NET_PLUGIN_REF_COUNT' "NCCL 2.30.3: not listed"
+LD_LIBRARY_PATH=$T/nccl-22809 doc --root "$ROOT" --only env
+has_not 'env.NCCL_NET_PLUGIN_REF_COUNT' "NCCL_NET_PLUGIN unset (libnccl-net.so, the name NCCL falls back to): not listed"
+
 # NCCL_IB_* variables of NCCL's IB transport (plugin/ncclib_env.c): each one set is listed
 # with what braid does with it, as the plugin says at init; unset ones are not listed.
 doc --root "$ROOT" --only env

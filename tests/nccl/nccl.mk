@@ -14,8 +14,15 @@ $(NCCL_AR_BIN): tests/nccl/nccl_allreduce.c
 	$(CC) -std=c11 -D_GNU_SOURCE $(WARNFLAGS) $(CFLAGS) -isystem $(CUDA_HOME)/include $< \
 		-o $@ -L$(CUDA_HOME)/lib64 -lnccl -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
 
+NCCL_ABORT_BIN := $(BUILD)/tests/nccl/nccl_abort
+
+$(NCCL_ABORT_BIN): tests/nccl/nccl_abort.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARNFLAGS) $(CFLAGS) -isystem $(CUDA_HOME)/include $< \
+		-o $@ -L$(CUDA_HOME)/lib64 -lnccl -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
+
 ifneq ($(NCCL_FOUND),)
-ALL_TARGETS += $(NCCL_AR_BIN)
+ALL_TARGETS += $(NCCL_AR_BIN) $(NCCL_ABORT_BIN)
 endif
 TESTS += tests/nccl/run.sh
 

@@ -165,8 +165,9 @@ int main(int argc, char **argv)
 		case 'k': inflight = atoi(optarg); break;
 		case 's': spread_us = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: nccl_abort --rank R --nranks N --id-file PREFIX "
-					"[--rounds N] [--bytes B] [--inflight K] [--spread-us U]\n");
+			fprintf(stderr,
+				"usage: nccl_abort --rank R --nranks N --id-file PREFIX "
+				"[--rounds N] [--bytes B] [--inflight K] [--spread-us U]\n");
 			return 2;
 		}
 	}

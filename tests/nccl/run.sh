@@ -48,7 +48,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-# run_pair NAME ENV...: both ranks with ENV, rank 0's table in $tmp/NAME.out
+# run_pair NAME ENV...: both ranks of $bin (PAIR_BIN, with PAIR_ARGS, when set) with ENV,
+# rank 0's table in $tmp/NAME.out
 run_pair() {
 	local name=$1 rc=0
 	shift
@@ -59,8 +60,9 @@ run_pair() {
 		env "$@" NCCL_HOSTID="braid-test-host-$r" NCCL_MNNVL_ENABLE=0 \
 			NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET NCCL_SOCKET_IFNAME="$IFACE" \
 			NCCL_DEBUG_FILE="$tmp/$name.$r.log" \
-			timeout --kill-after=10 "${PAIR_TIMEOUT:-300}" "$bin" --rank $r --nranks 2 \
-			--id-file "$tmp/$name.id" "${ARGS[@]+"${ARGS[@]}"}" \
+			timeout --kill-after=10 "${PAIR_TIMEOUT:-300}" "${PAIR_BIN:-$bin}" --rank $r \
+			--nranks 2 --id-file "$tmp/$name.id" \
+			"${PAIR_ARGS[@]+"${PAIR_ARGS[@]}"}" \
 			>"$tmp/$name.$r.out" 2>"$tmp/$name.$r.err" &
 		pids+=($!)
 	done
@@ -75,12 +77,12 @@ run_pair() {
 			tail -n 30 "$tmp/$name.$r.log" "$tmp/$name.$r.err"
 		done
 		cat "$tmp/$name.0.out"
-		die "all-reduce through $name failed (exit $rc)"
+		die "$(basename "${PAIR_BIN:-$bin}") through $name failed (exit $rc)"
 	fi
 	cp "$tmp/$name.0.out" "$tmp/$name.out"
 }
 
-ARGS=("$@")
+PAIR_ARGS=("$@")
 echo "== through braid ($so, BRAID_OFI_PROVIDER=$PROVIDER)"
 run_pair braid NCCL_NET=braid NCCL_NET_PLUGIN="$so" BRAID_BACKEND=ofi \
 	BRAID_OFI_PROVIDER="$PROVIDER" BRAID_SOCKET_IFNAME="$IFACE" FI_TCP_IFACE="$IFACE"
@@ -145,3 +147,34 @@ for n in "${runs[@]}"; do
 	grep -q WRONG "$tmp/$n.out" && die "an all-reduce result through $n was wrong"
 done
 echo "nccl: all-reduce verified through braid (${runs[*]})"
+
+# ncclCommAbort with all-reduces in flight, each rank at its own moment, ten rounds, then a
+# verified all-reduce on a new communicator (issue 19 item 5: NCCL's proxy deregisters and
+# closes the plugin's comms with requests outstanding, the peer's still sending)
+abort_bin=$BUILD/tests/nccl/nccl_abort
+if [ -x "$abort_bin" ]; then
+	PAIR_ARGS=() # its own defaults: 10 rounds of 8 x 8 MiB in flight
+	for n in "${runs[@]}"; do
+		[ "$n" = socket ] && continue
+		case $n in
+		braid) env_n=(NCCL_NET=braid NCCL_NET_PLUGIN="$so" BRAID_BACKEND=ofi
+			BRAID_OFI_PROVIDER="$PROVIDER" BRAID_SOCKET_IFNAME="$IFACE" FI_TCP_IFACE="$IFACE") ;;
+		ib) env_n=("${ib_env[@]}" SOFTVERBS_FABRIC="$tmp/sv-ib" SOFTVERBS_DEVICES=svroce0:roce:1
+			BRAID_IB_HCA==svroce0) ;;
+		fused) env_n=("${ib_env[@]}" SOFTVERBS_FABRIC="$tmp/sv-fused"
+			SOFTVERBS_DEVICES=svroce0:roce:1,svroce1:roce:1 BRAID_IB_HCA==svroce0,svroce1
+			BRAID_MERGE=svroce0+svroce1) ;;
+		esac
+		echo "== ncclCommAbort with all-reduces in flight, through $n"
+		# NCCL 2.28-2.29 unloads the plugin with its last communicator and clears the
+		# plugin's name as it does, so the next init finds no plugin ("Failed to
+		# initialize any NET plugin"; fixed in 2.30.3): a first reference keeps it
+		PAIR_BIN=$abort_bin run_pair "abort-$n" "${env_n[@]}" NCCL_NET_PLUGIN_REF_COUNT=1
+		cat "$tmp/abort-$n.out"
+		grep -h "WARN" "$tmp/abort-$n.0.log" "$tmp/abort-$n.1.log" | grep -c "NET/braid" |
+			sed 's/^/braid WARN lines in both ranks'"'"' NCCL logs: /'
+	done
+	echo "nccl: ncclCommAbort with requests in flight, then a new communicator, through braid"
+else
+	echo "note: no $abort_bin: the abort rounds are not run"
+fi

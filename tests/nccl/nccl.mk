@@ -9,16 +9,16 @@ NCCL_FOUND := $(and $(wildcard $(CUDA_HOME)/include/nccl.h), \
 	$(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h), \
 	$(wildcard $(CUDA_HOME)/lib64/libnccl.so), $(wildcard $(CUDA_HOME)/lib64/libcudart.so))
 
-$(NCCL_AR_BIN): tests/nccl/nccl_allreduce.c
+$(NCCL_AR_BIN): tests/nccl/nccl_allreduce.c tests/nccl/nccl_common.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE $(WARNFLAGS) $(CFLAGS) -isystem $(CUDA_HOME)/include $< \
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARNFLAGS) $(CFLAGS) -I. -isystem $(CUDA_HOME)/include $< \
 		-o $@ -L$(CUDA_HOME)/lib64 -lnccl -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
 
 NCCL_ABORT_BIN := $(BUILD)/tests/nccl/nccl_abort
 
-$(NCCL_ABORT_BIN): tests/nccl/nccl_abort.c
+$(NCCL_ABORT_BIN): tests/nccl/nccl_abort.c tests/nccl/nccl_common.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE $(WARNFLAGS) $(CFLAGS) -isystem $(CUDA_HOME)/include $< \
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARNFLAGS) $(CFLAGS) -I. -isystem $(CUDA_HOME)/include $< \
 		-o $@ -L$(CUDA_HOME)/lib64 -lnccl -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
 
 ifneq ($(NCCL_FOUND),)

@@ -13,86 +13,31 @@
  * ncclCommAbort may report an error of the aborted communicator; only a crash, a hang
  * or a wrong final result fail.
  */
-#include <cuda_runtime_api.h>
 #include <errno.h>
 #include <getopt.h>
-#include <nccl.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
-#define SKIP 77
-
-static int rank_id = -1;
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-#define CUDA_CHECK(call)                                                     \
-	do {                                                                 \
-		cudaError_t e_ = (call);                                     \
-		if (e_ != cudaSuccess) {                                     \
-			fprintf(stderr, "rank %d: %s: %s\n", rank_id, #call, \
-				cudaGetErrorString(e_));                     \
-			exit(1);                                             \
-		}                                                            \
-	} while (0)
-
-#define NCCL_CHECK(call)                                                                          \
-	do {                                                                                      \
-		ncclResult_t r_ = (call);                                                         \
-		if (r_ != ncclSuccess) {                                                          \
-			fprintf(stderr, "rank %d: %s: %s (%d); last error: %s\n", rank_id, #call, \
-				ncclGetErrorString(r_), r_, ncclGetLastError(NULL));              \
-			exit(1);                                                                  \
-		}                                                                                 \
-	} while (0)
+#include "tests/nccl/nccl_common.h"
 
 /* Rank 0 makes the round's id and writes it to PREFIX.ROUND; the others read it. */
 static int exchange_id(const char *prefix, int round, ncclUniqueId *id)
 {
-	char path[4096], tmp[4200];
-	double deadline = now_s() + 120;
-	FILE *f;
+	char path[4096];
 
 	snprintf(path, sizeof(path), "%s.%d", prefix, round);
 	if (rank_id == 0) {
 		NCCL_CHECK(ncclGetUniqueId(id));
-		snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-		f = fopen(tmp, "wb");
-		if (!f || fwrite(id, sizeof(*id), 1, f) != 1 || fclose(f) || rename(tmp, path)) {
+		if (write_id(path, id)) {
 			fprintf(stderr, "rank 0: writing %s: %s\n", path, strerror(errno));
 			return -1;
 		}
 		return 0;
 	}
-	for (;;) {
-		f = fopen(path, "rb");
-		if (f) {
-			size_t n = fread(id, sizeof(*id), 1, f);
-
-			fclose(f);
-			if (n == 1)
-				return 0;
-		}
-		if (now_s() > deadline) {
-			fprintf(stderr, "rank %d: no id in %s after 120 s\n", rank_id, path);
-			return -1;
-		}
-		usleep(10000);
+	if (read_id(path, id, 120)) {
+		fprintf(stderr, "rank %d: no id in %s after 120 s\n", rank_id, path);
+		return -1;
 	}
-}
-
-static float contribution(int rank, size_t i)
-{
-	return (float)((rank + 1) * (int)(i % 13 + 1));
+	return 0;
 }
 
 /* A verified all-reduce of count floats on a fresh communicator: 0 when every element is

@@ -185,6 +185,10 @@ struct ofi_dev_mr {
 /* What NCCL holds: the buffer's registration on the device of each lane, in lane order. */
 struct ofi_mr {
 	uint32_t magic; /* BRAID_MAGIC_MR */
+	/* requests in flight on this memory, one per buffer (ofi_req_hold_mrs): written by
+	 * the comm's driving thread only, read by deregMr, which NCCL may call from another
+	 * thread (ncclCommDeregister through its proxy service thread) */
+	uint32_t users;
 	int nlanes;
 	struct braid_mr_range range;
 	struct ofi_dev_mr *lane[BRAID_VDEV_MAX_NICS];
@@ -256,6 +260,7 @@ struct ofi_req {
 	uint8_t noted;     /* sends: lanes whose part's completion the stripe has */
 	uint8_t skip;      /* sends: lanes the receiver posted no receive on (OFI_PART_POSTED) */
 	uint8_t lanes;     /* the lanes it has parts on: its group's (OFI_KIND_LANES) */
+	uint8_t mr_held;   /* it counts among its buffers' registrations' users */
 	int n;
 	ncclResult_t status; /* judged by the calling thread (the peer's goodbye) */
 	struct ofi_comm *comm;
@@ -394,6 +399,7 @@ static inline void ofi_req_start(struct ofi_req *r, struct ofi_comm *c, int is_s
 	r->tick_left = BRAID_TICK_CALLS - 1;
 	r->noted = 0;
 	r->skip = 0;
+	r->mr_held = 0;
 	r->n = n;
 	r->status = ncclSuccess;
 	r->comm = c;
@@ -401,6 +407,29 @@ static inline void ofi_req_start(struct ofi_req *r, struct ofi_comm *c, int is_s
 	r->split_ns = 0;
 	for (int k = 0; k < c->nlanes; k++)
 		r->l[k] = (struct ofi_req_lane){ 0 };
+}
+
+/* One writer per registration (NCCL registers per comm; the comm's driving thread), so
+ * no atomic read-modify-write on the data path: a plain add, stored atomically for
+ * deregMr's read. */
+static inline void ofi_mr_users_add(struct ofi_mr *m, int d)
+{
+	if (m)
+		__atomic_store_n(&m->users, m->users + (uint32_t)d, __ATOMIC_RELEASE);
+}
+
+/* r's buffers are in flight (d 1) or no longer (d -1): their registrations' users. */
+static inline void ofi_req_hold_mrs(struct ofi_req *r, int d)
+{
+	if ((d > 0) == (r->mr_held != 0))
+		return;
+	r->mr_held = d > 0;
+	if (r->is_send) {
+		ofi_mr_users_add(r->smr, d);
+		return;
+	}
+	for (int i = 0; i < r->n; i++)
+		ofi_mr_users_add(ofi_req_recv(r)->mr[i], d);
 }
 
 /* r has nothing on lane k (its group leaves the lane out): complete there from the start. */

@@ -385,6 +385,7 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 		braid_ctr_add(&c->ctr->lanes[k].chunks, 1);
 	}
 	r->magic = BRAID_MAGIC_REQ;
+	ofi_req_hold_mrs(r, 1);
 	c->inflight++;
 	*request = r;
 	return ncclSuccess;
@@ -490,6 +491,8 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 	if (rc) {
 		if (rc > 0 || !r->l[0].posted)
 			braid_pool_put(&c->reqs, r);
+		else /* some of it is with the provider until the comm closes */
+			ofi_req_hold_mrs(r, 1);
 		return c->error;
 	}
 	now = c->nlanes > 1 ? braid_now_ns() : 0; /* one lane: no stripe, no clock */
@@ -502,6 +505,7 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 		braid_stripe_posted(&c->stripe, k, bytes, now);
 	}
 	r->magic = BRAID_MAGIC_REQ;
+	ofi_req_hold_mrs(r, 1);
 	c->inflight++;
 	c->seq++;
 	c->nbufs += (uint64_t)n;
@@ -599,6 +603,7 @@ ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
 	braid_ctr_count(c->ctr, c->lane[0].dev->ctr, BRAID_CTR(completions), 1);
 	c->inflight--;
 	r->magic = BRAID_MAGIC_DEAD;
+	ofi_req_hold_mrs(r, -1);
 	braid_pool_put(&c->reqs, r);
 	return status;
 }

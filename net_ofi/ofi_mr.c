@@ -162,10 +162,34 @@ static void drop_ops(struct ofi_comm *c, const struct ofi_mr *m)
 		pthread_mutex_unlock(&l->dev->ep_lock);
 		if (left)
 			BRAID_WARN("ofi: %s comm %s %s: deregMr of memory under %d operation(s) "
-				   "that %s could not take back within %d ms: it may still touch "
-				   "that memory",
+				   "that %s could not take back (%d ms after its last completion): "
+				   "the provider may still touch that memory",
 				   ofi_comm_kind(c), c->is_send ? "to" : "from", c->peer, left,
 				   l->dev->name, OFI_CLOSE_REAP_MS);
+	}
+}
+
+/* The requests' references to m, which is about to be freed, are dropped (a request
+ * holds its buffers' registrations' users until test() frees it or the comm closes). */
+static void forget_mr(struct ofi_comm *c, struct ofi_mr *m)
+{
+	const struct braid_pool *reqs = &c->reqs;
+
+	for (uint32_t i = 0; i < reqs->nelem; i++) {
+		struct ofi_req *r = braid_pool_at(reqs, i);
+
+		if (!braid_pool_is_used(reqs, i) || !r->mr_held)
+			continue;
+		if (r->is_send && r->smr == m) {
+			r->smr = NULL;
+			ofi_mr_users_add(m, -1);
+		}
+		for (int b = 0; !r->is_send && b < r->n; b++) {
+			if (ofi_req_recv(r)->mr[b] == m) {
+				ofi_req_recv(r)->mr[b] = NULL;
+				ofi_mr_users_add(m, -1);
+			}
+		}
 	}
 }
 
@@ -174,8 +198,14 @@ ncclResult_t ofi_dereg_mr(void *comm, void *mhandle)
 	struct ofi_comm *c = to_ofi_comm(comm);
 	struct ofi_mr *m = to_ofi_mr(mhandle);
 
-	if (c && (c->magic == BRAID_MAGIC_SEND || c->magic == BRAID_MAGIC_RECV) && c->inflight)
+	/* NCCL deregisters memory under requests only when it aborts (its progress thread
+	 * joined); any other deregMr (ncclCommDeregister, on its proxy service thread while
+	 * the comm runs) finds no user and touches nothing of the comm */
+	if (__atomic_load_n(&m->users, __ATOMIC_ACQUIRE) && c &&
+	    (c->magic == BRAID_MAGIC_SEND || c->magic == BRAID_MAGIC_RECV)) {
 		drop_ops(c, m);
+		forget_mr(c, m);
+	}
 	mr_free(m);
 	return ncclSuccess;
 }

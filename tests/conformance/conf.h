@@ -199,6 +199,7 @@ int sc_soak_bound_s(void);
 int sc_kill_any(struct side *s);
 int sc_abort_close(struct side *s);
 int sc_abort_reinit(struct side *s);
+int sc_dereg_idle(struct side *s);
 int sc_profiler(struct side *s);
 
 #endif /* BRAID_CONF_H */

@@ -81,6 +81,9 @@ const struct scenario scenarios[] = {
 	  /* issue 19: net_ofi over tcp;ofi_rxm fails its strict case (docs/contract.md);
 	   tests/ib/conformance-roce.sh names it */
 	  .explicit_only = true },
+	{ SC("dereg-idle", sc_dereg_idle, 8,
+	     "deregMr of a registration nothing uses while 8 x 1 MiB are in flight on the comm "
+	     "(ncclCommDeregister): they all complete, every byte right") },
 	{ SC("abort-reinit", sc_abort_reinit, 11,
 	     "as ncclCommAbort of a job's only communicator, 10 times: init, 8 x 1 MiB each "
 	     "way closed in flight, the last finalize; the next init opens the devices again"),

@@ -239,6 +239,72 @@ int sc_abort_reinit(struct side *s)
 	return rc ? -1 : 0;
 }
 
+/* test each request until all are done, within CONF_ERROR_BOUND_S; 0 when all succeeded. */
+static int wait_all_done(struct abort_pair *p, void **reqs, int n)
+{
+	struct side *s = &p->s;
+	double until = now_s() + CONF_ERROR_BOUND_S;
+	int left = n;
+
+	while (left && now_s() < until) {
+		left = 0;
+		for (int i = 0; i < n; i++) {
+			int done = 0, size = 0;
+
+			if (!reqs[i])
+				continue;
+			if (check(s, s->api->test(s->api, reqs[i], &done, &size), "test"))
+				return -1;
+			if (done)
+				reqs[i] = NULL;
+			else
+				left++;
+		}
+		if (left)
+			idle_wait();
+	}
+	return left ? conf_fail(s, "%d request(s) not done within %.0f s", left, CONF_ERROR_BOUND_S)
+		    : 0;
+}
+
+/*
+ * deregMr of a registration no request uses, while the comm's other requests are in
+ * flight: ncclCommDeregister, which NCCL's proxy service thread runs while the comm goes
+ * on. Nothing in flight may notice: every receive completes, every byte right. (net_ofi's
+ * deregMr takes back what is posted on the memory it deregisters, for ncclCommAbort; here
+ * there is none.)
+ */
+int sc_dereg_idle(struct side *s)
+{
+	struct abort_pair p = { .s = *s, .ctx = s->ctx };
+	void *reqs[ABORT_MSGS] = { 0 }, *mh = NULL;
+	static char idle[1 << 16];
+	int rc;
+
+	snprintf(p.name, sizeof(p.name), "dereg-idle");
+	if (pair_open(&p))
+		return pair_abort(&p, reqs, 0), -1;
+	if (s->role == 'a') {
+		rc = check(s, s->api->reg_mr(s->api, p.rc, idle, sizeof(idle), &mh),
+			   "regMr(idle)") ||
+		     post_recvs(&p, reqs, true);
+		conf_step(s, "deregMr of an idle registration with 8 receives in flight");
+		if (!rc)
+			rc = check(s, s->api->dereg_mr(s->api, p.rc, mh), "deregMr(idle)");
+		if (!rc)
+			rc = wait_all_done(&p, reqs, ABORT_MSGS);
+		for (size_t i = 0; !rc && i < ABORT_MSGS * (size_t)ABORT_SIZE; i++)
+			if (p.rbuf[i] != 'b')
+				rc = conf_fail(s, "byte %zu is %#x, not 'b'", i,
+					       (unsigned)(unsigned char)p.rbuf[i]);
+	} else {
+		rc = post_sends(&p, reqs, true, ABORT_ISEND_BOUND_S) ||
+		     wait_all_done(&p, reqs, ABORT_MSGS);
+	}
+	rc |= pair_abort(&p, reqs, ABORT_MSGS);
+	return rc ? -1 : 0;
+}
+
 /* a posts its receives and closes everything; then b sends into them. */
 static int abort_after_peer_closed(struct side *s)
 {

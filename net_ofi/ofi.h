@@ -260,7 +260,6 @@ struct ofi_req {
 	uint8_t noted;     /* sends: lanes whose part's completion the stripe has */
 	uint8_t skip;      /* sends: lanes the receiver posted no receive on (OFI_PART_POSTED) */
 	uint8_t lanes;     /* the lanes it has parts on: its group's (OFI_KIND_LANES) */
-	uint8_t mr_held;   /* it counts among its buffers' registrations' users */
 	int n;
 	ncclResult_t status; /* judged by the calling thread (the peer's goodbye) */
 	struct ofi_comm *comm;
@@ -399,7 +398,6 @@ static inline void ofi_req_start(struct ofi_req *r, struct ofi_comm *c, int is_s
 	r->tick_left = BRAID_TICK_CALLS - 1;
 	r->noted = 0;
 	r->skip = 0;
-	r->mr_held = 0;
 	r->n = n;
 	r->status = ncclSuccess;
 	r->comm = c;
@@ -411,25 +409,29 @@ static inline void ofi_req_start(struct ofi_req *r, struct ofi_comm *c, int is_s
 
 /* One writer per registration (NCCL registers per comm; the comm's driving thread), so
  * no atomic read-modify-write on the data path: a plain add, stored atomically for
- * deregMr's read. */
+ * deregMr's read, relaxed (deregMr acts on it only where NCCL has stopped the comm's
+ * thread: ncclCommAbort). NULL: a registration deregMr let go of. */
 static inline void ofi_mr_users_add(struct ofi_mr *m, int d)
 {
 	if (m)
-		__atomic_store_n(&m->users, m->users + (uint32_t)d, __ATOMIC_RELEASE);
+		__atomic_store_n(&m->users, m->users + (uint32_t)d, __ATOMIC_RELAXED);
 }
 
-/* r's buffers are in flight (d 1) or no longer (d -1): their registrations' users. */
+/*
+ * r's buffers are in flight (d 1: r->magic becomes BRAID_MAGIC_REQ) or no longer (d -1:
+ * test() frees it, or its comm closes): their registrations' users, one per buffer. A
+ * request in the pool holds them exactly while its magic is BRAID_MAGIC_REQ.
+ */
 static inline void ofi_req_hold_mrs(struct ofi_req *r, int d)
 {
-	if ((d > 0) == (r->mr_held != 0))
-		return;
-	r->mr_held = d > 0;
 	if (r->is_send) {
 		ofi_mr_users_add(r->smr, d);
 		return;
 	}
-	for (int i = 0; i < r->n; i++)
-		ofi_mr_users_add(ofi_req_recv(r)->mr[i], d);
+	struct ofi_mr **mr = ofi_req_recv(r)->mr;
+
+	for (int i = 0, n = r->n; i < n; i++)
+		ofi_mr_users_add(mr[i], d);
 }
 
 /* r has nothing on lane k (its group leaves the lane out): complete there from the start. */

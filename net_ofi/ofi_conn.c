@@ -174,9 +174,12 @@ static void comm_free(struct ofi_comm *c)
 	if (!c)
 		return;
 	/* Requests closed in flight no longer use their registrations (ofi_dereg_mr) */
-	for (uint32_t i = 0; i < c->reqs.nelem; i++)
-		if (braid_pool_is_used(&c->reqs, i))
-			ofi_req_hold_mrs(braid_pool_at(&c->reqs, i), -1);
+	for (uint32_t i = 0; i < c->reqs.nelem; i++) {
+		struct ofi_req *r = braid_pool_at(&c->reqs, i);
+
+		if (braid_pool_is_used(&c->reqs, i) && r->magic == BRAID_MAGIC_REQ)
+			ofi_req_hold_mrs(r, -1);
+	}
 	/* What waits in a backlog is never posted now: the goodbye's progress would post it
 	 * with registrations NCCL may have dropped before closing (ncclCommAbort). */
 	for (int k = 0; k < c->nlanes; k++) {

@@ -385,7 +385,7 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 		braid_ctr_add(&c->ctr->lanes[k].chunks, 1);
 	}
 	r->magic = BRAID_MAGIC_REQ;
-	ofi_req_hold_mrs(r, 1);
+	ofi_mr_users_add(m, 1);
 	c->inflight++;
 	*request = r;
 	return ncclSuccess;
@@ -485,14 +485,17 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 		recv->size[i] = sizes[i];
 		recv->buf[i] = data[i];
 		recv->mr[i] = to_ofi_mr(mhandles[i]);
+		ofi_mr_users_add(recv->mr[i], 1); /* let go if it is not taken */
 	}
 	cut_recv(c, r, tags);
 	rc = post_lanes(c, r, 0);
 	if (rc) {
-		if (rc > 0 || !r->l[0].posted)
+		if (rc > 0 || !r->l[0].posted) {
+			ofi_req_hold_mrs(r, -1);
 			braid_pool_put(&c->reqs, r);
-		else /* some of it is with the provider until the comm closes */
-			ofi_req_hold_mrs(r, 1);
+		} else { /* some of it is with the provider until the comm closes */
+			r->magic = BRAID_MAGIC_REQ;
+		}
 		return c->error;
 	}
 	now = c->nlanes > 1 ? braid_now_ns() : 0; /* one lane: no stripe, no clock */
@@ -505,7 +508,6 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 		braid_stripe_posted(&c->stripe, k, bytes, now);
 	}
 	r->magic = BRAID_MAGIC_REQ;
-	ofi_req_hold_mrs(r, 1);
 	c->inflight++;
 	c->seq++;
 	c->nbufs += (uint64_t)n;
@@ -596,14 +598,15 @@ ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
 		ofi_prof_end(c, r);
 	if (r->is_send) {
 		sizes[0] = r->ssize;
+		ofi_mr_users_add(r->smr, -1);
 	} else {
 		receiver_completed(c, r, sizes);
+		ofi_req_hold_mrs(r, -1);
 	}
 	*nsizes = r->n;
 	braid_ctr_count(c->ctr, c->lane[0].dev->ctr, BRAID_CTR(completions), 1);
 	c->inflight--;
 	r->magic = BRAID_MAGIC_DEAD;
-	ofi_req_hold_mrs(r, -1);
 	braid_pool_put(&c->reqs, r);
 	return status;
 }

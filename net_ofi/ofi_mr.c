@@ -178,7 +178,7 @@ static void forget_mr(struct ofi_comm *c, struct ofi_mr *m)
 	for (uint32_t i = 0; i < reqs->nelem; i++) {
 		struct ofi_req *r = braid_pool_at(reqs, i);
 
-		if (!braid_pool_is_used(reqs, i) || !r->mr_held)
+		if (!braid_pool_is_used(reqs, i) || r->magic != BRAID_MAGIC_REQ)
 			continue;
 		if (r->is_send && r->smr == m) {
 			r->smr = NULL;
@@ -201,7 +201,7 @@ ncclResult_t ofi_dereg_mr(void *comm, void *mhandle)
 	/* NCCL deregisters memory under requests only when it aborts (its progress thread
 	 * joined); any other deregMr (ncclCommDeregister, on its proxy service thread while
 	 * the comm runs) finds no user and touches nothing of the comm */
-	if (__atomic_load_n(&m->users, __ATOMIC_ACQUIRE) && c &&
+	if (__atomic_load_n(&m->users, __ATOMIC_RELAXED) && c &&
 	    (c->magic == BRAID_MAGIC_SEND || c->magic == BRAID_MAGIC_RECV)) {
 		drop_ops(c, m);
 		forget_mr(c, m);

@@ -450,6 +450,11 @@ static void lanes_on_msg(void *arg, const void *msg, uint32_t len)
 			   len);
 		return;
 	}
+	if ((m.down & ofi_all_lanes(c)) != c->peer_down)
+		BRAID_INFO(NCCL_NET,
+			   "ofi: receive comm from %s: the sender's word: its NICs down are now "
+			   "lanes %#x of %d (were %#x)",
+			   c->peer, m.down & ofi_all_lanes(c), c->nlanes, c->peer_down);
 	c->peer_down = m.down & ofi_all_lanes(c);
 	c->lanes_next_ns = 0; /* the next group takes it in */
 }

@@ -315,6 +315,7 @@ struct ofi_lane {
 	int outstanding;            /* ep_lock: posted operations not completed yet */
 	int closing;                /* ep_lock: the comm closes: errors are expected */
 	int mr_dropped;             /* ep_lock: ofi_lane_drop_mr cancelled some: expected */
+	int drop_stuck;             /* ep_lock: some outlived its reap: it waits no more */
 	/* ep_lock: the comm's profiler events (ofi_prof.c; NULL: none), here so that a post
 	 * or a completion tests the lane it has at hand */
 	struct braid_prof_comm *prof;

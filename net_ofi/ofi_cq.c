@@ -360,7 +360,7 @@ int ofi_lane_drop_mr(struct ofi_lane *l, const struct ofi_mr *m)
 	const struct braid_pool *reqs = &l->comm->reqs;
 	struct fid_ep *ep = l->dev->ep;
 	struct mr_drop a = { l, m };
-	int found = 0, rc;
+	int found = 0, left, rc;
 
 	for (uint32_t i = 0; i < reqs->nelem; i++) {
 		struct ofi_req *r = braid_pool_at(reqs, i);
@@ -381,5 +381,15 @@ int ofi_lane_drop_mr(struct ofi_lane *l, const struct ofi_mr *m)
 	if (!found)
 		return 0;
 	l->mr_dropped = 1;
-	return ofi_dev_reap(l->dev, mr_ops_left, &a, 1, &rc);
+	/* Once operations on the lane outlived a reap (a dead NIC, a send the provider cannot
+	 * cancel), the next deregMr does not wait for them again: NCCL deregisters every
+	 * buffer of the comm in turn, and a comm on a dead NIC would wait each time (close
+	 * waits once more) */
+	if (l->drop_stuck) {
+		ofi_dev_progress(l->dev);
+		return mr_ops_left(l->dev, &a);
+	}
+	left = ofi_dev_reap(l->dev, mr_ops_left, &a, 1, &rc);
+	l->drop_stuck = left > 0;
+	return left;
 }

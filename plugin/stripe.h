@@ -182,7 +182,8 @@ void braid_stripe_nic_bytes(struct braid_stripe *st, int lane, const uint64_t *b
  * size is its lane's weight. Boundaries are multiples of align; no part is under
  * min_chunk (a lane whose share would be is left out and its share goes to the others by
  * weight, the lowest weight left out first); never more parts than size / min_chunk.
- * Deterministic for a given state; it moves only the round robin. A cut over every lane
+ * Deterministic for a given state; it moves only the round robin and, in a cut that
+ * leaves a live lane out, the probe's count (plugin/stripe.c). A cut over every lane
  * is kept (struct braid_stripe_memo) and given again for the same size until some
  * lane's weight moves by BRAID_STRIPE_MEMO_SLACK. braid_stripe_cut(): the same without
  * looking at the kept cut first (it makes one, and keeps it when it may).

@@ -54,7 +54,13 @@ static inline int write_id(const char *path, const ncclUniqueId *id)
 
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	f = fopen(tmp, "wb");
-	if (!f || fwrite(id, sizeof(*id), 1, f) != 1 || fclose(f))
+	if (!f)
+		return -1;
+	if (fwrite(id, sizeof(*id), 1, f) != 1) {
+		fclose(f);
+		return -1;
+	}
+	if (fclose(f))
 		return -1;
 	return rename(tmp, path);
 }

@@ -169,16 +169,11 @@ static int pair_abort(struct abort_pair *p, void **reqs, int nreqs)
 	p->smh = p->rmh = NULL;
 	/* NCCL frees the memory between deregMr and close (net.cc recvProxyFree and
 	 * sendProxyFree: ncclCudaHostFree, then closeRecv): 8 MiB each, so free() unmaps
-	 * them and a provider still copying into or out of them faults. Not on softverbs
-	 * (BRAID_BACKEND=ib here): a NIC stops its DMA at ibv_dereg_mr, but softverbs' copy
-	 * threads are not fenced by it yet (ASan saw its tx thread read a freed buffer) */
-	bool emulated_nic = getenv("BRAID_BACKEND") && !strcmp(getenv("BRAID_BACKEND"), "ib");
-
-	if (!emulated_nic) {
-		free(p->sbuf);
-		free(p->rbuf);
-		p->sbuf = p->rbuf = NULL;
-	}
+	 * them and a provider still copying into or out of them faults. A NIC stops its
+	 * DMA at ibv_dereg_mr (softverbs' copies too: it waits them out). */
+	free(p->sbuf);
+	free(p->rbuf);
+	p->sbuf = p->rbuf = NULL;
 	if (close_comms(s, p->sc, p->rc, p->lc))
 		rc = -1;
 	free(p->sbuf);

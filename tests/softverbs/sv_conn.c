@@ -124,11 +124,15 @@ void sv_conn_lost(struct sv_conn *c)
 		sv_path_trouble(qp, "connection lost");
 }
 
-void sv_queue_resp(struct sv_conn *c, struct sv_hdr *h, void *data, struct sv_qp *qp)
+/* data, when not NULL, lies in mr, pinned by the caller: the response keeps the pin. */
+void sv_queue_resp(struct sv_conn *c, struct sv_hdr *h, void *data, struct sv_mr *mr,
+		   struct sv_qp *qp)
 {
 	struct sv_resp *r = calloc(1, sizeof(*r));
 
 	if (!r) {
+		if (mr)
+			sv_mr_unpin_one(mr);
 		sv_log("out of memory queueing a response: dropping the connection");
 		sv_conn_lost(c);
 		return;
@@ -137,6 +141,7 @@ void sv_queue_resp(struct sv_conn *c, struct sv_hdr *h, void *data, struct sv_qp
 	r->conn = c;
 	r->hdr = *h;
 	r->data = data;
+	r->mr = mr;
 	r->qp = qp;
 	c->refs++;
 	c->pending++;
@@ -159,7 +164,7 @@ void sv_queue_simple(struct sv_conn *c, struct sv_qp *qp, uint8_t op, uint8_t na
 		h.dst_qpn = qp->attr.dest_qp_num;
 		h.rnr_timer = qp->attr.min_rnr_timer;
 	}
-	sv_queue_resp(c, &h, NULL, qp);
+	sv_queue_resp(c, &h, NULL, NULL, qp);
 }
 
 static bool op_has_payload(uint8_t op)

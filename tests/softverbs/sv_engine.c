@@ -172,6 +172,8 @@ static void engine_stop(void)
 		struct sv_resp *r = sv_eng.resp_head;
 
 		sv_eng.resp_head = r->next;
+		if (r->mr)
+			sv_mr_unpin_one(r->mr);
 		sv_conn_put(r->conn);
 		free(r);
 	}

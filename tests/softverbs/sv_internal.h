@@ -87,6 +87,18 @@ struct sv_mr {
 	struct sv_mr *hnext; /* key hash chain */
 	void *dmabuf_map;    /* a dma-buf MR: its mapping of the fd (munmap at dereg), */
 	size_t dmabuf_len;   /* and local SGE addresses are iovas, as on a real device */
+	/* Copies through it in flight with sv_eng.lock dropped (a payload read
+	 * or written, a READ response queued): ibv_dereg_mr waits them out, as a
+	 * real device's dereg fences its DMA, for the caller frees the memory
+	 * right after (NCCL's proxy does, in an abort). */
+	unsigned int pins;
+	bool dying; /* ibv_dereg_mr waits: the last unpin wakes it */
+};
+
+/* The MRs one copy goes through (sv_mr_pin), unpinned together once it ends. */
+struct sv_mr_pins {
+	struct sv_mr *mr[SV_MAX_SGE];
+	int n;
 };
 
 struct sv_channel {
@@ -273,6 +285,7 @@ struct sv_resp {
 	struct sv_conn *conn;
 	struct sv_hdr hdr;
 	void *data;       /* READ response source, or NULL */
+	struct sv_mr *mr; /* data's MR, pinned while queued (sv_mr_pin) */
 	struct sv_qp *qp; /* for stats and pacing, pinned while queued */
 	bool paced;       /* ready_ns is set */
 	uint64_t ready_ns;
@@ -308,7 +321,7 @@ struct sv_config {
 struct sv_engine {
 	pthread_mutex_t lock;
 	pthread_cond_t tx_cond;   /* tx work or shutdown */
-	pthread_cond_t idle_cond; /* qp->refs or conn->pending dropped */
+	pthread_cond_t idle_cond; /* qp->refs, conn->pending or a dying MR's pins dropped */
 	int users;                /* open contexts */
 	bool stop;
 	pthread_t rx_thread, tx_thread;
@@ -381,6 +394,9 @@ void sv_set_port_state(int dev, enum ibv_port_state state);
 struct sv_mr *sv_mr_lookup(uint32_t key);
 /* Returns the host address for [addr, addr+len) of an MR, or NULL. */
 void *sv_mr_translate(struct sv_mr *mr, uint64_t addr, uint64_t len, bool by_iova);
+void sv_mr_pin(struct sv_mr_pins *pins, struct sv_mr *mr);
+void sv_mr_unpin(struct sv_mr_pins *pins);
+void sv_mr_unpin_one(struct sv_mr *mr);
 
 /* sv_cq.c */
 void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc, bool solicited, struct sv_qp *sq_owner,
@@ -415,7 +431,8 @@ void sv_conn_put(struct sv_conn *c);
 void sv_conn_kill(struct sv_conn *c);
 void sv_conn_lost(struct sv_conn *c);
 void sv_path_trouble(struct sv_qp *qp, const char *why);
-void sv_queue_resp(struct sv_conn *c, struct sv_hdr *h, void *data, struct sv_qp *qp);
+void sv_queue_resp(struct sv_conn *c, struct sv_hdr *h, void *data, struct sv_mr *mr,
+		   struct sv_qp *qp);
 void sv_queue_simple(struct sv_conn *c, struct sv_qp *qp, uint8_t op, uint8_t nak, uint32_t psn);
 bool sv_read_payload(struct sv_conn *c, struct sv_qp *qp, struct iovec *iov, int n);
 bool sv_drain_msg(struct sv_conn *c, const struct sv_hdr *h);

@@ -50,6 +50,27 @@ struct sv_mr *sv_mr_lookup(uint32_t key)
 	return NULL;
 }
 
+/* Called with sv_eng.lock held, before the lock is dropped for a copy through mr. */
+void sv_mr_pin(struct sv_mr_pins *pins, struct sv_mr *mr)
+{
+	mr->pins++;
+	pins->mr[pins->n++] = mr;
+}
+
+/* Called with sv_eng.lock held, once the copy through mr is over. */
+void sv_mr_unpin_one(struct sv_mr *mr)
+{
+	if (!--mr->pins && mr->dying)
+		pthread_cond_broadcast(&sv_eng.idle_cond);
+}
+
+void sv_mr_unpin(struct sv_mr_pins *pins)
+{
+	for (int i = 0; i < pins->n; i++)
+		sv_mr_unpin_one(pins->mr[i]);
+	pins->n = 0;
+}
+
 /* Host pointer for [addr, addr + len) of mr, or NULL when out of bounds.
  * Remote addresses are iova-based, local SGE addresses are host addresses. */
 void *sv_mr_translate(struct sv_mr *mr, uint64_t addr, uint64_t len, bool by_iova)
@@ -191,6 +212,12 @@ SV_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 			break;
 		}
 	}
+	/* Unhashed, no new copy finds it; one under way may still be reading
+	 * or writing the memory. Each ends by itself: a peer's engine reads
+	 * every byte sent to it and never waits for a dereg. */
+	mr->dying = true;
+	while (mr->pins)
+		pthread_cond_wait(&sv_eng.idle_cond, &sv_eng.lock);
 	pthread_mutex_unlock(&sv_eng.lock);
 	if (mr->dmabuf_map)
 		munmap(mr->dmabuf_map, mr->dmabuf_len);

@@ -132,7 +132,8 @@ static bool op_enabled(const struct sv_qp *qp, uint8_t op)
  * address of those (rxe's check_rkey() and rdmavt skip the lookup too), and
  * NCCL sends exactly that, a memset-to-zero WRITE_WITH_IMM with rkey 0.
  */
-static bool remote_target(struct sv_qp *qp, const struct sv_hdr *h, unsigned int need, void **p)
+static bool remote_target(struct sv_qp *qp, const struct sv_hdr *h, unsigned int need, void **p,
+			  struct sv_mr_pins *pins)
 {
 	struct sv_mr *mr;
 
@@ -148,13 +149,16 @@ static bool remote_target(struct sv_qp *qp, const struct sv_hdr *h, unsigned int
 	if (!mr || mr->ibmr.pd != qp->ibqp.pd || !(mr->access & need))
 		return false;
 	*p = sv_mr_translate(mr, h->raddr, h->len, true);
-	return *p != NULL;
+	if (!*p)
+		return false;
+	sv_mr_pin(pins, mr);
+	return true;
 }
 
 /* Scatter list of a receive WR; -1: bad lkey, -2: too small. Only the SGEs
  * the message reaches are checked, and none of length 0 (rxe copy_data()). */
 static int recv_iov(struct sv_qp *qp, const struct sv_rwqe *r, uint64_t len, struct iovec *iov,
-		    int *n)
+		    int *n, struct sv_mr_pins *pins)
 {
 	uint64_t left = len;
 
@@ -173,6 +177,7 @@ static int recv_iov(struct sv_qp *qp, const struct sv_rwqe *r, uint64_t len, str
 		p = sv_mr_translate(mr, s->addr, take, false);
 		if (!p)
 			return -1;
+		sv_mr_pin(pins, mr);
 		iov[*n].iov_base = p;
 		iov[*n].iov_len = take;
 		(*n)++;
@@ -185,7 +190,9 @@ void sv_on_request(struct sv_conn *c, const struct sv_hdr *h)
 {
 	struct sv_qp *qp = c->qp;
 	struct iovec iov[SV_MAX_SGE];
+	struct sv_mr_pins pins = { .n = 0 };
 	struct sv_rwqe r;
+	bool ok;
 	void *p;
 	int n;
 
@@ -243,17 +250,20 @@ void sv_on_request(struct sv_conn *c, const struct sv_hdr *h)
 	switch (h->op) {
 	case SV_OP_WRITE:
 	case SV_OP_WRITE_IMM:
-		if (!remote_target(qp, h, IBV_ACCESS_REMOTE_WRITE, &p)) {
+		if (!remote_target(qp, h, IBV_ACCESS_REMOTE_WRITE, &p, &pins)) {
 			responder_error(c, qp, h, SV_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
 			return;
 		}
 		if (h->op == SV_OP_WRITE_IMM && qp->rq_head == qp->rq_tail) {
+			sv_mr_unpin(&pins);
 			responder_rnr(c, qp, h);
 			return;
 		}
 		iov[0].iov_base = p;
 		iov[0].iov_len = h->len;
-		if (!sv_read_payload(c, qp, iov, 1))
+		ok = sv_read_payload(c, qp, iov, 1);
+		sv_mr_unpin(&pins);
+		if (!ok)
 			return;
 		sv_count_rx(qp, h->len);
 		qp->resp_psn = (qp->resp_psn + 1) & 0xffffff;
@@ -269,17 +279,21 @@ void sv_on_request(struct sv_conn *c, const struct sv_hdr *h)
 			responder_rnr(c, qp, h);
 			return;
 		}
-		switch (recv_iov(qp, &r, h->len, iov, &n)) {
+		switch (recv_iov(qp, &r, h->len, iov, &n, &pins)) {
 		case -1:
+			sv_mr_unpin(&pins);
 			sv_qp_complete_recv(qp, &r, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, NULL);
 			responder_error(c, qp, h, SV_NAK_OP_ERR, IBV_EVENT_QP_FATAL);
 			return;
 		case -2:
+			sv_mr_unpin(&pins);
 			sv_qp_complete_recv(qp, &r, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, NULL);
 			responder_error(c, qp, h, SV_NAK_INV_REQ, IBV_EVENT_QP_FATAL);
 			return;
 		}
-		if (!sv_read_payload(c, qp, iov, n))
+		ok = sv_read_payload(c, qp, iov, n);
+		sv_mr_unpin(&pins);
+		if (!ok)
 			return;
 		sv_count_rx(qp, h->len);
 		qp->resp_psn = (qp->resp_psn + 1) & 0xffffff;
@@ -297,13 +311,14 @@ void sv_on_request(struct sv_conn *c, const struct sv_hdr *h)
 			.dst_qpn = qp->attr.dest_qp_num,
 		};
 
-		if (!remote_target(qp, h, IBV_ACCESS_REMOTE_READ, &p)) {
+		if (!remote_target(qp, h, IBV_ACCESS_REMOTE_READ, &p, &pins)) {
 			responder_error(c, qp, h, SV_NAK_ACCESS, IBV_EVENT_QP_ACCESS_ERR);
 			return;
 		}
 		if (h->psn == qp->resp_psn)
 			qp->resp_psn = (qp->resp_psn + 1) & 0xffffff;
-		sv_queue_resp(c, &resp, p, qp);
+		/* the response keeps the pin until it is on the wire */
+		sv_queue_resp(c, &resp, p, pins.n ? pins.mr[0] : NULL, qp);
 		return;
 	}
 	default: sv_log("unknown request op %u from QP 0x%06x", h->op, h->src_qpn); sv_conn_lost(c);

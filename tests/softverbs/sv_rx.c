@@ -52,6 +52,8 @@ static void on_response(struct sv_conn *c, const struct sv_hdr *h)
 	case SV_OP_READ_RESP: {
 		struct iovec iov[SV_MAX_SGE];
 		uint64_t left = h->len < w->len ? h->len : w->len;
+		struct sv_mr_pins pins = { .n = 0 };
+		bool ok;
 		int n = 0;
 
 		for (uint32_t i = 0; i < w->num_sge && left; i++) {
@@ -65,20 +67,25 @@ static void on_response(struct sv_conn *c, const struct sv_hdr *h)
 			p = mr ? sv_mr_translate(mr, w->sge[i].addr, take, false) : NULL;
 			if (!p) {
 				/* Deregistered under us: drop the data. */
+				sv_mr_unpin(&pins);
 				sv_drain_msg(c, h);
 				sv_qp_complete_send(qp, IBV_WC_LOC_PROT_ERR);
 				return;
 			}
+			sv_mr_pin(&pins, mr);
 			iov[n].iov_base = p;
 			iov[n++].iov_len = take;
 			left -= take;
 		}
 		if (h->len > w->len) {
+			sv_mr_unpin(&pins);
 			sv_drain_msg(c, h);
 			sv_qp_complete_send(qp, IBV_WC_LOC_LEN_ERR);
 			return;
 		}
-		if (!sv_read_payload(c, qp, iov, n))
+		ok = sv_read_payload(c, qp, iov, n);
+		sv_mr_unpin(&pins);
+		if (!ok)
 			return;
 		sv_count_rx(qp, h->len);
 		if (qp->attr.qp_state == IBV_QPS_RTS && qp->sq_head == head)

@@ -118,7 +118,8 @@ static void tx_connect(struct sv_qp *qp)
  * length 0 names no memory and its lkey is not looked up, as rxe's
  * copy_data() skips it and mlx5 leaves it out of the WQE.
  */
-static bool local_iov(struct sv_qp *qp, struct sv_swqe *w, struct iovec *iov, int *n)
+static bool local_iov(struct sv_qp *qp, struct sv_swqe *w, struct iovec *iov, int *n,
+		      struct sv_mr_pins *pins)
 {
 	*n = 0;
 	if (w->send_flags & IBV_SEND_INLINE) {
@@ -143,6 +144,7 @@ static bool local_iov(struct sv_qp *qp, struct sv_swqe *w, struct iovec *iov, in
 		p = sv_mr_translate(mr, w->sge[i].addr, w->sge[i].length, false);
 		if (!p)
 			return false;
+		sv_mr_pin(pins, mr);
 		iov[*n].iov_base = p;
 		iov[*n].iov_len = w->sge[i].length;
 		(*n)++;
@@ -210,6 +212,7 @@ static void tx_wqe(struct sv_qp *qp)
 		.dst_qpn = qp->attr.dest_qp_num,
 	};
 	uint64_t payload = h.op == SV_OP_READ_REQ ? 0 : w->len, budget = UINT64_MAX;
+	struct sv_mr_pins pins = { .n = 0 };
 	struct sv_conn *c;
 	bool cut = false;
 	int n, rc;
@@ -218,7 +221,8 @@ static void tx_wqe(struct sv_qp *qp)
 		tx_connect(qp);
 		return; /* re-evaluated on the next pass */
 	}
-	if (!local_iov(qp, w, iov + 1, &n)) {
+	if (!local_iov(qp, w, iov + 1, &n, &pins)) {
+		sv_mr_unpin(&pins);
 		/* Errors complete in order: wait for earlier WRs first. The
 		 * QP is not picked again until they have completed (or are
 		 * resent): tx_pick() skips a stalled QP. */
@@ -259,6 +263,7 @@ static void tx_wqe(struct sv_qp *qp)
 	rc = sv_writev_full(c->fd, iov, n);
 
 	pthread_mutex_lock(&sv_eng.lock);
+	sv_mr_unpin(&pins);
 	if (qp->tx_busy) {
 		/* sendmsg() no longer reads the buffer: a response that came
 		 * meanwhile may complete the WR now, and a move to ERR may
@@ -455,6 +460,8 @@ void *sv_tx_main(void *arg)
 			tx_resp(r);
 			pthread_mutex_lock(&sv_eng.lock);
 			r->conn->pending--;
+			if (r->mr)
+				sv_mr_unpin_one(r->mr);
 			sv_conn_put(r->conn);
 			if (r->qp)
 				sv_qp_put(r->qp);

@@ -34,6 +34,7 @@
 #include "plugin/backend.h"
 #include "plugin/clock.h"
 #include "plugin/counters.h"
+#include "plugin/judge.h"
 #include "plugin/mr_cache.h"
 #include "plugin/oob.h"
 #include "plugin/pool.h"
@@ -601,8 +602,12 @@ void ib_prof_end(struct ib_comm *c, struct ib_req *r, int first);
 
 /* ib_cq.c */
 ncclResult_t ib_test(void *request, int *done, size_t *sizes, int *nsizes);
-/* The comm's first failure is sticky: every later call reports it. */
-void ib_comm_fail(struct ib_comm *c, ncclResult_t why);
+/* The comm's first failure is sticky: every later call reports it (inline: ib_cq.c,
+ * ib_post.c and ib_failover.c fail comms, and none of them calls into the others for it). */
+static inline void ib_comm_fail(struct ib_comm *c, ncclResult_t why)
+{
+	braid_judge_comm_fail(&c->error, why, c->ctr, c->dev->ctr);
+}
 /* How WARNs name the comm: "ib: send comm mlx5_0:1" (a braid_judge_who_fn). */
 void ib_comm_who(const void *comm, char *buf, size_t len);
 /* Read the comm's CQs and handle what completed. */
@@ -644,8 +649,17 @@ struct ib_wire;
 void ib_fo_fill_wire(const struct ib_comm *c, struct ib_wire *w);
 /* the peer's wire: failover on when both offer it */
 void ib_fo_take_wire(struct ib_comm *c, const struct ib_wire *w);
-/* The bytes the comm's rails other than k carried (their lane counters). */
-uint64_t ib_fo_other_bytes(const struct ib_comm *c, int k);
+/* The bytes the comm's rails other than k carried (their lane counters): failover's and
+ * recovery's WARNs (inline: each calls the other's file otherwise). */
+static inline uint64_t ib_fo_other_bytes(const struct ib_comm *c, int k)
+{
+	uint64_t b = 0;
+
+	for (int j = 0; j < c->nrails; j++)
+		if (j != k && c->rails[j].ctr)
+			b += __atomic_load_n(&c->rails[j].ctr->bytes, __ATOMIC_RELAXED);
+	return b;
+}
 /* A completion error that failover handles (1), or not (0: the comm fails as before). */
 int ib_fo_wc_error(struct ib_comm *c, const struct ibv_wc *wc, int qi);
 /* A send whose chunks all completed, some in error: probe what landed, replay the rest. */

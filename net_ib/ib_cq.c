@@ -19,11 +19,6 @@
 #define CQ_BATCH 32
 #define RQ_REPOST_BATCH 16
 
-void ib_comm_fail(struct ib_comm *c, ncclResult_t why)
-{
-	braid_judge_comm_fail(&c->error, why, c->ctr, c->dev->ctr);
-}
-
 static void req_fail(struct ib_req *r, ncclResult_t why)
 {
 	braid_judge_req_fail(&r->status, why);

@@ -158,16 +158,6 @@ void ib_fo_take_wire(struct ib_comm *c, const struct ib_wire *w)
 	}
 }
 
-uint64_t ib_fo_other_bytes(const struct ib_comm *c, int k)
-{
-	uint64_t b = 0;
-
-	for (int j = 0; j < c->nrails; j++)
-		if (j != k && c->rails[j].ctr)
-			b += __atomic_load_n(&c->rails[j].ctr->bytes, __ATOMIC_RELAXED);
-	return b;
-}
-
 /* The comm's failure, as ib_cq.c's: sticky; every later call reports it. */
 static void fo_fail(struct ib_comm *c, const char *what, int rc)
 {

@@ -62,45 +62,6 @@ COLD void ofi_prof_detach(void *comm)
 	braid_prof_comm_free(pc);
 }
 
-/* Out of line, with isend_ph's and irecv_ph's own arguments, so that both branches there
- * are a tail call that leaves the arguments in place. */
-static COLD ncclResult_t isend_prof(void *send_comm, void *data, size_t size, int tag,
-				    void *mhandle, void *phandle, void **request)
-{
-	struct ofi_comm *c = to_ofi_comm(send_comm);
-
-	return braid_prof_isend(c->prof, &c->reqs, 1, ofi_isend, c, data, size, tag, mhandle,
-				phandle, request);
-}
-
-static COLD ncclResult_t irecv_prof(void *recv_comm, int n, void **data, const size_t *sizes,
-				    const int *tags, void **mhandles, void **phandles,
-				    void **request)
-{
-	struct ofi_comm *c = to_ofi_comm(recv_comm);
-
-	return braid_prof_irecv(c->prof, &c->reqs, 1, ofi_irecv, c, n, data, sizes, tags, mhandles,
-				phandles, request);
-}
-
-/* With no callback, isend_ph and irecv_ph are a test and a jump to isend or irecv
- * (their arguments in NCCL's order, as the core's, so that neither moves them). */
-ncclResult_t ofi_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-			  void *phandle, void **request)
-{
-	if (__builtin_expect(!to_ofi_comm(send_comm)->prof, 1))
-		return ofi_isend(send_comm, data, size, tag, mhandle, request);
-	return isend_prof(send_comm, data, size, tag, mhandle, phandle, request);
-}
-
-ncclResult_t ofi_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
-			  void **mhandles, void **phandles, void **request)
-{
-	if (__builtin_expect(!to_ofi_comm(recv_comm)->prof, 1))
-		return ofi_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
-	return irecv_prof(recv_comm, n, data, sizes, tags, mhandles, phandles, request);
-}
-
 COLD void ofi_prof_posted(struct ofi_lane *l, struct ofi_req *r, int idx)
 {
 	const struct ofi_op *op = r->is_send ? ofi_req_sop(r, l->k)

@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include "plugin/clock.h"
-#include "plugin/gpudirect.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
 
@@ -241,7 +240,8 @@ void braid_counters_print_summary(void)
 		   fb->slow_path ? " (SLOW PATH)" : "");
 	if (fb->why[0])
 		BRAID_INFO(NCCL_NET, "summary: why: %s", fb->why);
-	braid_gdr_regs(&gpu, &host);
+	gpu = __atomic_load_n(&fb->recv_regs_gpu, __ATOMIC_RELAXED);
+	host = __atomic_load_n(&fb->recv_regs_host, __ATOMIC_RELAXED);
 	BRAID_INFO(NCCL_NET,
 		   "summary: GPUDirect RDMA %s%s%s; NCCL's receive comms registered %u buffers "
 		   "of GPU memory, %u of host memory",

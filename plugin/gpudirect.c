@@ -152,9 +152,3 @@ void braid_gdr_note_reg(int recv, int gpu, int gpudirect)
 		   "the PCIe path between them is fit for it.",
 		   host);
 }
-
-void braid_gdr_regs(unsigned *gpu, unsigned *host)
-{
-	*gpu = __atomic_load_n(&recv_regs_gpu, __ATOMIC_RELAXED);
-	*host = __atomic_load_n(&recv_regs_host, __ATOMIC_RELAXED);
-}

@@ -55,7 +55,4 @@ int braid_gdr_nccl_flush_disabled(void);
  */
 void braid_gdr_note_reg(int recv, int gpu, int gpudirect);
 
-/* The receive comms' registrations so far: GPU memory and host memory. */
-void braid_gdr_regs(unsigned *gpu, unsigned *host);
-
 #endif

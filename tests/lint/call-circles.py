@@ -2,8 +2,7 @@
 # Files in a circle of calls (issue 17): an edge f -> g when f calls a non-static function
 # defined in g, over plugin/, net_ib/, net_ofi/, topo/ and tools/ (calls through ops tables
 # and function pointers are not seen). Prints the circles, or "no circles"; exit 1 on any.
-# Usage: python3 tests/lint/call-circles.py   (from the repository root; not in make lint,
-# which needs no python)
+# Usage: tests/lint/call-circles.py   (from the repository root; in make lint and make test)
 import re,glob,sys,itertools
 files=[f for d in ['plugin','net_ib','net_ofi','topo','tools'] for f in glob.glob(d+'/*.c')]
 defs={}

@@ -581,14 +581,10 @@ static inline int ib_plan_qp(const struct ib_comm *c, int k, int j)
 }
 
 /* ib_prof.c: profiler events (plugin/profiler.h), out of line; callers test c->prof.
- * isend_ph and irecv_ph arm the record of the request isend or irecv takes next with
+ * isend_ph and irecv_ph (ib_ops.c) arm the record of the request isend or irecv takes next with
  * NCCL's phandles, then call them: a request they did not arm emits nothing. */
 void ib_prof_attach(void *comm, ncclProfilerCallback_t cb);
 void ib_prof_detach(void *comm);
-ncclResult_t ib_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-			 void *phandle, void **request);
-ncclResult_t ib_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
-			 void **mhandles, void **phandles, void **request);
 /* A send's chunks as plan p posts them (before c->next_qp moves on); ar: adaptive routing. */
 void ib_prof_send_posting(struct ib_comm *c, struct ib_req *r, const struct ib_plan *p, int ar);
 /* A send's chunk on QP qpn completed. */

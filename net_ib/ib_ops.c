@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * net_ib's entry points for the core. The table lives apart from the files it names, so
- * that none of them refers back to the others through it.
+ * net_ib's entry points for the core: the table, and isend and irecv with the profiler's
+ * handle. The table lives apart from the files it names, so that none of them refers back
+ * to the others through it (nor ib_prof.c, whose event helpers the data path calls, to
+ * ib_post.c).
  */
 #include "net_ib/ib.h"
 
@@ -30,16 +32,16 @@ static COLD ncclResult_t irecv_prof(void *recv_comm, int n, void **data, const s
 
 /* With no callback, isend_ph and irecv_ph are a test and a jump to isend or irecv
  * (their arguments in NCCL's order, as the core's, so that neither moves them). */
-ncclResult_t ib_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-			 void *phandle, void **request)
+static ncclResult_t ib_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+				void *phandle, void **request)
 {
 	if (__builtin_expect(!to_ib_comm(send_comm)->prof, 1))
 		return ib_isend(send_comm, data, size, tag, mhandle, request);
 	return isend_prof(send_comm, data, size, tag, mhandle, phandle, request);
 }
 
-ncclResult_t ib_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
-			 void **mhandles, void **phandles, void **request)
+static ncclResult_t ib_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes,
+				const int *tags, void **mhandles, void **phandles, void **request)
 {
 	if (__builtin_expect(!to_ib_comm(recv_comm)->prof, 1))
 		return ib_irecv(recv_comm, n, data, sizes, tags, mhandles, request);

@@ -49,7 +49,8 @@
  * (posting a lane's part); ofi_cq.c (completions, progress, cancel); ofi_ep.c (a
  * device's shared endpoint, AV, announcement buffers); ofi_mr.c (registration);
  * ofi_stripe.c (a fused comm's weights); ofi_data.c (isend, irecv, test); ofi_conn.c
- * (listen, connect, accept, close); ofi_ops.c (the ops table, init, fini).
+ * (listen, connect, accept, close); ofi_ops.c (the ops table, isend/irecv with the
+ * profiler's handle, init, fini).
  */
 #ifndef BRAID_OFI_H
 #define BRAID_OFI_H
@@ -635,15 +636,11 @@ ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes);
 void ofi_comm_bye(struct ofi_comm *c, struct braid_link_bye *bye);
 
 /* ofi_prof.c: profiler events (plugin/profiler.h), out of line; callers test the lane's or
- * the comm's prof. isend_ph and irecv_ph arm the record of the request isend or irecv
- * takes next with NCCL's phandles, then call them: a request they did not arm emits
- * nothing. */
+ * the comm's prof. isend_ph and irecv_ph (ofi_ops.c) arm the record of the request isend
+ * or irecv takes next with NCCL's phandles, then call them: a request they did not arm
+ * emits nothing. */
 void ofi_prof_attach(void *comm, ncclProfilerCallback_t cb);
 void ofi_prof_detach(void *comm);
-ncclResult_t ofi_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-			  void *phandle, void **request);
-ncclResult_t ofi_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
-			  void **mhandles, void **phandles, void **request);
 /* ep_lock held, l->prof set: r's part on l (a send's, or buffer idx's of a receive) was
  * posted; op completed (or failed). */
 void ofi_prof_posted(struct ofi_lane *l, struct ofi_req *r, int idx);

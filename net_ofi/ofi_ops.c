@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The net_ofi backend as the core sees it: its ops table, and fini, which takes back what
+ * The net_ofi backend as the core sees it: its ops table, isend and irecv with the
+ * profiler's handle (here, above ofi_data.c and ofi_prof.c, so that the data path's calls
+ * into the profiler's event helpers make no circle), and fini, which takes back what
  * comms NCCL never closed still have posted before each endpoint closes.
  */
 #include "net_ofi/ofi.h"
@@ -75,16 +77,16 @@ static COLD ncclResult_t irecv_prof(void *recv_comm, int n, void **data, const s
 
 /* With no callback, isend_ph and irecv_ph are a test and a jump to isend or irecv
  * (their arguments in NCCL's order, as the core's, so that neither moves them). */
-ncclResult_t ofi_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-			  void *phandle, void **request)
+static ncclResult_t ofi_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+				 void *phandle, void **request)
 {
 	if (__builtin_expect(!to_ofi_comm(send_comm)->prof, 1))
 		return ofi_isend(send_comm, data, size, tag, mhandle, request);
 	return isend_prof(send_comm, data, size, tag, mhandle, phandle, request);
 }
 
-ncclResult_t ofi_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
-			  void **mhandles, void **phandles, void **request)
+static ncclResult_t ofi_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes,
+				 const int *tags, void **mhandles, void **phandles, void **request)
 {
 	if (__builtin_expect(!to_ofi_comm(recv_comm)->prof, 1))
 		return ofi_irecv(recv_comm, n, data, sizes, tags, mhandles, request);

@@ -200,6 +200,10 @@ enum ofi_op_type {
 	OFI_OP_RECV,
 	OFI_OP_ANNOUNCE_SEND, /* receiver: an announcement sent without inject */
 	OFI_OP_ANNOUNCE_RECV, /* a shared announcement buffer */
+	/* a part moved off a lane whose NIC is down on the sender's side (ofi_move.c) */
+	OFI_OP_SEND_MOVED,  /* sender: sent on the lane it moved to */
+	OFI_OP_RECV_MOVING, /* receiver: its receive being cancelled on its own lane */
+	OFI_OP_RECV_MOVED,  /* cancelled there; then posted on the lane it moved to */
 };
 
 /* The libfabric operation context: fi_context2 first, so the CQ's op_context is an ofi_op. */
@@ -207,8 +211,10 @@ struct ofi_op {
 	struct fi_context2 fictx;
 	uint8_t type;
 	uint8_t idx;    /* receives: the buffer */
-	uint8_t lane;   /* index of the lane in its comm */
+	uint8_t lane;   /* index of the lane in its comm whose state it counts in (r->l[]) */
 	uint8_t counts; /* data: the message's first lane, which counts it (tx/rx_msgs) */
+	uint8_t from;   /* a part moved to another lane (OFI_OP_*_MOVED): its own lane (soff,
+			 * slen, rl[]); `lane` is the one it is posted and counted on */
 	struct ofi_req *req;
 	struct ofi_lane *l; /* whose operation: completions on the shared CQ go there */
 };
@@ -231,10 +237,11 @@ static inline struct ofi_announce_slot *to_announce_slot(struct ofi_op *op)
 
 /* A request's state on one lane: written under that lane's ep_lock (completions). */
 struct ofi_req_lane {
-	int pending;     /* completions still to come */
-	uint16_t posted; /* parts posted: a send 0/1, a receive its buffers then its announcement */
-	uint8_t done_mask; /* receives: buffers whose part arrived */
-	uint8_t failed;    /* a completion error (ncclResult_t), 0 none */
+	int pending;    /* completions still to come */
+	uint8_t posted; /* parts posted: a send 0/1, a receive its buffers then its announcement */
+	uint8_t done_mask;  /* receives: buffers whose part arrived (or moved to another lane) */
+	uint8_t failed;     /* a completion error (ncclResult_t), 0 none */
+	uint8_t moved_wait; /* receives: buffers whose part moved onto this lane is still out */
 };
 
 /* A receive's part on one lane. */
@@ -261,6 +268,7 @@ struct ofi_req {
 	uint8_t noted;     /* sends: lanes whose part's completion the stripe has */
 	uint8_t skip;      /* sends: lanes the receiver posted no receive on (OFI_PART_POSTED) */
 	uint8_t lanes;     /* the lanes it has parts on: its group's (OFI_KIND_LANES) */
+	uint8_t moved;     /* lanes whose part went on another lane (ofi_move.c) */
 	int n;
 	ncclResult_t status; /* judged by the calling thread (the peer's goodbye) */
 	struct ofi_comm *comm;
@@ -296,6 +304,8 @@ static inline struct ofi_recv_part *ofi_req_recv(struct ofi_req *r)
 struct ofi_group {
 	int arrived;   /* atomic: set (release) by the CQ reader once ann is whole */
 	uint32_t used; /* bitmask of buffers already sent to */
+	uint32_t via;  /* a group moved (ofi_move.c): the lane this lane's parts went to, + 1;
+			* set with the move, and read for that group only */
 	struct ofi_announce ann;
 };
 
@@ -335,6 +345,7 @@ struct ofi_lane {
 	 * group this lane sends to (every buffer of the ones before was sent to) */
 	struct ofi_group ring[OFI_MAX_INFLIGHT];
 	uint32_t seq;
+	uint32_t nmoved;      /* ep_lock; sender: groups moved off this lane so far (ofi_move.c) */
 	uint32_t weights_seq; /* ep_lock; receiver's lane 0: the newest weight message taken */
 };
 
@@ -385,6 +396,12 @@ struct ofi_comm {
 	uint32_t told_down;     /* sender: its lanes whose NIC is down, as last told */
 	uint32_t gmask;         /* sender: the lanes of group seq, once matched */
 	int gref;               /* sender: the first of them */
+	/* Sender, parts moved off a lane whose NIC is down here (ofi_move.c; BRAID_FAILOVER):
+	 * group move_seq's lanes asked to move, moved, and refused */
+	int move_on;
+	uint32_t move_seq, move_asked, move_done, move_refused;
+	uint64_t move_ask_ns;   /* sender: when it last asked; receiver: polls the link at every
+			       * tick until this (a sender that asks asks again soon) */
 	struct ofi_lane lane[]; /* nlanes */
 };
 
@@ -400,6 +417,7 @@ static inline void ofi_req_start(struct ofi_req *r, struct ofi_comm *c, int is_s
 	r->tick_left = BRAID_TICK_CALLS - 1;
 	r->noted = 0;
 	r->skip = 0;
+	r->moved = 0;
 	r->n = n;
 	r->status = ncclSuccess;
 	r->comm = c;
@@ -439,7 +457,7 @@ static inline void ofi_req_hold_mrs(struct ofi_req *r, int d)
 /* r has nothing on lane k (its group leaves the lane out): complete there from the start. */
 static inline void ofi_req_leave_out(struct ofi_req *r, int k)
 {
-	r->l[k].posted = (uint16_t)(r->is_send ? 1 : r->n + 1);
+	r->l[k].posted = (uint8_t)(r->is_send ? 1 : r->n + 1);
 	r->l[k].done_mask = 0xff;
 }
 
@@ -528,8 +546,8 @@ void ofi_live_recv_lanes_at(struct ofi_comm *c, uint64_t now); /* the same at a 
 /* Fused sender, at most once per BRAID_LIVENESS_MS: tell the receiver over the link when
  * the set of its NICs that are down changes. */
 void ofi_live_send_lanes(struct ofi_comm *c, uint64_t now);
-/* Fused receiver: take the sender's link messages (at comm_ready). */
-void ofi_live_attach(struct ofi_comm *c);
+/* Fused receiver: the sender's word on its NICs down, if msg (a link message) is: 1. */
+int ofi_live_take_word(struct ofi_comm *c, const void *msg, uint32_t len);
 /* Sender: the current group's announcement from its first lane in, or NULL; *want its
  * lanes, *in those whose announcement is in. */
 const struct ofi_group *ofi_send_group(const struct ofi_comm *c, uint32_t *want, uint32_t *in);
@@ -573,6 +591,10 @@ int ofi_post_send(struct ofi_lane *l, struct ofi_req *r);
 int ofi_post_recv(struct ofi_lane *l, struct ofi_req *r);
 /* r's part on lane l, whichever kind r is. */
 int ofi_post_part(struct ofi_lane *l, struct ofi_req *r);
+/* A part moved to lane l (ofi_move.c): r's lane-`from` part sent, or buffer i's received,
+ * on l under its moved tag, counted on l: 0, -FI_EAGAIN or the provider's error. */
+int ofi_post_moved_send(struct ofi_lane *l, struct ofi_req *r, int from);
+int ofi_post_moved_recv(struct ofi_lane *l, struct ofi_req *r, int from, int i);
 /* The sender's weights (plugin/stripe.h wire form) to the peer's lane, injected:
  * 0, -FI_EAGAIN or the provider's error. */
 int ofi_post_weights(struct ofi_lane *l, uint64_t wire, uint32_t seq);
@@ -594,6 +616,8 @@ int ofi_dev_progress(struct ofi_dev *d);
 /* Closing: l's backlog is posted no more (its requests may hold buffers NCCL has
  * deregistered already, as ncclCommAbort does). */
 void ofi_lane_undefer(struct ofi_lane *l);
+/* Take r out of l's backlog: what waits there is never posted now. */
+void ofi_lane_backlog_drop(struct ofi_lane *l, const struct ofi_req *r);
 /* Closing: fi_cancel everything l has posted, off the deferred list. */
 void ofi_lane_cancel(struct ofi_lane *l);
 /* ncclCommAbort deregisters memory under operations still posted (ofi_dereg_mr): l's
@@ -612,6 +636,22 @@ int ofi_dev_lanes_left(const struct ofi_dev *d, const void *arg);
 ncclResult_t ofi_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
 ncclResult_t ofi_dereg_mr(void *comm, void *mhandle);
 void ofi_mr_cache_purge(struct ofi_dev *d);
+
+/* ofi_move.c: parts moved off a NIC down on the sender's side before anything of them was
+ * sent (the comm's thread; takes lanes' ep_locks, none held). At comm_ready: the link's
+ * messages (the word on the sender's NICs, asks and answers). */
+void ofi_move_attach(struct ofi_comm *c);
+/* Sender, on a NULL isend's tick: ask the receiver to move the current group's parts on
+ * lanes whose NIC is down here and whose announcement is missing. */
+void ofi_move_ask(struct ofi_comm *c, uint64_t now);
+/* Sender: the lanes of the current group the receiver was asked to move and has not
+ * answered for yet, within BRAID_OFI_DOWN_TIMEOUT_MS of the ask (now 0: however long). */
+uint32_t ofi_move_awaited(const struct ofi_comm *c, uint64_t now);
+/* Sender, cutting r (group c->seq, ring slot): its parts on lanes the group moved off go on
+ * the lanes they moved to; their own lanes read posted. */
+void ofi_move_cut_send(struct ofi_comm *c, struct ofi_req *r, uint32_t slot);
+/* Sender, once the rest of r is posted: its moved parts; 0, or the error (WARNed). */
+int ofi_move_post_send(struct ofi_comm *c, struct ofi_req *r);
 
 /* ofi_stripe.c: a fused comm's weights (the comm's thread) */
 /* Receiver, before it cuts a group: its lanes (ofi_live_recv_lanes), and the sender's
@@ -636,9 +676,7 @@ ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes);
 void ofi_comm_bye(struct ofi_comm *c, struct braid_link_bye *bye);
 
 /* ofi_prof.c: profiler events (plugin/profiler.h), out of line; callers test the lane's or
- * the comm's prof. isend_ph and irecv_ph (ofi_ops.c) arm the record of the request isend
- * or irecv takes next with NCCL's phandles, then call them: a request they did not arm
- * emits nothing. */
+ * the comm's prof. A request isend_ph or irecv_ph (ofi_ops.c) did not arm emits nothing. */
 void ofi_prof_attach(void *comm, ncclProfilerCallback_t cb);
 void ofi_prof_detach(void *comm);
 /* ep_lock held, l->prof set: r's part on l (a send's, or buffer idx's of a receive) was

@@ -448,7 +448,7 @@ static void comm_ready(struct ofi_comm *c, int is_send)
 			   "needs %zu: the receiver cuts equal shares",
 			   c->peer, ofi.provider, c->lane[0].dev->inject_size, ofi_announce_len(0));
 	}
-	ofi_live_attach(c);
+	ofi_move_attach(c);
 	c->magic = is_send ? BRAID_MAGIC_SEND : BRAID_MAGIC_RECV;
 	BRAID_INFO(NCCL_NET, "ofi: %s comm %s %s ready over %d NIC(s) (%s lane %u, its %u first)",
 		   is_send ? "send" : "receive", is_send ? "to" : "from", c->peer, c->nlanes,

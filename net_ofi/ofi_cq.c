@@ -38,6 +38,22 @@ static void weights_arrived(struct ofi_lane *l, const struct ofi_announce *m, si
 	__atomic_store_n(&c->weights_in, m->first, __ATOMIC_RELAXED);
 }
 
+/* On a lane some group's parts moved off (ofi_move.c): the lane's own announcement of a
+ * moved group, once the NIC is back, is no news; one of a group already sent is such. */
+static __attribute__((cold, noinline)) int moved_before(struct ofi_lane *l, uint32_t seq)
+{
+	const struct ofi_group *g = &l->ring[seq % OFI_MAX_INFLIGHT];
+
+	if ((int32_t)(seq - l->seq) >= 0 &&
+	    !(__atomic_load_n(&g->arrived, __ATOMIC_RELAXED) && g->via && g->ann.seq == seq))
+		return 0;
+	BRAID_INFO(NCCL_NET,
+		   "ofi: send comm to %s: lane %u's own announcement of group %u came on %s "
+		   "after its parts had moved: dropped",
+		   l->comm->peer, l->k, seq, l->dev->name);
+	return 1;
+}
+
 /* A control message arrived in a shared buffer: an announcement for a send lane, or the
  * sender's weights for a receive lane. */
 static void announce_arrived(struct ofi_dev *d, const struct ofi_announce *m, size_t len)
@@ -71,6 +87,8 @@ static void announce_arrived(struct ofi_dev *d, const struct ofi_announce *m, si
 	}
 	if (__atomic_load_n(&g->arrived, __ATOMIC_RELAXED) || m->n < 1 || m->n > BRAID_MAX_RECVS ||
 	    len != ofi_announce_len(m->n) || m->seq - l->seq >= OFI_MAX_INFLIGHT) {
+		if (l->nmoved && moved_before(l, m->seq))
+			return; /* a group moved off this lane: its own announcement after all */
 		if (l->error == ncclSuccess)
 			BRAID_WARN("ofi: send comm lane %u on %s peer %s: protocol error: "
 				   "announcement of group %u (%u buffers, %zu bytes) while at group %u",
@@ -130,8 +148,14 @@ static int handle_cq_error(struct ofi_dev *d)
 	rl->pending--;
 	if (__builtin_expect(l->prof != NULL, 0))
 		ofi_prof_done(l, op->req, op);
-	if (op->type == OFI_OP_RECV)
+	if (op->type == OFI_OP_RECV || op->type >= OFI_OP_RECV_MOVING)
 		d->rx_posted--;
+	if (op->type == OFI_OP_RECV_MOVING && e.err == FI_ECANCELED) {
+		/* cancelled to move (ofi_move.c): it goes on another lane */
+		op->type = OFI_OP_RECV_MOVED;
+		rl->done_mask |= (uint8_t)(1u << op->idx);
+		return 0;
+	}
 	if (l->closing || (l->mr_dropped && e.err == FI_ECANCELED)) {
 		/* Cancelled by the close or by a deregistration, or failing with the
 		 * close: expected. */
@@ -158,6 +182,33 @@ static int handle_cq_error(struct ofi_dev *d)
 		braid_link_report_error(l->comm->link, ncclRemoteError,
 					"a message larger than the receive buffer it was sent to");
 	return 0;
+}
+
+/* An operation on a part moved between lanes completed (ofi_move.c): a send or receive
+ * moved here (its lane's state is op->lane's, whose ep_lock is held; what arrived is its
+ * own lane's, read by test() once every lane is complete), or a receive that, being
+ * cancelled, had matched after all. */
+static __attribute__((cold, noinline)) void moved_completion(struct ofi_dev *d, struct ofi_op *op,
+							     size_t len)
+{
+	struct ofi_req *r = op->req;
+
+	if (op->type == OFI_OP_SEND_MOVED) {
+		braid_ctr_count(op->l->ctr, d->ctr, BRAID_CTR(tx_bytes), r->slen[op->from]);
+		return;
+	}
+	d->rx_posted--;
+	ofi_req_recv(r)->rl[op->from].len[op->idx] = len;
+	if (op->type == OFI_OP_RECV_MOVED) {
+		/* atomic: check_request reads it without the lock (a verdict's hint) */
+		__atomic_store_n(&r->l[op->lane].moved_wait,
+				 (uint8_t)(r->l[op->lane].moved_wait & ~(1u << op->idx)),
+				 __ATOMIC_RELAXED);
+	} else { /* not cancelled: it stays where it is */
+		op->type = OFI_OP_RECV;
+		r->l[op->lane].done_mask |= (uint8_t)(1u << op->idx);
+	}
+	braid_ctr_count(op->l->ctr, d->ctr, BRAID_CTR(rx_bytes), len);
 }
 
 /* A completion from the shared CQ, for whichever lane posted the operation. Messages are
@@ -188,6 +239,8 @@ static void handle_completion(struct ofi_dev *d, const struct fi_cq_tagged_entry
 		braid_ctr_count(l->ctr, d->ctr, BRAID_CTR(tx_bytes), r->slen[op->lane]);
 		if (op->counts)
 			braid_ctr_count(l->ctr, d->ctr, BRAID_CTR(tx_msgs), 1);
+	} else if (op->type != OFI_OP_ANNOUNCE_SEND) {
+		moved_completion(d, op, e->len);
 	}
 }
 
@@ -284,6 +337,28 @@ void ofi_lane_undefer(struct ofi_lane *l)
 	l->on_deferred = 0;
 }
 
+/* r's parts moved onto l from other lanes (ofi_move.c), cancelled with l's own. */
+static __attribute__((cold, noinline)) void cancel_moved(struct ofi_lane *l, struct ofi_req *r)
+{
+	struct fid_ep *ep = l->dev->ep;
+
+	for (int k = 0; k < l->comm->nlanes; k++) {
+		if (!(r->moved >> k & 1))
+			continue;
+		if (r->is_send) {
+			if (ofi_req_sop(r, k)->l == l)
+				fi_cancel(&ep->fid, &ofi_req_sop(r, k)->fictx);
+			continue;
+		}
+		for (int i = 0; i < r->n; i++) {
+			struct ofi_op *op = &ofi_req_recv(r)->rl[k].op[i];
+
+			if (op->type == OFI_OP_RECV_MOVED && op->l == l)
+				fi_cancel(&ep->fid, &op->fictx);
+		}
+	}
+}
+
 void ofi_lane_cancel(struct ofi_lane *l)
 {
 	const struct braid_pool *reqs = &l->comm->reqs;
@@ -303,6 +378,8 @@ void ofi_lane_cancel(struct ofi_lane *l)
 			fi_cancel(&ep->fid, &ofi_req_sop(r, l->k)->fictx);
 		for (int p = 0; !r->is_send && p < posted; p++)
 			fi_cancel(&ep->fid, &ofi_req_recv(r)->rl[l->k].op[p].fictx);
+		if (r->moved)
+			cancel_moved(l, r);
 	}
 }
 
@@ -339,8 +416,7 @@ static int mr_ops_left(const struct ofi_dev *d, const void *arg)
 	return n;
 }
 
-/* Take r out of l's backlog: what waits there is never posted now. */
-static void backlog_drop(struct ofi_lane *l, const struct ofi_req *r)
+void ofi_lane_backlog_drop(struct ofi_lane *l, const struct ofi_req *r)
 {
 	uint32_t to = l->backlog_head;
 
@@ -369,12 +445,14 @@ int ofi_lane_drop_mr(struct ofi_lane *l, const struct ofi_mr *m)
 		if (!braid_pool_is_used(reqs, i) || !req_uses_mr(r, m))
 			continue;
 		found = 1;
-		backlog_drop(l, r);
+		ofi_lane_backlog_drop(l, r);
 		posted = r->l[l->k].posted;
 		if (r->is_send && posted)
 			fi_cancel(&ep->fid, &ofi_req_sop(r, l->k)->fictx);
 		for (int p = 0; !r->is_send && p < posted; p++)
 			fi_cancel(&ep->fid, &ofi_req_recv(r)->rl[l->k].op[p].fictx);
+		if (r->moved)
+			cancel_moved(l, r);
 		if (!r->l[l->k].failed)
 			r->l[l->k].failed = ncclSystemError;
 	}

@@ -149,6 +149,8 @@ static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r, uint8_t
 			for (int k = 0; k < c->nlanes; k++)
 				braid_ctr_add(&c->lane[k].dev->ctr->stalls, 1);
 		check_nics(c, now, r->lanes & ~(uint32_t)lanes_done);
+		if (__builtin_expect(c->move_ask_ns != 0, 0) && !c->is_send && now < c->move_ask_ns)
+			braid_link_look_soon(c->link); /* the sender asks again soon (ofi_move.c) */
 		if (!r->is_send && lanes_done && c->error == ncclSuccess &&
 		    ofi_live_parts(c, r, lanes_done, now))
 			comm_fail(c, ncclSystemError);
@@ -162,6 +164,9 @@ static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r, uint8_t
 		return r->status;
 	if (r->is_send)
 		bufs[n++] = r->first;
+	if (__builtin_expect(r->moved, 0)) /* a part moved to another lane is still out there */
+		for (int k = 0; k < c->nlanes; k++)
+			done &= (uint8_t)~__atomic_load_n(&r->l[k].moved_wait, __ATOMIC_RELAXED);
 	for (int i = 0; !r->is_send && i < r->n; i++)
 		if (!(done & (1u << i)))
 			bufs[n++] = r->first + (uint64_t)i;
@@ -181,6 +186,9 @@ static int match_buffer(struct ofi_comm *c, int tag)
 
 	if (c->nlanes > 1) { /* one lane: its group is the comm's (gmask 1, gref 0) */
 		g = ofi_send_group(c, &want, &in);
+		/* a lane whose parts the receiver was asked to move: only once they have */
+		if (__builtin_expect(c->move_asked != 0, 0) && c->move_seq == c->seq)
+			in &= ~(c->move_asked & ~c->move_done);
 		if (!g || (in & want) != want)
 			return -1;
 		c->gmask = want;
@@ -224,6 +232,8 @@ static void cut_send(struct ofi_comm *c, struct ofi_req *r, int idx, size_t size
 		off += part;
 	}
 	r->ssize = size < off ? size : off;
+	if (__builtin_expect(c->move_done != 0, 0) && c->move_seq == c->seq)
+		ofi_move_cut_send(c, r, slot); /* parts of the group moved to other lanes */
 }
 
 /* Lane l's part of send r is posted or queued: the group's buffer is used there. */
@@ -263,7 +273,10 @@ static int post_lanes(struct ofi_comm *c, struct ofi_req *r, int idx)
 		pthread_mutex_lock(&l->dev->ep_lock);
 		lane_check(c, l);
 		backlogged = ofi_lane_backlogged(l);
-		rc = backlogged ? -FI_EAGAIN : ofi_post_part(l, r);
+		if (__builtin_expect(!backlogged, 1))
+			rc = ofi_post_part(l, r);
+		else /* behind the backlog, unless nothing of it goes here (left out, moved) */
+			rc = r->l[k].posted ? 0 : -FI_EAGAIN;
 		if (rc == -FI_EAGAIN && k == 0 && !peer_bye &&
 		    (r->is_send || (!backlogged && !r->l[0].posted))) {
 			lane_progress(c, l); /* what the provider waits for */
@@ -340,14 +353,23 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 		progress_lanes(c, 0);
 		if (braid_tick_due(&c->tick_left)) {
 			now = braid_now_ns(); /* the announcement may wait on a dead NIC */
-			/* the lanes of a group announced on some of them, not all */
-			check_nics(c, now, ofi_send_group(c, &want, &in) ? want & ~in : 0);
-			if (c->nlanes > 1 && c->error == ncclSuccess) {
+			if (c->nlanes > 1) {
 				ofi_live_send_lanes(c, now);
-				if (idx < 0 && ofi_live_announce(c, now))
-					comm_fail(c, ncclSystemError);
+				if (idx < 0 && c->move_on)
+					ofi_move_ask(c, now);
 			}
+			/* the lanes of a group announced on some of them, not all, but those
+			 * the receiver was just asked to move */
+			check_nics(c, now,
+				   ofi_send_group(c, &want, &in)
+					   ? want & ~in & ~ofi_move_awaited(c, now)
+					   : 0);
+			if (c->nlanes > 1 && c->error == ncclSuccess && idx < 0 &&
+			    ofi_live_announce(c, now))
+				comm_fail(c, ncclSystemError);
 		}
+		if (__builtin_expect(c->move_asked != 0, 0) && ofi_move_awaited(c, 0))
+			braid_link_look_soon(c->link); /* the answer: at the next call */
 		if (c->error == ncclSuccess && idx < 0 &&
 		    braid_judge_refuse_unannounced(c->link, c->sent_upto, comm_who, c))
 			comm_fail(c, ncclRemoteError);
@@ -366,6 +388,11 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 	if (c->gmask != ofi_all_lanes(c) && (g->used | 1u << idx) == (1u << g->ann.n) - 1)
 		lanes_left_out_follow(c);
 	rc = post_lanes(c, r, idx);
+	/* parts moved to other lanes go once the rest has (their lanes read posted above) */
+	if (!rc && __builtin_expect(r->moved != 0, 0) && ofi_move_post_send(c, r)) {
+		comm_fail(c, ncclSystemError);
+		rc = -1;
+	}
 	if (rc) {
 		braid_pool_put(&c->reqs, r);
 		return c->error;
@@ -377,8 +404,8 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 	if (c->nlanes > 1) { /* one lane: no stripe, no clock */
 		now = braid_now_ns();
 		ofi_live_send_lanes(c, now);
-		for (int k = 0; k < c->nlanes; k++)
-			braid_stripe_posted(&c->stripe, k, r->slen[k], now);
+		for (int k = 0; k < c->nlanes; k++) /* a moved part: no sample (ofi_move.c) */
+			braid_stripe_posted(&c->stripe, k, r->moved >> k & 1 ? 0 : r->slen[k], now);
 	}
 	for (int k = 0; c->ctr && k < c->nlanes && k < BRAID_CTR_MAX_LANES; k++) {
 		braid_ctr_add(&c->ctr->lanes[k].bytes, r->slen[k]);
@@ -629,7 +656,10 @@ void ofi_comm_bye(struct ofi_comm *c, struct braid_link_bye *bye)
 			if (braid_pool_is_used(&c->reqs, i))
 				done[i] &= ((struct ofi_req *)braid_pool_at(&c->reqs, i))
 						   ->l[k]
-						   .done_mask;
+						   .done_mask &
+					   ~((struct ofi_req *)braid_pool_at(&c->reqs, i))
+						    ->l[k]
+						    .moved_wait;
 		pthread_mutex_unlock(&l->dev->ep_lock);
 	}
 	if (failed) {

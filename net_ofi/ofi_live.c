@@ -437,19 +437,14 @@ void ofi_live_send_lanes(struct ofi_comm *c, uint64_t now)
 	c->told_down = m.down;
 }
 
-static void lanes_on_msg(void *arg, const void *msg, uint32_t len)
+int ofi_live_take_word(struct ofi_comm *c, const void *msg, uint32_t len)
 {
-	struct ofi_comm *c = arg;
 	struct ofi_lanes_msg m = { 0 };
 
 	if (len == sizeof(m))
 		memcpy(&m, msg, sizeof(m));
-	if (m.magic != OFI_LANES_MAGIC) {
-		BRAID_INFO(NCCL_NET,
-			   "ofi: receive comm from %s: a link message of %u bytes ignored", c->peer,
-			   len);
-		return;
-	}
+	if (m.magic != OFI_LANES_MAGIC || c->is_send)
+		return 0;
 	if ((m.down & ofi_all_lanes(c)) != c->peer_down)
 		BRAID_INFO(NCCL_NET,
 			   "ofi: receive comm from %s: the sender's word: its NICs down are now "
@@ -457,12 +452,5 @@ static void lanes_on_msg(void *arg, const void *msg, uint32_t len)
 			   c->peer, m.down & ofi_all_lanes(c), c->nlanes, c->peer_down);
 	c->peer_down = m.down & ofi_all_lanes(c);
 	c->lanes_next_ns = 0; /* the next group takes it in */
-}
-
-void ofi_live_attach(struct ofi_comm *c)
-{
-	if (c->is_send || c->nlanes < 2)
-		return;
-	c->link->msg_arg = c;
-	c->link->on_msg = lanes_on_msg;
+	return 1;
 }

@@ -87,6 +87,45 @@ int ofi_post_recv(struct ofi_lane *l, struct ofi_req *r)
 	return 0;
 }
 
+/* Send r's lane-`from` part on lane l instead (ofi_move.c): counted on l. */
+int ofi_post_moved_send(struct ofi_lane *l, struct ofi_req *r, int from)
+{
+	size_t len = r->slen[from];
+	ssize_t rc;
+
+	rc = fi_tsend(l->dev->ep, len ? r->sbuf + r->soff[from] : &zero_byte, len,
+		      r->smr->lane[l->k]->desc, l->peer_addr,
+		      ofi_moved_tag(l->peer_id, from, r->first), &ofi_req_sop(r, from)->fictx);
+	if (rc)
+		return (int)rc;
+	r->l[l->k].pending++;
+	l->outstanding++;
+	return 0;
+}
+
+/* Receive buffer i's lane-`from` part on lane l instead (ofi_move.c): counted on l. */
+int ofi_post_moved_recv(struct ofi_lane *l, struct ofi_req *r, int from, int i)
+{
+	struct ofi_recv_part *recv = ofi_req_recv(r);
+	struct ofi_recv_lane *part = &recv->rl[from];
+	struct ofi_dev *d = l->dev;
+	ssize_t rc;
+
+	if (d->rx_cap && d->rx_posted >= d->rx_cap)
+		return -FI_EAGAIN;
+	rc = fi_trecv(d->ep, part->len[i] ? recv->buf[i] + part->off[i] : &zero_byte, part->len[i],
+		      recv->mr[i]->lane[l->k]->desc, FI_ADDR_UNSPEC,
+		      ofi_moved_tag(l->id, from, r->first + (uint64_t)i), 0, &part->op[i].fictx);
+	if (rc)
+		return (int)rc;
+	d->rx_posted++;
+	r->l[l->k].pending++;
+	__atomic_store_n(&r->l[l->k].moved_wait, (uint8_t)(r->l[l->k].moved_wait | 1u << i),
+			 __ATOMIC_RELAXED);
+	l->outstanding++;
+	return 0;
+}
+
 int ofi_post_weights(struct ofi_lane *l, uint64_t wire, uint32_t seq)
 {
 	const struct ofi_announce m = { .dst = l->peer_id,

@@ -50,6 +50,19 @@ static inline uint64_t ofi_msg_tag(uint16_t id, uint64_t buf)
 	return ((uint64_t)id << OFI_TAG_ID_SHIFT) | (buf & OFI_TAG_BUF_MASK);
 }
 
+/*
+ * A part moved to another lane (net_ofi/ofi_move.c) travels there under a tag of its own:
+ * bit 43 of the buffer field set, the part's own lane in bits 40..42, the buffer's number
+ * in bits 0..39. A data tag reaches bit 43 only 2^43 buffers in, and two tags that agree
+ * are 2^40 buffers apart, never both in flight (at most 32 x maxRecvs are).
+ */
+#define OFI_TAG_MOVED (1ULL << 43)
+static inline uint64_t ofi_moved_tag(uint16_t id, int from, uint64_t buf)
+{
+	return ofi_msg_tag(id,
+			   OFI_TAG_MOVED | (uint64_t)(from & 7) << 40 | (buf & ((1ULL << 40) - 1)));
+}
+
 /* 0 when the provider's tag format leaves braid OFI_TAG_BITS bits; -1 with why. */
 int ofi_tag_format_ok(uint64_t mem_tag_format, char *why, size_t whylen);
 

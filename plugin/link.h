@@ -183,6 +183,13 @@ static inline enum braid_link_state braid_link_check(struct braid_link *lk, int 
 		lk->tick_left = BRAID_TICK_CALLS - 1;
 	return braid_link_check_timed(lk, now);
 }
+/* The next braid_link_check or braid_link_check_timed looks at the peer whatever the
+ * time (a backend that expects the peer's message soon). */
+static inline void braid_link_look_soon(struct braid_link *lk)
+{
+	lk->next_check_ns = 0;
+	lk->tick_left = 0;
+}
 /* Tell the peer that our comm failed in a way it cannot see by itself. Best effort. */
 void braid_link_report_error(struct braid_link *lk, int code, const char *why);
 /*

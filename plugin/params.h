@@ -71,7 +71,9 @@ enum braid_param_type {
 	  "NCCL_IB_RESILIENCY_PORT_FAILOVER",                                                      \
 	  "On a fused device (net_ib), a comm whose NIC fails moves that NIC's chunks in flight "  \
 	  "and all later traffic to its other NICs, and fails only when every NIC has (on, the "   \
-	  "default; NCCL's is off); off: the first failed NIC fails the comm (docs/ib.md).")       \
+	  "default; NCCL's is off); off: the first failed NIC fails the comm (docs/ib.md). On "    \
+	  "net_ofi (fused), what a receiver announced over a NIC that is down on the sender's "    \
+	  "side moves to another NIC before anything of it is sent (docs/multirail.md).")          \
 	X(RECOVERY, "BRAID_RECOVERY", BRAID_PARAM_BOOL, "1", 0, 1, NULL,                           \
 	  "NCCL_IB_RESILIENCY_PORT_RECOVERY",                                                      \
 	  "With BRAID_FAILOVER on (net_ib): a NIC that failed over and whose port is ACTIVE "      \

@@ -305,21 +305,112 @@ static void sender_word_on_its_nics(void **state)
 	set_env("2000", "100");
 	c->link = &lk;
 	c->is_send = 1;
-	ofi_live_attach(c); /* a sender takes none */
-	assert_null(lk.on_msg);
+	assert_int_equal(ofi_live_take_word(c, msg, sizeof(msg)), 0); /* a sender takes none */
+	assert_int_equal(c->peer_down, 0);
 	c->is_send = 0;
-	ofi_live_attach(c);
+	ofi_move_attach(c); /* the comm's link messages go through ofi_move.c */
 	assert_non_null(lk.on_msg);
 	c->lanes_next_ns = 5000 * MS;
 	lk.on_msg(lk.msg_arg, msg, sizeof(msg));
 	assert_int_equal(c->peer_down, 2);
 	assert_int_equal(c->lanes_next_ns, 0); /* the next group looks again */
+	assert_int_equal(ofi_live_take_word(c, bad, sizeof(bad)), 0);
 	lk.on_msg(lk.msg_arg, bad, sizeof(bad));
 	lk.on_msg(lk.msg_arg, msg, 3);
 	assert_int_equal(c->peer_down, 2);
 	msg[1] = 0xff; /* past the comm's lanes: its own only */
-	lk.on_msg(lk.msg_arg, msg, sizeof(msg));
+	assert_int_equal(ofi_live_take_word(c, msg, sizeof(msg)), 1);
 	assert_int_equal(c->peer_down, 3);
+	free(c);
+}
+
+/* The receiver's answer to the sender's ask to move a group's parts off a lane whose NIC
+ * is down on the sender's side (net_ofi/ofi_move.c), as the sender takes it: moved (the
+ * lane's announcement installed, sent via the other lane), refused (it waits for the lane
+ * as before), or not asked for (a protocol error that fails the comm). Mirrors the wire
+ * struct ofi_moved there. */
+struct moved_msg {
+	uint32_t magic, seq;
+	uint8_t from, via, ok, pad;
+	struct ofi_announce ann;
+};
+
+static uint32_t moved_len(uint32_t n)
+{
+	return (uint32_t)(offsetof(struct moved_msg, ann) + ofi_announce_len(n));
+}
+
+static void sender_takes_moved_parts(void **state)
+{
+	struct ofi_comm *c = fake_comm(2, "fake0", "fake1");
+	struct braid_link lk = { 0 };
+	struct moved_msg m = { .magic = 0x6f666d76u /* "ofmv" */, .seq = 5, .from = 1, .via = 0,
+			       .ok = 1 };
+	uint32_t want, in;
+
+	(void)state;
+	set_env("2000", "100");
+	c->link = &lk;
+	c->is_send = 1;
+	ofi_move_attach(c);
+	assert_non_null(lk.on_msg);
+	assert_int_equal(c->move_on, 1); /* BRAID_FAILOVER's default */
+	c->seq = 5;
+	c->lane[0].seq = c->lane[1].seq = 5;
+	/* group 5 announced on lane 0 only; lane 1 asked for at 1 s */
+	c->lane[0].ring[5].ann = (struct ofi_announce){ .n = 2, .seq = 5, .first = 40 };
+	c->lane[0].ring[5].arrived = 1;
+	c->move_seq = 5;
+	c->move_asked = 2;
+	c->move_ask_ns = 1000 * MS;
+	assert_int_equal(ofi_move_awaited(c, 2999 * MS), 2);
+	assert_int_equal(ofi_move_awaited(c, 3000 * MS), 0); /* past the bound: the NIC's */
+	assert_int_equal(ofi_move_awaited(c, 0), 2);
+	m.ann = (struct ofi_announce){ .n = 2, .seq = 5, .first = 40 };
+	m.ann.e[0].size = 4096;
+	m.ann.e[1].size = 8192;
+	lk.on_msg(lk.msg_arg, &m, moved_len(2));
+	assert_int_equal(c->error, ncclSuccess);
+	assert_int_equal(c->move_done, 2);
+	assert_int_equal(ofi_move_awaited(c, 0), 0);
+	assert_int_equal(c->lane[1].ring[5].arrived, 1);
+	assert_int_equal(c->lane[1].ring[5].via, 1); /* lane 0, + 1 */
+	assert_int_equal(c->lane[1].ring[5].ann.e[1].size, 8192);
+	assert_int_equal(c->lane[1].nmoved, 1);
+	assert_non_null(ofi_send_group(c, &want, &in));
+	assert_int_equal(in, 3);
+	assert_non_null(strstr(unit_log, "NIC fake1 (lane 1 of 2) is down here: the receiver "
+					 "moved its parts of group 5 (2 buffer(s)) to NIC fake0"));
+	/* asked for again? no: answered; a second answer is a protocol error */
+	lk.on_msg(lk.msg_arg, &m, moved_len(2));
+	assert_int_equal(c->error, ncclRemoteError);
+	free(c);
+
+	/* refused: nothing installed, the lane is no longer awaited, and not asked again */
+	c = fake_comm(2, "fake0", "fake1");
+	lk = (struct braid_link){ 0 };
+	unit_log_reset();
+	c->link = &lk;
+	c->is_send = 1;
+	ofi_move_attach(c);
+	c->seq = c->move_seq = 5;
+	c->lane[0].ring[5].ann = (struct ofi_announce){ .n = 2, .seq = 5, .first = 40 };
+	c->lane[0].ring[5].arrived = 1;
+	c->move_asked = 2;
+	m.ok = 0;
+	lk.on_msg(lk.msg_arg, &m, moved_len(2));
+	assert_int_equal(c->error, ncclSuccess);
+	assert_int_equal(c->lane[1].ring[5].arrived, 0);
+	assert_int_equal(c->move_refused, 2);
+	assert_int_equal(ofi_move_awaited(c, 0), 0);
+	/* one for a group other than the current: a protocol error */
+	c->move_asked = 2;
+	c->move_refused = 0;
+	m.ok = 1;
+	m.seq = m.ann.seq = 6;
+	lk.on_msg(lk.msg_arg, &m, moved_len(2));
+	assert_int_equal(c->error, ncclRemoteError);
+	assert_non_null(strstr(unit_log, "protocol error: a MOVED message"));
 	free(c);
 }
 
@@ -358,6 +449,7 @@ int main(void)
 		cmocka_unit_test(receiver_leaves_a_down_lane_out),
 		cmocka_unit_test(sender_group_names_its_lanes),
 		cmocka_unit_test(sender_word_on_its_nics),
+		cmocka_unit_test(sender_takes_moved_parts),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -344,7 +344,10 @@ static void sender_takes_moved_parts(void **state)
 {
 	struct ofi_comm *c = fake_comm(2, "fake0", "fake1");
 	struct braid_link lk = { 0 };
-	struct moved_msg m = { .magic = 0x6f666d76u /* "ofmv" */, .seq = 5, .from = 1, .via = 0,
+	struct moved_msg m = { .magic = 0x6f666d76u /* "ofmv" */,
+			       .seq = 5,
+			       .from = 1,
+			       .via = 0,
 			       .ok = 1 };
 	uint32_t want, in;
 

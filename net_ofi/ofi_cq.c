@@ -150,11 +150,13 @@ static int handle_cq_error(struct ofi_dev *d)
 		ofi_prof_done(l, op->req, op);
 	if (op->type == OFI_OP_RECV || op->type >= OFI_OP_RECV_MOVING)
 		d->rx_posted--;
-	if (op->type == OFI_OP_RECV_MOVING && e.err == FI_ECANCELED) {
-		/* cancelled to move (ofi_move.c): it goes on another lane */
-		op->type = OFI_OP_RECV_MOVED;
-		rl->done_mask |= (uint8_t)(1u << op->idx);
-		return 0;
+	if (op->type == OFI_OP_RECV_MOVING) {
+		if (e.err == FI_ECANCELED) { /* cancelled to move (ofi_move.c): it goes elsewhere */
+			op->type = OFI_OP_RECV_MOVED;
+			rl->done_mask |= (uint8_t)(1u << op->idx);
+			return 0;
+		}
+		op->type = OFI_OP_RECV; /* back, failed: the move waits for it no more */
 	}
 	if (l->closing || (l->mr_dropped && e.err == FI_ECANCELED)) {
 		/* Cancelled by the close or by a deregistration, or failing with the

@@ -151,8 +151,8 @@ static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r, uint8_t
 		check_nics(c, now, r->lanes & ~(uint32_t)lanes_done);
 		if (__builtin_expect(c->move_ask_ns != 0, 0) && !c->is_send && now < c->move_ask_ns)
 			braid_link_look_soon(c->link); /* the sender asks again soon (ofi_move.c) */
-		if (!r->is_send && lanes_done && c->error == ncclSuccess &&
-		    ofi_live_parts(c, r, lanes_done, now))
+		if (!r->is_send && (lanes_done & ~r->moved) && c->error == ncclSuccess &&
+		    ofi_live_parts(c, r, lanes_done & ~r->moved, now))
 			comm_fail(c, ncclSystemError);
 		if (r->is_send)
 			ofi_live_send_waits(c, r, lanes_done, now);
@@ -244,6 +244,7 @@ static void lane_sent(struct ofi_lane *l, int idx)
 	g->used |= 1u << idx;
 	if (g->used == (1u << g->ann.n) - 1) {
 		__atomic_store_n(&g->arrived, 0, __ATOMIC_RELAXED);
+		g->via = 0;
 		l->seq++;
 	}
 }
@@ -391,7 +392,9 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 	/* parts moved to other lanes go once the rest has (their lanes read posted above) */
 	if (!rc && __builtin_expect(r->moved != 0, 0) && ofi_move_post_send(c, r)) {
 		comm_fail(c, ncclSystemError);
-		rc = -1;
+		r->magic = BRAID_MAGIC_REQ; /* the rest is with the provider until the comm closes */
+		ofi_mr_users_add(m, 1);
+		return c->error;
 	}
 	if (rc) {
 		braid_pool_put(&c->reqs, r);

@@ -196,7 +196,7 @@ int ofi_live_watch(struct ofi_comm *c, uint64_t now, uint32_t wait)
 			   "with %d request(s) in flight%s",
 			   ofi_comm_kind(c), c->is_send ? "to" : "from", c->peer, d->name, k,
 			   c->nlanes, (double)down / 1e9, bound_ms, c->inflight,
-			   c->nlanes > 1 ? " (net_ofi does not move what is on a NIC to the "
+			   c->nlanes > 1 ? " (net_ofi does not move what was sent on a NIC to the "
 					   "comm's other NICs yet)"
 					 : "");
 		return -1;

@@ -79,6 +79,18 @@ void ofi_move_ask(struct ofi_comm *c, uint64_t now)
 		c->move_seq = c->seq;
 		c->move_asked = c->move_done = c->move_refused = 0;
 	}
+	if (c->move_asked & ~(c->move_done | c->move_refused) && !ofi_move_awaited(c, now)) {
+		/* No answer within the bound (a peer of an older braid ignores the ask): the
+		 * lanes stay hidden, for an answer that comes late may have cancelled their
+		 * receives; fail as the NIC's bound would have. */
+		BRAID_WARN("ofi: send comm to %s: the receiver did not answer the ask to move "
+			   "group %u's parts off lanes %#x (NICs down here) within %lld ms "
+			   "(BRAID_OFI_DOWN_TIMEOUT_MS); the comm fails with %d request(s) in flight",
+			   c->peer, c->seq, c->move_asked & ~(c->move_done | c->move_refused),
+			   (long long)braid_param_int(BRAID_P_OFI_DOWN_TIMEOUT_MS), c->inflight);
+		braid_judge_comm_fail(&c->error, ncclSystemError, c->ctr, c->lane[0].dev->ctr);
+		return;
+	}
 	/* announced on a lane of the group whose NIC is up here, missing on one whose NIC is
 	 * down here (and told so: ofi_live_send_lanes, just before) */
 	if (!ofi_send_group(c, &want, &in))
@@ -170,18 +182,19 @@ int ofi_move_post_send(struct ofi_comm *c, struct ofi_req *r)
 /* The receiver moved (or refused to move) lane m->from's parts of the group asked for. */
 static void moved_take(struct ofi_comm *c, const struct ofi_moved *m, uint32_t len)
 {
-	uint32_t bit = 1u << m->from, seq = m->seq, want, in;
+	uint32_t bit = m->from < c->nlanes ? 1u << m->from : 0, seq = m->seq, want, in;
 	const struct ofi_group *other = ofi_send_group(c, &want, &in);
 	struct ofi_lane *l;
 	struct ofi_group *g;
 
 	/* what it says of the group agrees with the group's announcement on its other lanes */
-	if (!other || (m->ok && (other->ann.n != m->ann.n || other->ann.first != m->ann.first)) ||
+	if (!other || !bit ||
+	    (m->ok && (other->ann.n != m->ann.n || other->ann.first != m->ann.first ||
+		       m->via >= c->nlanes || m->from == m->via)) ||
 	    len < OFI_MOVED_HEAD + ofi_announce_len(0) || m->ann.n < 1 ||
 	    m->ann.n > BRAID_MAX_RECVS || len != OFI_MOVED_HEAD + ofi_announce_len(m->ann.n) ||
-	    m->from >= c->nlanes || m->via >= c->nlanes || m->from == m->via || m->ann.seq != seq ||
-	    seq != c->move_seq || c->move_seq != c->seq || !(c->move_asked & bit) ||
-	    (c->move_done & bit)) {
+	    m->ann.seq != seq || seq != c->move_seq || c->move_seq != c->seq ||
+	    !(c->move_asked & bit) || (c->move_done & bit)) {
 		BRAID_WARN("ofi: send comm to %s: protocol error: a MOVED message (%u bytes, "
 			   "group %u, lane %u to %u) not asked for (group %u, asked lanes %#x)",
 			   c->peer, len, seq, m->from, m->via, c->seq, c->move_asked);
@@ -255,12 +268,19 @@ static int move_lane(struct ofi_comm *c, struct ofi_req *r, int k, int j)
 	struct ofi_recv_part *recv = ofi_req_recv(r);
 	struct ofi_lane *lk = &c->lane[k], *lj = &c->lane[j];
 	struct moving a = { .r = r, .k = k };
-	int left, posted, rc = 0;
+	int left, posted, room, rc = 0;
 
-	pthread_mutex_lock(&lk->dev->ep_lock);
 	for (int i = 0; i < r->n; i++)
 		if (recv->rl[k].ann.e[i].flags & OFI_PART_POSTED)
 			a.bufs |= 1u << i;
+	/* lane j takes them all now, or nothing is cancelled (its queue full: refused) */
+	pthread_mutex_lock(&lj->dev->ep_lock);
+	room = !lj->dev->rx_cap ||
+	       lj->dev->rx_posted + (uint32_t)__builtin_popcount(a.bufs) <= lj->dev->rx_cap;
+	pthread_mutex_unlock(&lj->dev->ep_lock);
+	if (!room)
+		return 1;
+	pthread_mutex_lock(&lk->dev->ep_lock);
 	posted = r->l[k].posted;
 	if (r->l[k].failed || (r->l[k].done_mask & a.bufs & ((1u << posted) - 1))) {
 		pthread_mutex_unlock(&lk->dev->ep_lock);
@@ -279,6 +299,7 @@ static int move_lane(struct ofi_comm *c, struct ofi_req *r, int k, int j)
 			continue;
 		}
 		recv->rl[k].op[i].type = OFI_OP_RECV_MOVING;
+		recv->rl[k].op[i].from = (uint8_t)k;
 		fi_cancel(&lk->dev->ep->fid, &recv->rl[k].op[i].fictx);
 	}
 	left = ofi_dev_reap(lk->dev, moving_left, &a, 1, &rc);
@@ -368,9 +389,14 @@ static void move_serve(struct ofi_comm *c, const struct ofi_move_req *q)
 			continue;
 		if (r && j >= 0 && (r->lanes >> k & 1) && c->error == ncclSuccess)
 			rc = move_lane(c, r, k, j);
-		if (rc < 0)
+		if (rc < 0) { /* some may be cancelled already: no answer the sender could use */
 			braid_judge_comm_fail(&c->error, ncclSystemError, c->ctr,
 					      c->lane[0].dev->ctr);
+			braid_link_report_error(c->link, ncclSystemError,
+						"moving a group's parts off a NIC down on the sender's "
+						"side failed at the receiver");
+			return;
+		}
 		moved_reply(c, r, q->seq, k, j, rc == 0);
 		/* the sender asks for its next group as soon as this one is sent: look at the
 		 * link at every tick for a while (check_request) */

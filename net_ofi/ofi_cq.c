@@ -361,28 +361,30 @@ static __attribute__((cold, noinline)) void cancel_moved(struct ofi_lane *l, str
 	}
 }
 
+/* fi_cancel what r has posted on l: its own part there, and parts moved onto l. Completed
+ * operations are simply not found (-FI_ENOENT); the others complete once, with
+ * FI_ECANCELED, and the caller reaps them. */
+static void req_cancel_on(struct ofi_lane *l, struct ofi_req *r)
+{
+	struct fid_ep *ep = l->dev->ep;
+	int posted = r->l[l->k].posted;
+
+	if (r->is_send && posted)
+		fi_cancel(&ep->fid, &ofi_req_sop(r, l->k)->fictx);
+	for (int p = 0; !r->is_send && p < posted; p++)
+		fi_cancel(&ep->fid, &ofi_req_recv(r)->rl[l->k].op[p].fictx);
+	if (r->moved)
+		cancel_moved(l, r);
+}
+
 void ofi_lane_cancel(struct ofi_lane *l)
 {
 	const struct braid_pool *reqs = &l->comm->reqs;
-	struct fid_ep *ep = l->dev->ep;
 
 	ofi_lane_undefer(l);
-	/* Completed operations are simply not found (-FI_ENOENT); the others complete once,
-	 * with FI_ECANCELED, and the caller reaps them. */
-	for (uint32_t i = 0; i < reqs->nelem; i++) {
-		struct ofi_req *r = braid_pool_at(reqs, i);
-		int posted;
-
-		if (!braid_pool_is_used(reqs, i))
-			continue;
-		posted = r->l[l->k].posted;
-		if (r->is_send && posted)
-			fi_cancel(&ep->fid, &ofi_req_sop(r, l->k)->fictx);
-		for (int p = 0; !r->is_send && p < posted; p++)
-			fi_cancel(&ep->fid, &ofi_req_recv(r)->rl[l->k].op[p].fictx);
-		if (r->moved)
-			cancel_moved(l, r);
-	}
+	for (uint32_t i = 0; i < reqs->nelem; i++)
+		if (braid_pool_is_used(reqs, i))
+			req_cancel_on(l, braid_pool_at(reqs, i));
 }
 
 /* Whether r has an operation on m's memory: a send from it, a receive into it. */
@@ -436,25 +438,17 @@ void ofi_lane_backlog_drop(struct ofi_lane *l, const struct ofi_req *r)
 int ofi_lane_drop_mr(struct ofi_lane *l, const struct ofi_mr *m)
 {
 	const struct braid_pool *reqs = &l->comm->reqs;
-	struct fid_ep *ep = l->dev->ep;
 	struct mr_drop a = { l, m };
 	int found = 0, left, rc;
 
 	for (uint32_t i = 0; i < reqs->nelem; i++) {
 		struct ofi_req *r = braid_pool_at(reqs, i);
-		int posted;
 
 		if (!braid_pool_is_used(reqs, i) || !req_uses_mr(r, m))
 			continue;
 		found = 1;
 		ofi_lane_backlog_drop(l, r);
-		posted = r->l[l->k].posted;
-		if (r->is_send && posted)
-			fi_cancel(&ep->fid, &ofi_req_sop(r, l->k)->fictx);
-		for (int p = 0; !r->is_send && p < posted; p++)
-			fi_cancel(&ep->fid, &ofi_req_recv(r)->rl[l->k].op[p].fictx);
-		if (r->moved)
-			cancel_moved(l, r);
+		req_cancel_on(l, r);
 		if (!r->l[l->k].failed)
 			r->l[l->k].failed = ncclSystemError;
 	}

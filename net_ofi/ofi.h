@@ -93,8 +93,7 @@ int ofi_dl_open(char *why, size_t whylen);
 
 #define OFI_MAX_INFLIGHT 32 /* receive requests per comm (NCCL_NET_MAX_REQUESTS) */
 _Static_assert(OFI_MAX_INFLIGHT == 32, "a comm's announcement ring has 32 slots");
-/* operations a lane may have waiting for the provider: every send of its comm in flight
- * (maxRecvs x 32) */
+/* operations a lane may have waiting: every send of its comm in flight (maxRecvs x 32) */
 #define OFI_BACKLOG (BRAID_MAX_RECVS * OFI_MAX_INFLIGHT)
 
 /* How long closing a comm waits for its cancelled operations before parking it: 200 ms
@@ -108,8 +107,7 @@ _Static_assert(OFI_MAX_INFLIGHT == 32, "a comm's announcement ring has 32 slots"
 #define OFI_CLOSE_REAP_MS 200
 #define OFI_CLOSE_REAP_MAX_MS 5000
 
-/* Address vector entries, shared by the lanes to one peer endpoint. */
-struct ofi_av_entry {
+struct ofi_av_entry { /* shared by the lanes to one peer endpoint */
 	struct ofi_av_entry *next;
 	fi_addr_t addr;
 	uint32_t refs;
@@ -224,8 +222,7 @@ static inline struct ofi_op *to_ofi_op(void *op_context)
 	return braid_container_of((struct fi_context2 *)op_context, struct ofi_op, fictx);
 }
 
-/* A shared buffer announcements land in (op.req and op.l are NULL). */
-struct ofi_announce_slot {
+struct ofi_announce_slot { /* a shared buffer announcements land in (no req, no l) */
 	struct ofi_op op;
 	struct ofi_announce msg;
 };
@@ -347,6 +344,10 @@ struct ofi_lane {
 	uint32_t seq;
 	uint32_t nmoved;      /* ep_lock; sender: groups moved off this lane so far (ofi_move.c) */
 	uint32_t weights_seq; /* ep_lock; receiver's lane 0: the newest weight message taken */
+	/* ep_lock; receiver: since when the announcement of unreach_req finds no path, when
+	 * to try again (ofi_post.c, announce_unreachable); 0: they find one */
+	uint64_t unreach_ns, unreach_retry_ns;
+	const struct ofi_req *unreach_req;
 };
 
 struct ofi_comm {
@@ -598,7 +599,7 @@ int ofi_post_moved_recv(struct ofi_lane *l, struct ofi_req *r, int from, int i);
 /* The sender's weights (plugin/stripe.h wire form) to the peer's lane, injected:
  * 0, -FI_EAGAIN or the provider's error. */
 int ofi_post_weights(struct ofi_lane *l, uint64_t wire, uint32_t seq);
-/* Queue r behind l's backlog; the device's progress posts it. */
+/* r behind l's backlog; the device's progress posts it */
 void ofi_lane_defer(struct ofi_lane *l, struct ofi_req *r);
 static inline int ofi_lane_backlogged(const struct ofi_lane *l)
 {

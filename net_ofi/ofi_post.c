@@ -6,6 +6,7 @@
  */
 #include "net_ofi/ofi.h"
 #include "plugin/log.h"
+#include "plugin/params.h"
 
 static char zero_byte; /* buffer for zero-length messages (some providers want non-NULL) */
 
@@ -32,6 +33,45 @@ int ofi_post_send(struct ofi_lane *l, struct ofi_req *r)
 	rl->posted = 1;
 	l->outstanding++;
 	return 0;
+}
+
+/*
+ * A fused receiver's announcement the kernel refused at once on lane l (tcp;ofi_rxm
+ * connects on the first send; with the NIC's route gone, or the NIC down, connect fails:
+ * no route to host, network unreachable) waits in the lane's backlog, as one refused for
+ * now, with failover on: the sender, whose NIC there is down, asks the receiver to move
+ * the group's parts (ofi_move.c), which drops it unsent. Tried again once per
+ * BRAID_LIVENESS_MS; once one announcement has found no path for BRAID_OFI_DOWN_TIMEOUT_MS
+ * (its group not moved) the error stands and the lane fails, as it did at once before.
+ */
+static __attribute__((noinline)) int announce_unreachable(struct ofi_lane *l, struct ofi_req *r,
+							  int rc)
+{
+	uint64_t now;
+
+	if ((rc != -FI_EHOSTUNREACH && rc != -FI_ENETUNREACH && rc != -FI_ENETDOWN &&
+	     rc != -FI_EADDRNOTAVAIL) ||
+	    l->comm->nlanes < 2 || !l->comm->move_on)
+		return rc;
+	now = braid_now_ns();
+	if (l->unreach_ns && ofi_lane_backlogged(l) && r != l->unreach_req) {
+		l->unreach_ns = now; /* the one before moved: another group, the same episode */
+		l->unreach_req = r;
+	} else if (!l->unreach_ns || !ofi_lane_backlogged(l)) {
+		l->unreach_ns = now;
+		l->unreach_req = r;
+		BRAID_WARN("ofi: receive comm from %s: NIC %s (lane %u of %d): announcing group %u: "
+			   "%s; it waits, for the sender to ask for its parts to move, up to %lld ms "
+			   "(BRAID_OFI_DOWN_TIMEOUT_MS)",
+			   l->comm->peer, l->dev->name, l->k, l->comm->nlanes,
+			   ofi_req_recv(r)->rl[l->k].ann.seq, ofi_strerror(rc),
+			   (long long)braid_param_int(BRAID_P_OFI_DOWN_TIMEOUT_MS));
+	} else if (now - l->unreach_ns >=
+		   (uint64_t)braid_param_int(BRAID_P_OFI_DOWN_TIMEOUT_MS) * 1000000ULL) {
+		return rc;
+	}
+	l->unreach_retry_ns = now + (uint64_t)braid_param_int(BRAID_P_LIVENESS_MS) * 1000000ULL;
+	return -FI_EAGAIN;
 }
 
 /* Stops quietly at -FI_EAGAIN. The announcement goes last, so a sender never sends into a
@@ -67,9 +107,15 @@ int ofi_post_recv(struct ofi_lane *l, struct ofi_req *r)
 		} else {
 			size_t len = ofi_announce_len(part->ann.n);
 
+			if (__builtin_expect(l->unreach_retry_ns != 0, 0)) {
+				if (braid_now_ns() < l->unreach_retry_ns)
+					return -FI_EAGAIN;
+				l->unreach_retry_ns = 0;
+			}
 			if (len <= d->inject_size) {
 				rc = fi_inject(d->ep, &part->ann, len, l->peer_addr);
 				if (!rc) {
+					l->unreach_ns = 0;
 					rl->posted++; /* no completion will come */
 					continue;
 				}
@@ -77,6 +123,8 @@ int ofi_post_recv(struct ofi_lane *l, struct ofi_req *r)
 				rc = fi_send(d->ep, &part->ann, len, l->pool_desc, l->peer_addr,
 					     &part->op[i].fictx);
 			}
+			if (__builtin_expect(rc != 0 && rc != -FI_EAGAIN, 0))
+				rc = announce_unreachable(l, r, (int)rc);
 		}
 		if (rc)
 			return (int)rc;

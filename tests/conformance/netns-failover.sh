@@ -98,9 +98,9 @@ stat_lanes() {
 # $log_a, $log_b), takes iface (in namespace ns) down 1.5 s after both began, up again
 # after flap_ms (0: down for good, up after both exited); with "drop", iface stays up and
 # drops every packet in and out instead (iptables), for flap_ms (0: for good); with
-# "stat", braid stat's
-# view 1 s into the outage goes into $during; sets rc_a, rc_b and secs (from the fault to
-# the later exit).
+# "stat", braid stat's view 1 s into the outage goes into $during. ON_DOWN and ON_UP, if
+# set, are commands run right after the fault and right after its end. Sets rc_a, rc_b
+# and secs (from the fault to the later exit).
 run_case() {
 	local name=$1 ma=$2 mb=$3 ns=$4 ifc=$5 flap_ms=$6 how=${7:-down} dir fault started=0
 	during=
@@ -149,6 +149,7 @@ run_case() {
 		else
 			ip -n "$ns" link set "$ifc" down || die "$ifc down"
 		fi
+		[ -z "${ON_DOWN:-}" ] || eval "$ON_DOWN" || die "$ON_DOWN"
 		fault=$(date +%s.%N)
 		if [ "$how" = stat ]; then # 1 s into the outage, before the comms fail at 2 s
 			sleep 1
@@ -162,6 +163,7 @@ run_case() {
 			else
 				ip -n "$ns" link set "$ifc" up || die "$ifc up"
 			fi
+			[ -z "${ON_UP:-}" ] || eval "$ON_UP" || die "$ON_UP"
 		fi
 	fi
 	wait "${pids[0]}"; rc_a=$?
@@ -360,6 +362,26 @@ grep -q "NCCL WARN .*NIC $a2 (lane 1 of 2) is down here: the receiver moved its 
 	bad "side a's sender did not send moved parts over $a1"
 echo "  moves: b $(grep -c "moved to NIC $b1 (lane 0)" "$log_b"), a $(grep -c "the receiver moved its parts" "$log_a");" \
 	"late announcements dropped on a: $(grep -c "came on $a2 after its parts had moved: dropped" "$log_a")"
+done_case
+
+# The same race when b's first receives cannot even be announced over $b2: a route on side
+# b makes $a2's address unreachable (as when a NIC's route goes with it), so tcp;ofi_rxm
+# refuses each announcement over $b2 at once ("Host is unreachable") instead of waiting
+# to connect. The announcement waits in the lane's backlog (failover on, fused) until a's
+# sender asks for the group's parts to move, as above; before, b's receive comms failed at
+# their first receive ("posting failed"), the way netns-failover's idle case failed once
+# under load (docs/design/ofi-failover.md).
+unreach='ip -n "$nsb" route add unreachable 198.18.2.1/32'
+CASE_DEBUG=INFO IDLE_MS=3000 IDLE_MS_A=4500 ON_DOWN="$unreach" ON_UP="${unreach/ add / del }" run_case "$a2 down on side a only while idle and unreachable from b, up 9 s later" \
+	"$a1+$a2" "$b1+$b2" "$nsa" "$a2" 9000
+soak_passed "with b's first announcements over $b2 refused at once"
+! grep -q "NCCL WARN .*$NIC_FAILED" "$log_a" "$log_b" || bad "a NIC counted as failed"
+! grep -q "NCCL WARN .*posting failed" "$log_b" || bad "side b failed a post over $b2"
+grep -q "NCCL WARN .*NIC $b2 (lane 1 of 2): announcing group [0-9]*: .*; it waits" "$log_b" ||
+	bad "side b did not say that its announcement over $b2 waits"
+grep -q "NCCL WARN .*the sender's NIC on lane 1 is down: group [0-9]*'s parts on NIC $b2 (lane 1 of 2) moved to NIC $b1 (lane 0)" "$log_b" ||
+	bad "side b moved no parts off $b2"
+echo "  moves: b $(grep -c "moved to NIC $b1 (lane 0)" "$log_b"), a $(grep -c "the receiver moved its parts" "$log_a")"
 done_case
 
 [ "$fail" -eq 0 ] || die "a NIC down under live net_ofi comms (seed $seed)"

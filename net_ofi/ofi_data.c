@@ -354,7 +354,7 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 		progress_lanes(c, 0);
 		if (braid_tick_due(&c->tick_left)) {
 			now = braid_now_ns(); /* the announcement may wait on a dead NIC */
-			if (c->nlanes > 1) {
+			if (c->nlanes > 1 && c->error == ncclSuccess) {
 				ofi_live_send_lanes(c, now);
 				if (idx < 0 && c->move_on)
 					ofi_move_ask(c, now);
@@ -655,14 +655,14 @@ void ofi_comm_bye(struct ofi_comm *c, struct braid_link_bye *bye)
 
 		pthread_mutex_lock(&l->dev->ep_lock);
 		failed |= ofi_dev_progress(l->dev) != 0;
-		for (uint32_t i = 0; !c->is_send && i < c->reqs.nelem && i < OFI_MAX_INFLIGHT; i++)
+		for (uint32_t i = 0; !c->is_send && i < c->reqs.nelem && i < OFI_MAX_INFLIGHT;
+		     i++) {
+			const struct ofi_req *r = braid_pool_at(&c->reqs, i);
+
+			/* a part moved onto this lane and still out is not in */
 			if (braid_pool_is_used(&c->reqs, i))
-				done[i] &= ((struct ofi_req *)braid_pool_at(&c->reqs, i))
-						   ->l[k]
-						   .done_mask &
-					   ~((struct ofi_req *)braid_pool_at(&c->reqs, i))
-						    ->l[k]
-						    .moved_wait;
+				done[i] &= r->l[k].done_mask & ~r->l[k].moved_wait;
+		}
 		pthread_mutex_unlock(&l->dev->ep_lock);
 	}
 	if (failed) {

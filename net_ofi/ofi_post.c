@@ -49,6 +49,10 @@ static __attribute__((noinline)) int announce_unreachable(struct ofi_lane *l, st
 {
 	uint64_t now;
 
+	if (!rc || rc == -FI_EAGAIN) { /* a path, or a provider busy for now */
+		l->unreach_ns = 0;
+		return rc;
+	}
 	if ((rc != -FI_EHOSTUNREACH && rc != -FI_ENETUNREACH && rc != -FI_ENETDOWN &&
 	     rc != -FI_EADDRNOTAVAIL) ||
 	    l->comm->nlanes < 2 || !l->comm->move_on)
@@ -107,24 +111,23 @@ int ofi_post_recv(struct ofi_lane *l, struct ofi_req *r)
 		} else {
 			size_t len = ofi_announce_len(part->ann.n);
 
-			if (__builtin_expect(l->unreach_retry_ns != 0, 0)) {
-				if (braid_now_ns() < l->unreach_retry_ns)
-					return -FI_EAGAIN;
-				l->unreach_retry_ns = 0;
-			}
+			if (__builtin_expect(l->unreach_ns != 0, 0) &&
+			    braid_now_ns() < l->unreach_retry_ns)
+				return -FI_EAGAIN; /* no path a moment ago */
 			if (len <= d->inject_size) {
 				rc = fi_inject(d->ep, &part->ann, len, l->peer_addr);
+				if (__builtin_expect(rc != 0 || l->unreach_ns != 0, 0))
+					rc = announce_unreachable(l, r, (int)rc);
 				if (!rc) {
-					l->unreach_ns = 0;
 					rl->posted++; /* no completion will come */
 					continue;
 				}
 			} else {
 				rc = fi_send(d->ep, &part->ann, len, l->pool_desc, l->peer_addr,
 					     &part->op[i].fictx);
+				if (__builtin_expect(rc != 0 || l->unreach_ns != 0, 0))
+					rc = announce_unreachable(l, r, (int)rc);
 			}
-			if (__builtin_expect(rc != 0 && rc != -FI_EAGAIN, 0))
-				rc = announce_unreachable(l, r, (int)rc);
 		}
 		if (rc)
 			return (int)rc;

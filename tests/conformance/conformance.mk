@@ -32,10 +32,10 @@ test-conformance: $(CONF_BIN) $(BUILD)/libnccl-net-braid.so
 
 # The long forms of issue 13's soak and kills (make test runs the short ones):
 # 10^5 random transfers per backend, then 100 kill-any runs per transport; and issue 19's
-# soak through random NIC flaps on a fused net_ib device (tests/ib/fault-soak.sh).
+# soaks through random NIC faults on a fused net_ib device (make soak-failover).
 .PHONY: soak
 soak: build-all
 	@BUILD=$(BUILD) tests/conformance/soak.sh
-	@BUILD=$(BUILD) tests/ib/fault-soak.sh
+	@BUILD=$(BUILD) tests/ib/failover-soak.sh
 	@BUILD=$(BUILD) KILLS_RUNS=$${KILLS_RUNS:-100} KILLS_NETNS_RUNS=$${KILLS_NETNS_RUNS:-100} \
 		tests/conformance/kills.sh

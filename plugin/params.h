@@ -83,7 +83,7 @@ enum braid_param_type {
 	X(STRIPE_BYTES, "BRAID_STRIPE_BYTES", BRAID_PARAM_INT,                                     \
 	  BRAID_STR(BRAID_STRIPE_BYTES_DEFAULT), 0, 1073741824, NULL, NULL,                        \
 	  "On a fused device, messages of at least this size are split over its NICs; smaller "    \
-	  "ones go whole to the NIC with the fewest bytes outstanding.")                           \
+	  "ones go whole to the NIC that would be done with them first.")                          \
 	X(REQUIRE, "BRAID_REQUIRE", BRAID_PARAM_STR, "", 0, 0, NULL, NULL,                         \
 	  "Strict mode (docs/strict.md): what this host must give braid, a comma list of "         \
 	  "rdma, gdr, rails=N, nics=N, nic_speed=GBPS, backend=ib or ofi, provider=NAME. "         \

@@ -175,10 +175,10 @@ void braid_stripe_nic_bytes(struct braid_stripe *st, int lane, const uint64_t *b
  * of them; a 0-byte message goes to one lane, *first_lane, with len 0.
  *
  * Under cfg.threshold (or with one lane, or too small to make two chunks of min_chunk)
- * the whole message goes to ONE lane: the one with the fewest bytes outstanding, because
- * a small message is latency-bound and waits behind what is queued; ties go to the lane
- * whose backlog is smallest for its weight, then round robin, so equal idle lanes take
- * turns. From the threshold up the message is split by weight: each part's share of
+ * the whole message goes to ONE lane: the one that would be done with it first, its
+ * bytes outstanding and the message over its weight, because a small message waits
+ * behind what is queued and a window of them must follow the weights; on equal terms the
+ * heavier lane, then round robin, so equal idle lanes take turns. From the threshold up the message is split by weight: each part's share of
  * size is its lane's weight. Boundaries are multiples of align; no part is under
  * min_chunk (a lane whose share would be is left out and its share goes to the others by
  * weight, the lowest weight left out first); never more parts than size / min_chunk.

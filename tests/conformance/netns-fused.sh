@@ -16,7 +16,7 @@ netns_two_pairs netns-fused
 
 so=$(cd "$(dirname "$PLUGIN_SO")" && pwd)/$(basename "$PLUGIN_SO")
 seed=${CONF_SEED:-$(( (RANDOM << 15) | RANDOM ))}
-common=(env BRAID_BACKEND=ofi BRAID_OFI_PROVIDER="tcp;ofi_rxm" BRAID_STRIPE_BYTES=65536
+common=(env BRAID_BACKEND=ofi BRAID_OFI_PROVIDER="tcp;ofi_rxm" BRAID_STRIPE_BYTES="${STRIPE_BYTES:-65536}"
 	CONF_MANY_WARMUP=3) # 2,048 lane comms a round: memory is flat from the third
 if [ "${LANES:-2}" = 1 ]; then
 	merge_a=$a1 merge_b=$b1

@@ -198,8 +198,9 @@ static void min_chunk_respected(void **state)
 	assert_near((double)len[3], 0.02 * 8 * MiB, 4096);
 }
 
-/* Guards where a small message goes: the lane with the fewest bytes outstanding; equal
- * idle lanes take turns (a 0-byte message too); equal backlogs go to the heavier lane. */
+/* Guards where a small message goes: the lane that would be done with it first (its
+ * backlog and the message over its weight); equal idle lanes take turns (a 0-byte message
+ * too); equal backlogs go to the heavier lane. */
 static void small_to_least_outstanding(void **state)
 {
 	const int skew[] = { 100, 300 };
@@ -237,6 +238,24 @@ static void small_to_least_outstanding(void **state)
 	for (int k = 0; k < 2; k++) {
 		assert_int_equal(braid_stripe_split(&st, 100, len, &first), 1);
 		assert_int_equal(first, 1);
+	}
+	/* A window of messages posted at once, unequal weights (4:1): each goes where it
+	 * would be done first, so the lanes' backlogs stay in their weights' ratio (13 and
+	 * 3 of 16). Fewest bytes outstanding alone alternated (8 and 8): on R + R/4 the
+	 * window then ended at twice the slow lane's time, half of R alone. */
+	{
+		const int four_to_one[] = { 400, 100 };
+		int on[2] = { 0, 0 };
+
+		braid_stripe_init(&st, 2, four_to_one, NULL);
+		for (int k = 0; k < 16; k++) {
+			assert_int_equal(checked_split(&st, 64 * KiB, len), 1);
+			first = len[0] ? 0 : 1;
+			on[first]++;
+			braid_stripe_posted(&st, first, 64 * KiB, 0);
+		}
+		assert_int_equal(on[0], 13);
+		assert_int_equal(on[1], 3);
 	}
 	/* Under the threshold on any lane count, over it with one lane: whole. */
 	braid_stripe_init(&st, 1, NULL, NULL);

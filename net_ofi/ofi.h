@@ -655,15 +655,15 @@ void ofi_move_cut_send(struct ofi_comm *c, struct ofi_req *r, uint32_t slot);
 int ofi_move_post_send(struct ofi_comm *c, struct ofi_req *r);
 
 /* ofi_stripe.c: a fused comm's weights (the comm's thread) */
-/* Receiver, before it cuts a group: its lanes (ofi_live_recv_lanes), and the sender's
- * newest weights from its first buffer on. */
+/* Receiver, before it cuts a group: its lanes (ofi_live_recv_lanes), the sender's weights */
 void ofi_stripe_follow(struct ofi_comm *c);
-/* Sender: the lanes of r whose part is done (each lane when it is: a lane's goodput is its
- * own part's time, not the slowest lane's), for the weights and the counters; the weights
- * to the receiver when they moved; a NIC that runs slow named once. */
+/* Sender: r's lanes whose part is done (each on its own time), for the weights and the
+ * counters; the weights to the receiver when they moved; a slow NIC named once. */
 void ofi_stripe_sent(struct ofi_comm *c, struct ofi_req *r, uint8_t lanes);
-/* Receiver: each lane's announced bytes of a completed r. */
-void ofi_stripe_received(struct ofi_comm *c, struct ofi_req *r);
+void ofi_stripe_received(struct ofi_comm *c, struct ofi_req *r); /* each lane's bytes in */
+/* Receiver cutting a grouped receive: buffer i's parts count as outstanding (d 1) while
+ * the next are cut, and no longer (d -1) once all are. */
+void ofi_stripe_hold(struct ofi_comm *c, const struct ofi_req *r, int i, int d);
 
 /* ofi_data.c */
 ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,

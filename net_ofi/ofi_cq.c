@@ -431,6 +431,8 @@ void ofi_lane_backlog_drop(struct ofi_lane *l, const struct ofi_req *r)
 			l->backlog[to++ % OFI_BACKLOG] = b;
 	}
 	l->backlog_tail = to;
+	if (l->unreach_req == r) /* its wait is over; the pool may hand r out again */
+		l->unreach_req = NULL;
 	if (!ofi_lane_backlogged(l))
 		ofi_lane_undefer(l);
 }

@@ -477,7 +477,11 @@ static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
 			recv->rl[k].op[i].counts = (uint8_t)(k == first);
 			off += len[k];
 		}
+		if (r->n > 1 && c->nlanes > 1) /* by the weights over the group's buffers too */
+			ofi_stripe_hold(c, r, i, 1);
 	}
+	for (int i = 0; r->n > 1 && c->nlanes > 1 && i < r->n; i++)
+		ofi_stripe_hold(c, r, i, -1);
 	for (int k = 0; c->lanes_out && k < c->nlanes; k++)
 		if (!(lanes >> k & 1))
 			ofi_req_leave_out(r, k);

@@ -43,25 +43,31 @@ int ofi_post_send(struct ofi_lane *l, struct ofi_req *r)
  * the group's parts (ofi_move.c), which drops it unsent. Tried again once per
  * BRAID_LIVENESS_MS; once one announcement has found no path for BRAID_OFI_DOWN_TIMEOUT_MS
  * (its group not moved) the error stands and the lane fails, as it did at once before.
+ * One WARN until an announcement finds a path again. A path gone on the receiver's side
+ * only (its route, with the sender's NIC up) draws no ask: the lane fails at the bound,
+ * not at once; the receiver moving on its own is not built (docs/design/ofi-failover.md).
  */
 static __attribute__((noinline)) int announce_unreachable(struct ofi_lane *l, struct ofi_req *r,
 							  int rc)
 {
 	uint64_t now;
 
-	if (!rc || rc == -FI_EAGAIN) { /* a path, or a provider busy for now */
+	if (!rc) { /* a path: the episode is over */
 		l->unreach_ns = 0;
 		return rc;
 	}
+	/* "not now" (rxm connecting) keeps an episode: it may fail at once again */
 	if ((rc != -FI_EHOSTUNREACH && rc != -FI_ENETUNREACH && rc != -FI_ENETDOWN &&
 	     rc != -FI_EADDRNOTAVAIL) ||
 	    l->comm->nlanes < 2 || !l->comm->move_on)
 		return rc;
 	now = braid_now_ns();
-	if (l->unreach_ns && ofi_lane_backlogged(l) && r != l->unreach_req) {
-		l->unreach_ns = now; /* the one before moved: another group, the same episode */
+	if (l->unreach_ns && r != l->unreach_req) {
+		/* the one before moved (ofi_lane_backlog_drop forgot it), or another group met
+		 * the same gone path: a clock of its own, no new WARN */
+		l->unreach_ns = now;
 		l->unreach_req = r;
-	} else if (!l->unreach_ns || !ofi_lane_backlogged(l)) {
+	} else if (!l->unreach_ns) {
 		l->unreach_ns = now;
 		l->unreach_req = r;
 		BRAID_WARN("ofi: receive comm from %s: NIC %s (lane %u of %d): announcing group %u: "

@@ -100,3 +100,12 @@ void ofi_stripe_received(struct ofi_comm *c, struct ofi_req *r)
 		braid_stripe_completed(&c->stripe, k, bytes, now);
 	}
 }
+
+void ofi_stripe_hold(struct ofi_comm *c, const struct ofi_req *r, int i, int d)
+{
+	const struct ofi_recv_part *recv = ofi_req_recv((struct ofi_req *)r);
+
+	for (int k = 0; k < c->nlanes; k++)
+		c->stripe.lane[k].outstanding += (uint64_t)((int64_t)d *
+							    (int64_t)recv->rl[k].len[i]);
+}

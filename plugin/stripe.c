@@ -194,12 +194,13 @@ static int stripe_turn(const struct braid_stripe *st, int lane)
 }
 
 /*
- * The lane for a whole message of size bytes: the one that would be done with it first,
- * its bytes outstanding and the message over its weight ((outstanding + size) / weight,
- * compared cross-multiplied), then on equal backlogs the heavier, then whose turn it is.
+ * The lane for a whole message of size bytes: of lanes with unequal backlogs, the one that
+ * would be done with it first (its bytes outstanding and the message, over its weight,
+ * compared cross-multiplied); of equal backlogs, the heavier lane, or with none the one
+ * whose turn it is (idle lanes take turns, whatever their weights: each stays measured).
  * Fewest bytes outstanding alone ignored the weights: a receiver that posts a window of
- * messages at once (net_ofi cuts when it posts) put every other one on a lane a quarter as
- * fast, and R + R/4 carried half of R alone.
+ * messages at once (net_ofi cuts when it posts) put every other one on a lane a quarter
+ * as fast, and R + R/4 carried half of R alone.
  */
 static int stripe_pick_one(struct braid_stripe *st, size_t size)
 {
@@ -208,14 +209,16 @@ static int stripe_pick_one(struct braid_stripe *st, size_t size)
 	for (int k = 1; k < st->nlanes; k++) {
 		int i = (st->rr + k) % st->nlanes;
 		const struct braid_stripe_lane *a = &st->lane[i], *b = &st->lane[best];
-		/* signed: one instruction to convert (never 2^63 bytes outstanding) */
-		double ta = (double)(int64_t)(a->outstanding + size) * b->weight,
-		       tb = (double)(int64_t)(b->outstanding + size) * a->weight;
 
 		if (a->down)
 			continue;
-		if (b->down || ta < tb ||
-		    (ta == tb && a->outstanding == b->outstanding && a->weight > b->weight))
+		if (b->down)
+			best = i;
+		else if (a->outstanding == b->outstanding)
+			best = a->outstanding && a->weight > b->weight ? i : best;
+		else if (/* signed: one instruction to convert (never 2^63 bytes) */
+			 (double)(int64_t)(a->outstanding + size) * b->weight <
+			 (double)(int64_t)(b->outstanding + size) * a->weight)
 			best = i;
 	}
 	st->rr = (best + 1) % st->nlanes;

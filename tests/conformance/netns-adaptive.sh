@@ -7,11 +7,12 @@
 #   weights, the receiver cuts by them: the slow lane carries at most 35% of the bytes
 #   (ideal 20%; the first messages go out equal), and is named slow;
 # - BRAID_STRIPE=equal: exactly 50%, the cut without the sender's weights;
-# - adaptive with 64 KiB messages, under the split threshold, so each goes whole to one
-#   lane: the slow lane again carries at most 35%. Each goes to the lane that would be
-#   done with it first, by the weights; before, to the one with the fewest bytes
-#   outstanding, and the receiver, which posts a window of receives at once, alternated
-#   (50%: R + R/4 carried half of what R alone did).
+# - adaptive with 64 KiB messages, too small to split (one 64 KiB chunk at least a part),
+#   so each goes whole to one lane: the slow lane carries at least 5% of the bytes (it is
+#   used, and measured) and at most 35%. Each goes to the lane that would be done with it
+#   first, by the weights; before, to the one with the fewest bytes outstanding, and the
+#   receiver, which posts a window of receives at once, alternated (46%: R + R/4 carried
+#   half of what R alone did).
 # The rates are printed, for the eye (docs/benchmarks.md has measured ones). Needs root.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -42,8 +43,8 @@ for mode in adaptive equal whole; do
 	whole)
 		share=$(second_bytes "$tmp/$mode")
 		echo "whole: the R/4 lane carried $share% of the bytes sent"
-		awk -v s="$share" 'BEGIN { exit !(s <= 35) }' ||
-			die "adaptive, 64 KiB messages whole: the lane at R/4 carried $share% of the bytes (at most 35% expected)"
+		awk -v s="$share" 'BEGIN { exit !(s >= 5 && s <= 35) }' ||
+			die "adaptive, 64 KiB messages whole: the lane at R/4 carried $share% of the bytes (5% to 35% expected)"
 		;;
 	adaptive)
 		awk -v s="$share" 'BEGIN { exit !(s <= 35) }' ||

@@ -384,5 +384,20 @@ grep -q "NCCL WARN .*the sender's NIC on lane 1 is down: group [0-9]*'s parts on
 echo "  moves: b $(grep -c "moved to NIC $b1 (lane 0)" "$log_b"), a $(grep -c "the receiver moved its parts" "$log_a")"
 done_case
 
+# The same with BRAID_FAILOVER=0: nothing waits for a move, b's receive comms fail at
+# their first receive, as before the wait ("posting failed: No route to host").
+saved=("${common[@]}")
+common+=(BRAID_FAILOVER=0)
+IDLE_MS=3000 IDLE_MS_A=4500 ON_DOWN="$unreach" ON_UP="${unreach/ add / del }" run_case "the same with BRAID_FAILOVER=0" \
+	"$a1+$a2" "$b1+$b2" "$nsa" "$a2" 9000
+common=("${saved[@]}")
+[ "$rc_b" -ne 0 ] && [ "$rc_b" -ne 124 ] && [ "$rc_b" -ne 137 ] ||
+	bad "side b did not fail (exit $rc_b) with failover off"
+grep -Eq "NCCL WARN .*on $b2 receive comm lane [0-9]+, peer [^ ]+: posting failed: (No route to host|Network is unreachable)" "$log_b" ||
+	bad "side b did not fail its post over $b2 at once"
+! grep -q "NCCL WARN .*announcing group [0-9]*: .*; it waits" "$log_b" ||
+	bad "side b waited for a move with failover off"
+done_case
+
 [ "$fail" -eq 0 ] || die "a NIC down under live net_ofi comms (seed $seed)"
 echo "netns-failover: all passed"

@@ -201,7 +201,7 @@ static void min_chunk_respected(void **state)
 /* Guards where a small message goes: the lane that would be done with it first (its
  * backlog and the message over its weight); equal idle lanes take turns (a 0-byte message
  * too); equal backlogs go to the heavier lane. */
-static void small_to_least_outstanding(void **state)
+static void small_to_soonest_done(void **state)
 {
 	const int skew[] = { 100, 300 };
 	size_t len[BRAID_STRIPE_MAX_LANES];
@@ -231,6 +231,12 @@ static void small_to_least_outstanding(void **state)
 	assert_int_equal(braid_stripe_split(&st, 4 * KiB, len, &first), 1);
 	assert_int_equal(first, 2);
 
+	/* Idle lanes take turns whatever their weights (each stays measured). */
+	braid_stripe_init(&st, 2, skew, NULL);
+	for (int k = 0; k < 4; k++) {
+		assert_int_equal(braid_stripe_split(&st, 100, len, &first), 1);
+		assert_int_equal(first, k % 2);
+	}
 	/* Equal backlogs, unequal weights: the lane that drains them sooner. */
 	braid_stripe_init(&st, 2, skew, NULL);
 	braid_stripe_posted(&st, 0, 8 * KiB, 0);
@@ -998,7 +1004,7 @@ int main(void)
 		cmocka_unit_test(split_sums_and_alignment),
 		cmocka_unit_test(split_follows_weights),
 		cmocka_unit_test(min_chunk_respected),
-		cmocka_unit_test(small_to_least_outstanding),
+		cmocka_unit_test(small_to_soonest_done),
 		cmocka_unit_test(equal_mode_splits_evenly),
 		cmocka_unit_test(sim_fast_and_quarter),
 		cmocka_unit_test(shared_nic_is_not_slow),

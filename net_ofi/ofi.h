@@ -397,10 +397,11 @@ struct ofi_comm {
 	uint32_t told_down;     /* sender: its lanes whose NIC is down, as last told */
 	uint32_t gmask;         /* sender: the lanes of group seq, once matched */
 	int gref;               /* sender: the first of them */
-	/* Sender, parts moved off a lane whose NIC is down here (ofi_move.c; BRAID_FAILOVER):
-	 * group move_seq's lanes asked to move, moved, and refused */
+	/* Parts moved off a NIC that is down (ofi_move.c; BRAID_FAILOVER). Sender: group
+	 * move_seq's lanes asked to move, moved, refused. Receiver: own_moves (atomic), lanes
+	 * whose announcement found its own NIC down (ofi_post.c), for the comm's thread */
 	int move_on;
-	uint32_t move_seq, move_asked, move_done, move_refused;
+	uint32_t move_seq, move_asked, move_done, move_refused, own_moves;
 	uint64_t move_ask_ns;   /* sender: when it last asked; receiver: polls the link at every
 			       * tick until this (a sender that asks asks again soon) */
 	struct ofi_lane lane[]; /* nlanes */
@@ -642,14 +643,13 @@ void ofi_mr_cache_purge(struct ofi_dev *d);
  * sent (the comm's thread; takes lanes' ep_locks, none held). At comm_ready: the link's
  * messages (the word on the sender's NICs, asks and answers). */
 void ofi_move_attach(struct ofi_comm *c);
-/* Sender, on a NULL isend's tick: ask the receiver to move the current group's parts on
- * lanes whose NIC is down here and whose announcement is missing. */
+/* Sender, NULL isend's tick: ask to move the group's parts on lanes down here, unannounced */
 void ofi_move_ask(struct ofi_comm *c, uint64_t now);
-/* Sender: the lanes of the current group the receiver was asked to move and has not
- * answered for yet, within BRAID_OFI_DOWN_TIMEOUT_MS of the ask (now 0: however long). */
+/* Sender: the current group's lanes asked to move, unanswered within the bound (now 0: any) */
 uint32_t ofi_move_awaited(const struct ofi_comm *c, uint64_t now);
-/* Sender, cutting r (group c->seq, ring slot): its parts on lanes the group moved off go on
- * the lanes they moved to; their own lanes read posted. */
+/* Receiver, own_moves set: the unannounced parts of its groups on those lanes move */
+void ofi_move_own(struct ofi_comm *c);
+/* Sender, cutting r (group c->seq, ring slot): parts moved off a lane go where they moved */
 void ofi_move_cut_send(struct ofi_comm *c, struct ofi_req *r, uint32_t slot);
 /* Sender, once the rest of r is posted: its moved parts; 0, or the error (WARNed). */
 int ofi_move_post_send(struct ofi_comm *c, struct ofi_req *r);

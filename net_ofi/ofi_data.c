@@ -151,6 +151,8 @@ static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r, uint8_t
 		check_nics(c, now, r->lanes & ~(uint32_t)lanes_done);
 		if (__builtin_expect(c->move_ask_ns != 0, 0) && !c->is_send && now < c->move_ask_ns)
 			braid_link_look_soon(c->link); /* the sender asks again soon (ofi_move.c) */
+		if (__builtin_expect(c->own_moves != 0, 0))
+			ofi_move_own(c); /* announcements stuck on a NIC down here */
 		if (!r->is_send && (lanes_done & ~r->moved) && c->error == ncclSuccess &&
 		    ofi_live_parts(c, r, lanes_done & ~r->moved, now))
 			comm_fail(c, ncclSystemError);

@@ -119,7 +119,7 @@ void ofi_move_cut_send(struct ofi_comm *c, struct ofi_req *r, uint32_t slot)
 		struct ofi_op *op = ofi_req_sop(r, k);
 		uint32_t via = c->lane[k].ring[slot].via;
 
-		if (!(c->move_done >> k & 1) || !via || (r->skip >> k & 1) || !(r->lanes >> k & 1))
+		if (!via || (r->skip >> k & 1) || !(r->lanes >> k & 1))
 			continue;
 		op->type = OFI_OP_SEND_MOVED;
 		op->from = (uint8_t)k;
@@ -179,22 +179,29 @@ int ofi_move_post_send(struct ofi_comm *c, struct ofi_req *r)
 	return 0;
 }
 
-/* The receiver moved (or refused to move) lane m->from's parts of the group asked for. */
+/*
+ * The receiver moved (or refused to move) lane m->from's parts of group m->seq: the
+ * current group, asked for; or unasked, the receiver's own NIC on that lane down
+ * (ofi_move_own), any group of the window whose lane-`from` announcement never left.
+ */
 static void moved_take(struct ofi_comm *c, const struct ofi_moved *m, uint32_t len)
 {
 	uint32_t bit = m->from < c->nlanes ? 1u << m->from : 0, seq = m->seq, want, in;
 	const struct ofi_group *other = ofi_send_group(c, &want, &in);
-	struct ofi_lane *l;
+	int asked = seq == c->move_seq && c->move_seq == c->seq && (c->move_asked & bit) &&
+		    !(c->move_done & bit);
+	struct ofi_lane *l = bit ? &c->lane[m->from] : NULL;
 	struct ofi_group *g;
 
 	/* what it says of the group agrees with the group's announcement on its other lanes */
-	if (!other || !bit ||
-	    (m->ok && (other->ann.n != m->ann.n || other->ann.first != m->ann.first ||
-		       m->via >= c->nlanes || m->from == m->via)) ||
-	    len < OFI_MOVED_HEAD + ofi_announce_len(0) || m->ann.n < 1 ||
+	if (!bit || len < OFI_MOVED_HEAD + ofi_announce_len(0) || m->ann.n < 1 ||
 	    m->ann.n > BRAID_MAX_RECVS || len != OFI_MOVED_HEAD + ofi_announce_len(m->ann.n) ||
-	    m->ann.seq != seq || seq != c->move_seq || c->move_seq != c->seq ||
-	    !(c->move_asked & bit) || (c->move_done & bit)) {
+	    m->ann.seq != seq || (!m->ok && !asked) ||
+	    (m->ok &&
+	     (m->via >= c->nlanes || m->from == m->via || seq - c->seq >= OFI_MAX_INFLIGHT ||
+	      (seq == c->seq && other &&
+	       (other->ann.n != m->ann.n || other->ann.first != m->ann.first)) ||
+	      (asked && !other)))) {
 		BRAID_WARN("ofi: send comm to %s: protocol error: a MOVED message (%u bytes, "
 			   "group %u, lane %u to %u) not asked for (group %u, asked lanes %#x)",
 			   c->peer, len, seq, m->from, m->via, c->seq, c->move_asked);
@@ -210,9 +217,18 @@ static void moved_take(struct ofi_comm *c, const struct ofi_moved *m, uint32_t l
 			   c->peer, seq, m->from);
 		return;
 	}
-	l = &c->lane[m->from];
 	g = &l->ring[seq % OFI_MAX_INFLIGHT];
 	pthread_mutex_lock(&l->dev->ep_lock);
+	if (!asked && (__atomic_load_n(&g->arrived, __ATOMIC_RELAXED) || g->via ||
+		       seq - l->seq >= OFI_MAX_INFLIGHT)) {
+		/* unasked, for a lane whose announcement did come, or moved already */
+		pthread_mutex_unlock(&l->dev->ep_lock);
+		BRAID_WARN("ofi: send comm to %s: protocol error: a MOVED message for group %u "
+			   "lane %u, whose announcement is in or which moved already",
+			   c->peer, seq, m->from);
+		braid_judge_comm_fail(&c->error, ncclRemoteError, c->ctr, c->lane[0].dev->ctr);
+		return;
+	}
 	if (!__atomic_load_n(&g->arrived, __ATOMIC_RELAXED)) {
 		g->ann = m->ann;
 		g->used = 0;
@@ -221,11 +237,18 @@ static void moved_take(struct ofi_comm *c, const struct ofi_moved *m, uint32_t l
 	l->nmoved++; /* its own announcement may come once the NIC is back: dropped then */
 	__atomic_store_n(&g->arrived, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&l->dev->ep_lock);
-	c->move_done |= bit;
-	BRAID_WARN("ofi: send comm to %s: NIC %s (lane %u of %d) is down here: the receiver "
-		   "moved its parts of group %u (%u buffer(s)) to NIC %s (lane %u), where they "
-		   "go; nothing had been sent on it",
-		   c->peer, l->dev->name, m->from, c->nlanes, seq, m->ann.n,
+	if (seq == c->seq) {
+		if (c->move_seq != seq) {
+			c->move_seq = seq;
+			c->move_asked = c->move_done = c->move_refused = 0;
+		}
+		c->move_done |= bit;
+	}
+	BRAID_WARN("ofi: send comm to %s: NIC %s (lane %u of %d) %s: the receiver moved its parts "
+		   "of group %u (%u buffer(s)) to NIC %s (lane %u), where they go; nothing had "
+		   "been sent on it",
+		   c->peer, l->dev->name, m->from, c->nlanes,
+		   asked ? "is down here" : "is down at the receiver", seq, m->ann.n,
 		   c->lane[m->via].dev->name, m->via);
 }
 
@@ -263,7 +286,7 @@ static int post_recv(struct ofi_lane *lj, struct ofi_req *r, int k, int i)
  * sent on k); 0: moved; -1: the comm failed (a receive that did not come back within the
  * bound, or a post on j that failed).
  */
-static int move_lane(struct ofi_comm *c, struct ofi_req *r, int k, int j)
+static int move_lane(struct ofi_comm *c, struct ofi_req *r, int k, int j, int unannounced)
 {
 	struct ofi_recv_part *recv = ofi_req_recv(r);
 	struct ofi_lane *lk = &c->lane[k], *lj = &c->lane[j];
@@ -282,7 +305,8 @@ static int move_lane(struct ofi_comm *c, struct ofi_req *r, int k, int j)
 		return 1;
 	pthread_mutex_lock(&lk->dev->ep_lock);
 	posted = r->l[k].posted;
-	if (r->l[k].failed || (r->l[k].done_mask & a.bufs & ((1u << posted) - 1))) {
+	if (r->l[k].failed || (r->l[k].done_mask & a.bufs & ((1u << posted) - 1)) ||
+	    (unannounced && posted >= r->n + 1)) { /* unasked: the sender may send on k */
 		pthread_mutex_unlock(&lk->dev->ep_lock);
 		return 1;
 	}
@@ -388,7 +412,7 @@ static void move_serve(struct ofi_comm *c, const struct ofi_move_req *q)
 		if (!(q->lanes >> k & 1))
 			continue;
 		if (r && j >= 0 && (r->lanes >> k & 1) && c->error == ncclSuccess)
-			rc = move_lane(c, r, k, j);
+			rc = move_lane(c, r, k, j, 0);
 		if (rc < 0) { /* some may be cancelled already: no answer the sender could use */
 			braid_judge_comm_fail(&c->error, ncclSystemError, c->ctr,
 					      c->lane[0].dev->ctr);
@@ -408,6 +432,56 @@ static void move_serve(struct ofi_comm *c, const struct ofi_move_req *q)
 			   "anything of them was sent",
 			   c->peer, k, q->seq, c->lane[k].dev->name, k, c->nlanes,
 			   c->lane[j].dev->name, j);
+	}
+}
+
+/*
+ * Receiver: lanes whose announcement found this side's own NIC down (ofi_post.c sets
+ * own_moves). A group posted with parts on such a lane k whose lane-k announcement never
+ * left has had nothing sent on k, so its parts there move to the group's lowest other lane
+ * whose NIC is up on both sides, unasked, and the sender is told (MOVED). In NCCL a
+ * receive can be posted in the moment after a NIC went down and before this side read it
+ * down; the sender, whose NIC there is up, would never ask. A group with no such lane
+ * waits (and fails at the bound).
+ */
+void ofi_move_own(struct ofi_comm *c)
+{
+	uint32_t lanes = __atomic_exchange_n(&c->own_moves, 0, __ATOMIC_RELAXED);
+
+	for (int k = 0; k < c->nlanes && c->move_on && c->error == ncclSuccess; k++) {
+		for (uint32_t i = 0; (lanes >> k & 1) && i < c->reqs.nelem; i++) {
+			struct ofi_req *r = braid_pool_at(&c->reqs, i);
+			uint32_t live;
+			int j = -1, rc;
+
+			if (!braid_pool_is_used(&c->reqs, i) || r->magic != BRAID_MAGIC_REQ ||
+			    r->is_send || !(r->lanes >> k & 1) || (r->moved >> k & 1))
+				continue;
+			live = r->lanes & ~(1u << k) & ~c->peer_down;
+			while (live && j < 0) {
+				int cand = __builtin_ctz(live);
+
+				live &= live - 1;
+				if (!ofi_dev_link_down(c->lane[cand].dev))
+					j = cand;
+			}
+			if (j < 0 || (rc = move_lane(c, r, k, j, 1)) > 0)
+				continue;
+			if (rc < 0) {
+				braid_judge_comm_fail(&c->error, ncclSystemError, c->ctr,
+						      c->lane[0].dev->ctr);
+				braid_link_report_error(c->link, ncclSystemError,
+							"moving a group's parts off a NIC down at the "
+							"receiver failed");
+				return;
+			}
+			moved_reply(c, r, ofi_req_recv(r)->rl[k].ann.seq, k, j, 1);
+			BRAID_WARN("ofi: receive comm from %s: NIC %s (lane %d of %d) is down here: "
+				   "group %u's parts on it moved to NIC %s (lane %d) before their "
+				   "announcement left",
+				   c->peer, c->lane[k].dev->name, k, c->nlanes,
+				   ofi_req_recv(r)->rl[k].ann.seq, c->lane[j].dev->name, j);
+		}
 	}
 }
 

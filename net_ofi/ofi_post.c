@@ -62,6 +62,10 @@ static __attribute__((noinline)) int announce_unreachable(struct ofi_lane *l, st
 	    l->comm->nlanes < 2 || !l->comm->move_on)
 		return rc;
 	now = braid_now_ns();
+	/* our own NIC down: nothing of the group went on it, its parts move now, no ask
+	 * needed (the comm's thread, ofi_move_own) */
+	if (ofi_dev_link_down(l->dev))
+		__atomic_or_fetch(&l->comm->own_moves, 1u << l->k, __ATOMIC_RELAXED);
 	if (l->unreach_ns && r != l->unreach_req) {
 		/* the one before moved (ofi_lane_backlog_drop forgot it), or another group met
 		 * the same gone path: a clock of its own, no new WARN */

@@ -327,8 +327,9 @@ static void sender_word_on_its_nics(void **state)
 /* The receiver's answer to the sender's ask to move a group's parts off a lane whose NIC
  * is down on the sender's side (net_ofi/ofi_move.c), as the sender takes it: moved (the
  * lane's announcement installed, sent via the other lane), refused (it waits for the lane
- * as before), or not asked for (a protocol error that fails the comm). Mirrors the wire
- * struct ofi_moved there. */
+ * as before), moved unasked (the receiver's own NIC down: installed as well, for any group
+ * of the window whose lane announcement is not in), or a protocol error that fails the
+ * comm. Mirrors the wire struct ofi_moved there. */
 struct moved_msg {
 	uint32_t magic, seq;
 	uint8_t from, via, ok, pad;
@@ -387,7 +388,33 @@ static void sender_takes_moved_parts(void **state)
 	/* asked for again? no: answered; a second answer is a protocol error */
 	lk.on_msg(lk.msg_arg, &m, moved_len(2));
 	assert_int_equal(c->error, ncclRemoteError);
+	assert_non_null(strstr(unit_log, "moved already"));
 	free(c);
+
+	/* unasked (the receiver's own NIC on lane 1 down, ofi_move_own), for group 6, ahead
+	 * of the sender's group 5: installed in lane 1's slot 6 with via lane 0 */
+	c = fake_comm(2, "fake0", "fake1");
+	lk = (struct braid_link){ 0 };
+	unit_log_reset();
+	c->link = &lk;
+	c->is_send = 1;
+	ofi_move_attach(c);
+	c->seq = 5;
+	c->lane[0].seq = c->lane[1].seq = 5;
+	m.seq = m.ann.seq = 6;
+	lk.on_msg(lk.msg_arg, &m, moved_len(2));
+	assert_int_equal(c->error, ncclSuccess);
+	assert_int_equal(c->lane[1].ring[6].arrived, 1);
+	assert_int_equal(c->lane[1].ring[6].via, 1);
+	assert_int_equal(c->move_done, 0); /* not the current group: its slot says it */
+	assert_non_null(strstr(unit_log, "NIC fake1 (lane 1 of 2) is down at the receiver: the "
+					 "receiver moved its parts of group 6"));
+	/* unasked refusals, and groups past the window, are protocol errors */
+	m.seq = m.ann.seq = 5 + 32;
+	lk.on_msg(lk.msg_arg, &m, moved_len(2));
+	assert_int_equal(c->error, ncclRemoteError);
+	free(c);
+	m.seq = m.ann.seq = 5;
 
 	/* refused: nothing installed, the lane is no longer awaited, and not asked again */
 	c = fake_comm(2, "fake0", "fake1");
@@ -406,11 +433,7 @@ static void sender_takes_moved_parts(void **state)
 	assert_int_equal(c->lane[1].ring[5].arrived, 0);
 	assert_int_equal(c->move_refused, 2);
 	assert_int_equal(ofi_move_awaited(c, 0), 0);
-	/* one for a group other than the current: a protocol error */
-	c->move_asked = 2;
-	c->move_refused = 0;
-	m.ok = 1;
-	m.seq = m.ann.seq = 6;
+	/* a refusal not asked for (lane 1 refused already): a protocol error */
 	lk.on_msg(lk.msg_arg, &m, moved_len(2));
 	assert_int_equal(c->error, ncclRemoteError);
 	assert_non_null(strstr(unit_log, "protocol error: a MOVED message"));

@@ -401,6 +401,14 @@ static void moved_reply(struct ofi_comm *c, struct ofi_req *r, uint32_t seq, int
 	}
 }
 
+/* A move half done (parts cancelled, the answer not sent) leaves nothing either side can
+ * finish: the comm fails, and the peer hears why over the link at once. */
+static void move_failed(struct ofi_comm *c, const char *why)
+{
+	braid_judge_comm_fail(&c->error, ncclSystemError, c->ctr, c->lane[0].dev->ctr);
+	braid_link_report_error(c->link, ncclSystemError, why);
+}
+
 static void move_serve(struct ofi_comm *c, const struct ofi_move_req *q)
 {
 	struct ofi_req *r = group_req(c, q->seq);
@@ -414,11 +422,8 @@ static void move_serve(struct ofi_comm *c, const struct ofi_move_req *q)
 		if (r && j >= 0 && (r->lanes >> k & 1) && c->error == ncclSuccess)
 			rc = move_lane(c, r, k, j, 0);
 		if (rc < 0) { /* some may be cancelled already: no answer the sender could use */
-			braid_judge_comm_fail(&c->error, ncclSystemError, c->ctr,
-					      c->lane[0].dev->ctr);
-			braid_link_report_error(c->link, ncclSystemError,
-						"moving a group's parts off a NIC down on the sender's "
-						"side failed at the receiver");
+			move_failed(c, "moving a group's parts off a NIC down on the sender's "
+				       "side failed at the receiver");
 			return;
 		}
 		moved_reply(c, r, q->seq, k, j, rc == 0);
@@ -468,11 +473,8 @@ void ofi_move_own(struct ofi_comm *c)
 			if (j < 0 || (rc = move_lane(c, r, k, j, 1)) > 0)
 				continue;
 			if (rc < 0) {
-				braid_judge_comm_fail(&c->error, ncclSystemError, c->ctr,
-						      c->lane[0].dev->ctr);
-				braid_link_report_error(c->link, ncclSystemError,
-							"moving a group's parts off a NIC down at the "
-							"receiver failed");
+				move_failed(c, "moving a group's parts off a NIC down at the "
+					       "receiver failed");
 				return;
 			}
 			moved_reply(c, r, ofi_req_recv(r)->rl[k].ann.seq, k, j, 1);

@@ -101,11 +101,13 @@ void ofi_stripe_received(struct ofi_comm *c, struct ofi_req *r)
 	}
 }
 
+/* A grouped receive's buffer i, cut: its parts held against the lanes while the group's
+ * later buffers are cut (d = 1), then let go (d = -1). Out of line: a group on a fused
+ * comm only. */
 void ofi_stripe_hold(struct ofi_comm *c, const struct ofi_req *r, int i, int d)
 {
 	const struct ofi_recv_part *recv = ofi_req_recv((struct ofi_req *)r);
 
 	for (int k = 0; k < c->nlanes; k++)
-		c->stripe.lane[k].outstanding += (uint64_t)((int64_t)d *
-							    (int64_t)recv->rl[k].len[i]);
+		braid_stripe_hold(&c->stripe, k, (int64_t)d * (int64_t)recv->rl[k].len[i]);
 }

@@ -230,6 +230,16 @@ static inline void braid_stripe_posted(struct braid_stripe *st, int lane, size_t
 	l->bytes_posted += bytes;
 }
 
+/* Bytes a caller counts against lane while it cuts more (a grouped receive holds its earlier
+ * buffers' parts): raised by bytes, then lowered by the same, with no post or completion
+ * counted and no busy time. A lane out of range is ignored. */
+static inline void braid_stripe_hold(struct braid_stripe *st, int lane, int64_t bytes)
+{
+	if (lane >= 0 && lane < st->nlanes)
+		st->lane[lane].outstanding = (uint64_t)((int64_t)st->lane[lane].outstanding +
+							bytes);
+}
+
 /* Not batched: a completion's sample and slow-lane run (braid_stripe_completed's tail). */
 void braid_stripe_fold(struct braid_stripe *st, int lane, uint64_t busy_ns);
 

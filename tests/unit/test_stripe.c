@@ -263,6 +263,19 @@ static void small_to_soonest_done(void **state)
 		assert_int_equal(on[0], 13);
 		assert_int_equal(on[1], 3);
 	}
+	/* Held bytes (a grouped receive's earlier buffers) steer the next pick like posted
+	 * ones, and letting them go leaves the lane as it was: no post, no busy time. */
+	braid_stripe_init(&st, 2, NULL, NULL);
+	braid_stripe_hold(&st, 0, 64 * KiB);
+	braid_stripe_hold(&st, 7, 64 * KiB); /* out of range: ignored */
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(braid_stripe_split(&st, 100, len, &first), 1);
+		assert_int_equal(first, 1);
+	}
+	braid_stripe_hold(&st, 0, -64 * KiB);
+	assert_int_equal(st.lane[0].outstanding, 0);
+	assert_int_equal(st.lane[0].chunks_posted, 0);
+	assert_int_equal(st.lane[0].bytes_posted, 0);
 	/* Under the threshold on any lane count, over it with one lane: whole. */
 	braid_stripe_init(&st, 1, NULL, NULL);
 	assert_int_equal(checked_split(&st, GiB, len), 1);

@@ -639,9 +639,8 @@ ncclResult_t ofi_reg_mr(void *comm, void *data, size_t size, int type, void **mh
 ncclResult_t ofi_dereg_mr(void *comm, void *mhandle);
 void ofi_mr_cache_purge(struct ofi_dev *d);
 
-/* ofi_move.c: parts moved off a NIC down on the sender's side before anything of them was
- * sent (the comm's thread; takes lanes' ep_locks, none held). At comm_ready: the link's
- * messages (the word on the sender's NICs, asks and answers). */
+/* ofi_move.c: parts moved off a NIC down before anything of them was sent (the comm's
+ * thread; takes ep_locks, none held). At comm_ready: the link's words, asks and answers. */
 void ofi_move_attach(struct ofi_comm *c);
 /* Sender, NULL isend's tick: ask to move the group's parts on lanes down here, unannounced */
 void ofi_move_ask(struct ofi_comm *c, uint64_t now);
@@ -649,8 +648,9 @@ void ofi_move_ask(struct ofi_comm *c, uint64_t now);
 uint32_t ofi_move_awaited(const struct ofi_comm *c, uint64_t now);
 /* Receiver, own_moves set: the unannounced parts of its groups on those lanes move */
 void ofi_move_own(struct ofi_comm *c);
-/* Sender, cutting r (group c->seq, ring slot): parts moved off a lane go where they moved */
+/* Sender, cutting r (ofi_cut_send; group c->seq, ring slot): moved parts go where they went */
 void ofi_move_cut_send(struct ofi_comm *c, struct ofi_req *r, uint32_t slot);
+void ofi_cut_send(struct ofi_comm *c, struct ofi_req *r, int idx, size_t size);
 /* Sender, once the rest of r is posted: its moved parts; 0, or the error (WARNed). */
 int ofi_move_post_send(struct ofi_comm *c, struct ofi_req *r);
 

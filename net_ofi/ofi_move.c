@@ -23,7 +23,7 @@
  * What had been sent on a NIC when it failed is not moved: it waits for the NIC, and the
  * comm fails at the bound, as before (the full replay, not built).
  * Nothing here runs per message: the sender asks from a NULL isend's tick and the receiver
- * moves from its link check; the data path pays a mask test or two (cut_send, post_lanes,
+ * moves from its link check; the data path pays a mask test or two (ofi_cut_send, post_lanes,
  * test). With BRAID_FAILOVER=0 the sender never asks.
  */
 #include <sched.h>

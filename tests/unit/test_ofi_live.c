@@ -373,6 +373,7 @@ static void sender_takes_moved_parts(void **state)
 	m.ann = (struct ofi_announce){ .n = 2, .seq = 5, .first = 40 };
 	m.ann.e[0].size = 4096;
 	m.ann.e[1].size = 8192;
+	m.ann.e[0].flags = m.ann.e[1].flags = OFI_PART_POSTED;
 	lk.on_msg(lk.msg_arg, &m, moved_len(2));
 	assert_int_equal(c->error, ncclSuccess);
 	assert_int_equal(c->move_done, 2);
@@ -409,6 +410,29 @@ static void sender_takes_moved_parts(void **state)
 	assert_int_equal(c->move_done, 0); /* not the current group: its slot says it */
 	assert_non_null(strstr(unit_log, "NIC fake1 (lane 1 of 2) is down at the receiver: the "
 					 "receiver moved its parts of group 6"));
+	/* Once the sender is at group 6 (announced on lane 0), the cut sends lane 1's part
+	 * of buffer 0 over lane 0. Gated on move_done, it went on lane 1, whose receives
+	 * were cancelled: "posting failed: No route to host" in netns-failover case 10
+	 * under ASan, when group 24's unasked move came before group 23's. */
+	{
+		struct ofi_req *r = calloc(1, OFI_SEND_REQ_SIZE(2));
+
+		assert_non_null(r);
+		c->seq = 6;
+		c->lane[0].ring[6].ann = m.ann;
+		c->lane[0].ring[6].arrived = 1;
+		c->gmask = 3;
+		ofi_cut_send(c, r, 0, 8192); /* 4096 on each lane */
+		assert_int_equal(r->lanes, 3);
+		assert_int_equal(r->skip, 0);
+		assert_int_equal(r->moved, 2);
+		assert_int_equal(r->slen[1], 4096);
+		assert_int_equal(ofi_req_sop(r, 1)->type, OFI_OP_SEND_MOVED);
+		assert_ptr_equal(ofi_req_sop(r, 1)->l, &c->lane[0]);
+		assert_int_equal(ofi_req_sop(r, 0)->type, OFI_OP_SEND);
+		free(r);
+		c->seq = 5;
+	}
 	/* unasked refusals, and groups past the window, are protocol errors */
 	m.seq = m.ann.seq = 5 + 32;
 	lk.on_msg(lk.msg_arg, &m, moved_len(2));

@@ -417,7 +417,9 @@ static void move_serve(struct ofi_comm *c, const struct ofi_move_req *q)
 		uint32_t live = r ? r->lanes & ~q->lanes & ~c->peer_down : 0;
 		int j = live ? __builtin_ctz(live) : -1, rc = 1;
 
-		if (!(q->lanes >> k & 1))
+		/* moved unasked already (ofi_move_own, both ends' NICs down): that MOVED,
+		 * ahead on the link, answers; a refusal after it would be a protocol error */
+		if (!(q->lanes >> k & 1) || (r && (r->moved >> k & 1)))
 			continue;
 		if (r && j >= 0 && (r->lanes >> k & 1) && c->error == ncclSuccess)
 			rc = move_lane(c, r, k, j, 0);

@@ -14,6 +14,7 @@ BENCHES += tests/bench/multirail.sh
 BENCHES += tests/bench/multirail-ofi.sh
 BENCHES += tests/bench/qp-lanes.sh
 BENCHES += tests/bench/failover-timeline.sh
+BENCHES += tests/bench/ofi-failover-timeline.sh
 
 # Instructions per message under callgrind (issue 18): tests/bench/ipm.sh drives the
 # client tests/bench/ipm.c; the table goes to $(BUILD)/bench/ipm.txt. Part of make bench.

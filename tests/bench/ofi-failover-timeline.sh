@@ -44,6 +44,7 @@ popts=(--plugin "$so" --port "$port" --min "$SIZE" --max "$SIZE" --iters "$iters
 
 # one sampler per namespace: time and the tx bytes of its two veths
 sampler() { # NS IFC1 IFC2 OUT
+	# shellcheck disable=SC2016 # expanded by the inner sh
 	ip netns exec "$1" sh -c 'while :; do
 		echo "$(date +%s.%N) $(cat /sys/class/net/$1/statistics/tx_bytes) $(cat /sys/class/net/$2/statistics/tx_bytes)"
 		sleep "$3"
@@ -58,12 +59,12 @@ start=$(date +%s.%N)
 ip netns exec "$nsa" "${common[@]}" BRAID_SOCKET_IFNAME="=$a1" BRAID_MERGE="$a1+$a2" \
 	timeout 200 "$braid" perf --server "${popts[@]}" >"$tmp/perf.server" 2>&1 &
 server=$!
-pids+=($server)
+pids+=("$server")
 sleep 0.3
 ip netns exec "$nsb" "${common[@]}" BRAID_SOCKET_IFNAME="=$b1" BRAID_MERGE="$b1+$b2" \
 	timeout 200 "$braid" perf --client 198.18.1.1 "${popts[@]}" >"$tmp/perf.client" 2>&1 &
 client=$!
-pids+=($client)
+pids+=("$client")
 sleep "$(awk -v m="$FAULT_MS" 'BEGIN { printf "%.3f", m / 1000 }')"
 fault=$(date +%s.%N)
 ip -n "$nsa" link set "$a2" down || die "$a2 down"

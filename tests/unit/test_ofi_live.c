@@ -341,6 +341,21 @@ static uint32_t moved_len(uint32_t n)
 	return (uint32_t)(offsetof(struct moved_msg, ann) + ofi_announce_len(n));
 }
 
+/* A fused sender at group 5 on both lanes, its moves over the fake link lk. */
+static struct ofi_comm *sender_at_5(struct braid_link *lk)
+{
+	struct ofi_comm *c = fake_comm(2, "fake0", "fake1");
+
+	*lk = (struct braid_link){ 0 };
+	unit_log_reset();
+	c->link = lk;
+	c->is_send = 1;
+	ofi_move_attach(c);
+	c->seq = 5;
+	c->lane[0].seq = c->lane[1].seq = 5;
+	return c;
+}
+
 static void sender_takes_moved_parts(void **state)
 {
 	struct ofi_comm *c = fake_comm(2, "fake0", "fake1");
@@ -394,14 +409,7 @@ static void sender_takes_moved_parts(void **state)
 
 	/* unasked (the receiver's own NIC on lane 1 down, ofi_move_own), for group 6, ahead
 	 * of the sender's group 5: installed in lane 1's slot 6 with via lane 0 */
-	c = fake_comm(2, "fake0", "fake1");
-	lk = (struct braid_link){ 0 };
-	unit_log_reset();
-	c->link = &lk;
-	c->is_send = 1;
-	ofi_move_attach(c);
-	c->seq = 5;
-	c->lane[0].seq = c->lane[1].seq = 5;
+	c = sender_at_5(&lk);
 	m.seq = m.ann.seq = 6;
 	lk.on_msg(lk.msg_arg, &m, moved_len(2));
 	assert_int_equal(c->error, ncclSuccess);
@@ -441,13 +449,8 @@ static void sender_takes_moved_parts(void **state)
 	m.seq = m.ann.seq = 5;
 
 	/* refused: nothing installed, the lane is no longer awaited, and not asked again */
-	c = fake_comm(2, "fake0", "fake1");
-	lk = (struct braid_link){ 0 };
-	unit_log_reset();
-	c->link = &lk;
-	c->is_send = 1;
-	ofi_move_attach(c);
-	c->seq = c->move_seq = 5;
+	c = sender_at_5(&lk);
+	c->move_seq = 5;
 	c->lane[0].ring[5].ann = (struct ofi_announce){ .n = 2, .seq = 5, .first = 40 };
 	c->lane[0].ring[5].arrived = 1;
 	c->move_asked = 2;

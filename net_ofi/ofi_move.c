@@ -16,6 +16,8 @@
  *     receives of the group are cancelled (none had matched: nothing was sent on k) and
  *     posted again on lane j under their moved tags (ofi_moved_tag); or refused (ok 0:
  *     the sender goes on waiting for lane k, and fails at BRAID_OFI_DOWN_TIMEOUT_MS).
+ *     An ask for a lane moved already, or for a group complete here, gets no answer:
+ *     an unasked MOVED (ofi_move_own) crossed it and answered; a late refusal is ignored.
  * The sender then sends lane k's parts on lane j, as parts of the same request.
  * Completion stays by identity: a moved part's operation names its buffer and its own
  * lane (ofi_op.from) and counts on the lane it went to (ofi_op.lane), under that lane's
@@ -193,12 +195,24 @@ static void moved_take(struct ofi_comm *c, const struct ofi_moved *m, uint32_t l
 	struct ofi_lane *l = bit ? &c->lane[m->from] : NULL;
 	struct ofi_group *g;
 
+	/* A refusal for a lane whose move was taken already (an unasked MOVED crossed the
+	 * ask), or for a group sent already: the receiver read the ask late; nothing to do. */
+	if (bit && len >= OFI_MOVED_HEAD && !m->ok && !asked &&
+	    ((int32_t)(seq - c->seq) < 0 || (seq == c->move_seq && (c->move_done & bit)))) {
+		BRAID_INFO(NCCL_NET,
+			   "ofi: send comm to %s: a late refusal to move group %u's "
+			   "parts off lane %u, already moved or sent: ignored",
+			   c->peer, seq, m->from);
+		return;
+	}
 	/* what it says of the group agrees with the group's announcement on its other lanes */
 	if (!bit || len < OFI_MOVED_HEAD + ofi_announce_len(0) || m->ann.n < 1 ||
 	    m->ann.n > BRAID_MAX_RECVS || len != OFI_MOVED_HEAD + ofi_announce_len(m->ann.n) ||
 	    m->ann.seq != seq || (!m->ok && !asked) ||
 	    (m->ok &&
 	     (m->via >= c->nlanes || m->from == m->via || seq - c->seq >= OFI_MAX_INFLIGHT ||
+	      (OFI_KIND_LANES(m->ann.kind) && /* both lanes the group's */
+	       (~OFI_KIND_LANES(m->ann.kind) & (bit | 1u << m->via))) ||
 	      (seq == c->seq && other &&
 	       (other->ann.n != m->ann.n || other->ann.first != m->ann.first)) ||
 	      (asked && !other)))) {
@@ -413,6 +427,15 @@ static void move_serve(struct ofi_comm *c, const struct ofi_move_req *q)
 {
 	struct ofi_req *r = group_req(c, q->seq);
 
+	/* A group posted here and gone is complete: every part came, so the sender was
+	 * answered (an unasked MOVED crossed its ask) and waits for nothing. */
+	if (!r && (int32_t)(q->seq - c->seq) < 0) {
+		BRAID_INFO(NCCL_NET,
+			   "ofi: receive comm from %s: the ask to move group %u came "
+			   "after the group completed: no answer",
+			   c->peer, q->seq);
+		return;
+	}
 	for (int k = 0; k < c->nlanes; k++) {
 		uint32_t live = r ? r->lanes & ~q->lanes & ~c->peer_down : 0;
 		int j = live ? __builtin_ctz(live) : -1, rc = 1;

@@ -356,6 +356,33 @@ static struct ofi_comm *sender_at_5(struct braid_link *lk)
 	return c;
 }
 
+/* The receiver's answer to an ask for a group that completed here already: none. The
+ * sender took the receiver's unasked MOVED, which crossed its ask, as the answer, and sent
+ * the group; a refusal now would fail its comm. An ask for a group not posted yet is
+ * still refused (the reply fails here: the fake link has no socket). */
+static void receiver_ignores_an_ask_for_a_completed_group(void **state)
+{
+	struct ofi_comm *c = fake_comm(2, "fake0", "fake1");
+	struct braid_link lk = { .chan = { .fd = -1 } };
+	const uint32_t ask[3] = { 0x6f666d71u /* "ofmq" */, 7, 2 }; /* group 7, lane 1 */
+	const uint32_t ahead[3] = { 0x6f666d71u, 12, 2 };
+
+	(void)state;
+	set_env("2000", "100");
+	c->link = &lk;
+	ofi_move_attach(c);
+	assert_non_null(lk.on_msg);
+	c->seq = 10; /* groups 0 to 9 posted, none in flight */
+	lk.on_msg(lk.msg_arg, ask, sizeof(ask));
+	assert_int_equal(c->error, ncclSuccess);
+	assert_non_null(strstr(unit_log, "the ask to move group 7 came after the group "
+					 "completed: no answer"));
+	lk.on_msg(lk.msg_arg, ahead, sizeof(ahead));
+	assert_int_equal(c->error, ncclSystemError);
+	assert_non_null(strstr(unit_log, "answering the sender's ask to move group 12"));
+	free(c);
+}
+
 static void sender_takes_moved_parts(void **state)
 {
 	struct ofi_comm *c = fake_comm(2, "fake0", "fake1");
@@ -401,6 +428,21 @@ static void sender_takes_moved_parts(void **state)
 	assert_int_equal(in, 3);
 	assert_non_null(strstr(unit_log, "NIC fake1 (lane 1 of 2) is down here: the receiver "
 					 "moved its parts of group 5 (2 buffer(s)) to NIC fake0"));
+	/* A refusal after the move was taken (the receiver read the ask after its own
+	 * unasked MOVED had crossed it, or after the group completed): ignored. It was a
+	 * protocol error ("not asked for") that failed the comm. So is one for a group the
+	 * sender is past. */
+	m.ok = 0;
+	lk.on_msg(lk.msg_arg, &m, moved_len(2));
+	assert_int_equal(c->error, ncclSuccess);
+	assert_non_null(strstr(unit_log, "a late refusal to move group 5's parts off lane 1"));
+	c->seq = 6;
+	m.seq = m.ann.seq = 4;
+	lk.on_msg(lk.msg_arg, &m, moved_len(2));
+	assert_int_equal(c->error, ncclSuccess);
+	c->seq = 5;
+	m.seq = m.ann.seq = 5;
+	m.ok = 1;
 	/* asked for again? no: answered; a second answer is a protocol error */
 	lk.on_msg(lk.msg_arg, &m, moved_len(2));
 	assert_int_equal(c->error, ncclRemoteError);
@@ -440,6 +482,20 @@ static void sender_takes_moved_parts(void **state)
 		assert_int_equal(ofi_req_sop(r, 0)->type, OFI_OP_SEND);
 		free(r);
 		c->seq = 5;
+	}
+	/* a move to a lane the group does not name (its announcement's lanes) is one */
+	{
+		struct ofi_comm *c2 = sender_at_5(&lk);
+
+		m.ann.kind = 0x2u << 8; /* group 6 on lane 1 only */
+		lk.on_msg(lk.msg_arg, &m, moved_len(2));
+		assert_int_equal(c2->error, ncclRemoteError);
+		assert_int_equal(c2->lane[1].ring[6].via, 0);
+		m.ann.kind = 0;
+		free(c2);
+		lk = (struct braid_link){ 0 };
+		c->link = &lk;
+		ofi_move_attach(c);
 	}
 	/* unasked refusals, and groups past the window, are protocol errors */
 	m.seq = m.ann.seq = 5 + 32;
@@ -503,6 +559,7 @@ int main(void)
 		cmocka_unit_test(sender_group_names_its_lanes),
 		cmocka_unit_test(sender_word_on_its_nics),
 		cmocka_unit_test(sender_takes_moved_parts),
+		cmocka_unit_test(receiver_ignores_an_ask_for_a_completed_group),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

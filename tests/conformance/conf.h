@@ -38,6 +38,7 @@ struct side {
 void conf_log(const struct side *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Logs "FAIL: ..." with the side and step, and returns -1. */
 int conf_fail(const struct side *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int conf_failures(void); /* how many conf_fail lines this process printed */
 double now_s(void);
 /* Sleep briefly when a poll made no progress (bounded loops must not spin a core). */
 void idle_wait(void);

@@ -26,11 +26,19 @@ void conf_log(const struct side *s, const char *fmt, ...)
 	va_end(ap);
 }
 
+static int fail_lines; /* this process's FAIL lines: a failure must have one */
+
+int conf_failures(void)
+{
+	return fail_lines;
+}
+
 int conf_fail(const struct side *s, const char *fmt, ...)
 {
 	char head[200];
 	va_list ap;
 
+	fail_lines++;
 	snprintf(head, sizeof(head), "FAIL (%s): ", s && s->what[0] ? s->what : "-");
 	va_start(ap, fmt);
 	vlog(s, head, fmt, ap);

@@ -160,6 +160,65 @@ static void on_alarm(int sig)
 	_exit(124);
 }
 
+/*
+ * A side that failed says why in DIR/why.ROLE.KEY, which its parent prints: a scenario
+ * that returned an error without a FAIL line (a harness bug), or a stderr that is no
+ * longer the log (fd 2 closed and reused by the process under test, whose lines then went
+ * elsewhere), would otherwise leave only "exit status non-zero" to go on.
+ */
+static void why_path(const char *dir, char role, const char *key, char *path, size_t len)
+{
+	snprintf(path, len, "%s/why.%c.%s", dir, role, key);
+}
+
+static void report_why(const struct options *o, const struct side *s, const struct stat *err0)
+{
+	char path[600], now[256] = "(closed)", msg[1200];
+	struct stat st;
+	ssize_t n;
+	FILE *f;
+	int len;
+
+	len = snprintf(msg, sizeof(msg), "[%c %s] FAIL (%s): ", s->role, s->key,
+		       s->what[0] ? s->what : "-");
+	if (fstat(2, &st) || st.st_dev != err0->st_dev || st.st_ino != err0->st_ino) {
+		n = readlink("/proc/self/fd/2", now, sizeof(now) - 1);
+		now[n > 0 ? n : 0] = '\0';
+		len += snprintf(msg + len, sizeof(msg) - (size_t)len,
+				"stderr (fd 2) was replaced while the scenario ran, now %s: its "
+				"FAIL lines went there; ",
+				now[0] ? now : "(closed)");
+	}
+	if (!conf_failures())
+		snprintf(msg + len, sizeof(msg) - (size_t)len,
+			 "the scenario returned an error without a FAIL line");
+	else
+		snprintf(msg + len, sizeof(msg) - (size_t)len, "%d FAIL line(s) above",
+			 conf_failures());
+	why_path(o->dir, s->role, s->key, path, sizeof(path));
+	f = fopen(path, "w");
+	if (f) {
+		fprintf(f, "%s\n", msg);
+		fclose(f);
+	}
+}
+
+/* The parent's side of report_why(): its own stderr is the log. */
+static void print_why(const struct options *o, char role, const char *key)
+{
+	char path[600], line[1200];
+	FILE *f;
+
+	why_path(o->dir, role, key, path, sizeof(path));
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	if (fgets(line, sizeof(line), f))
+		fprintf(stderr, "%s", line);
+	fclose(f);
+	unlink(path);
+}
+
 /* One side of one scenario on one version: this is the whole life of the process. */
 
 /* CONF_START_DELAY_MS: a pause between init and the scenario, for a fault that must come
@@ -181,6 +240,7 @@ static void start_delay(void)
 static int run_side(const struct options *o, const struct scenario *sc, int version, char role)
 {
 	char loaded[512], err[1024];
+	struct stat err0 = { 0 };
 	struct net_api api;
 	struct side s;
 	ncclResult_t r;
@@ -188,6 +248,7 @@ static int run_side(const struct options *o, const struct scenario *sc, int vers
 	void *dl;
 
 	memset(&s, 0, sizeof(s));
+	(void)fstat(2, &err0);
 	s.role = role;
 	s.api = &api;
 	s.dev = o->dev;
@@ -237,6 +298,8 @@ static int run_side(const struct options *o, const struct scenario *sc, int vers
 			rc = conf_fail(&s, "finalize returned %s (%d)", netapi_result_str(r), r);
 	}
 	alarm(0);
+	if (rc)
+		report_why(o, &s, &err0);
 	return rc;
 }
 
@@ -307,6 +370,7 @@ static int run_role(const struct options *o, char role)
 
 				/* let the peer stop waiting for a side that is gone */
 				snprintf(s.key, sizeof(s.key), "v%d.%s", v, sc->name);
+				print_why(o, role, s.key);
 				rdv_abort(&s);
 				failures++;
 				snprintf(failed + strlen(failed), sizeof(failed) - strlen(failed),

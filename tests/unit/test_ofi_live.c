@@ -383,6 +383,40 @@ static void receiver_ignores_an_ask_for_a_completed_group(void **state)
 	free(c);
 }
 
+/*
+ * Both ends' NICs on lane 1 down: the receiver moved group 7's lane-1 parts unasked
+ * (ofi_move_own) while the sender's ask for the same group was on the link. Its MOVED
+ * answers the ask; move_serve must send nothing more. Here lane 0 is not in the group, so
+ * anything it sent would be a refusal, which the sender read as "not asked for" and failed
+ * on; the link's fd is -1, so any answer at all fails this comm.
+ */
+static void receiver_skips_an_ask_for_a_lane_it_moved(void **state)
+{
+	struct ofi_comm *c = fake_comm(2, "fake0", "fake1");
+	struct braid_link lk = { .chan = { .fd = -1 } };
+	const uint32_t ask[3] = { 0x6f666d71u /* "ofmq" */, 7, 2 }; /* group 7, lane 1 */
+	struct ofi_req *r;
+
+	(void)state;
+	set_env("2000", "100");
+	unit_log_reset();
+	c->link = &lk;
+	ofi_move_attach(c);
+	assert_int_equal(braid_pool_init(&c->reqs, OFI_RECV_REQ_SIZE(2), 4, -1), 0);
+	r = braid_pool_get(&c->reqs);
+	assert_non_null(r);
+	r->magic = BRAID_MAGIC_REQ;
+	r->lanes = 2;
+	r->moved = 2;
+	ofi_req_recv(r)->rl[0].ann.seq = 7;
+	c->seq = 8; /* group 7 posted and in flight */
+	lk.on_msg(lk.msg_arg, ask, sizeof(ask));
+	assert_int_equal(c->error, ncclSuccess);
+	assert_null(strstr(unit_log, "answering the sender's ask to move group 7"));
+	braid_pool_fini(&c->reqs);
+	free(c);
+}
+
 static void sender_takes_moved_parts(void **state)
 {
 	struct ofi_comm *c = fake_comm(2, "fake0", "fake1");
@@ -560,6 +594,7 @@ int main(void)
 		cmocka_unit_test(sender_word_on_its_nics),
 		cmocka_unit_test(sender_takes_moved_parts),
 		cmocka_unit_test(receiver_ignores_an_ask_for_a_completed_group),
+		cmocka_unit_test(receiver_skips_an_ask_for_a_lane_it_moved),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

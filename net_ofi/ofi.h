@@ -639,11 +639,11 @@ ncclResult_t ofi_reg_mr(void *comm, void *data, size_t size, int type, void **mh
 ncclResult_t ofi_dereg_mr(void *comm, void *mhandle);
 void ofi_mr_cache_purge(struct ofi_dev *d);
 
-/* ofi_move.c: parts moved off a NIC down before anything of them was sent (the comm's
- * thread; takes ep_locks, none held). At comm_ready: the link's words, asks and answers. */
+/* ofi_move.c (comm's thread, no ep_lock held): parts moved off a NIC down, none sent yet */
 void ofi_move_attach(struct ofi_comm *c);
-/* Sender, NULL isend's tick: ask to move the group's parts on lanes down here, unannounced */
+/* Sender, NULL isend's tick: ask to move the group's parts on lanes down here, not sent */
 void ofi_move_ask(struct ofi_comm *c, uint64_t now);
+uint32_t ofi_move_lost(const struct ofi_comm *c, uint32_t want, uint32_t in);
 /* Sender: the current group's lanes asked to move, unanswered within the bound (now 0: any) */
 uint32_t ofi_move_awaited(const struct ofi_comm *c, uint64_t now);
 /* Receiver, own_moves set: the unannounced parts of its groups on those lanes move */

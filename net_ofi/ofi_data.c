@@ -178,9 +178,8 @@ static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r, uint8_t
 
 /* ---- isend ---- */
 
-/* The unused buffer of the current group with NCCL's tag, once the announcement of the
- * group is in on every lane it names (they agree on buffers and tags): -1 if none yet.
- * Sets the group's lanes (c->gmask) and the first of them (c->gref). */
+/* The unused buffer of the current group with NCCL's tag, once the group is announced on
+ * every lane it names: -1 if none yet. Sets its lanes (c->gmask), the first (c->gref). */
 static int match_buffer(struct ofi_comm *c, int tag)
 {
 	const struct ofi_group *g = &c->lane[0].ring[c->seq % OFI_MAX_INFLIGHT];
@@ -191,8 +190,9 @@ static int match_buffer(struct ofi_comm *c, int tag)
 		/* a lane whose parts the receiver was asked to move: only once they have */
 		if (__builtin_expect(c->move_asked != 0, 0) && c->move_seq == c->seq)
 			in &= ~(c->move_asked & ~c->move_done);
-		if (!g || (in & want) != want)
-			return -1;
+		if (!g || (in & want) != want ||
+		    (__builtin_expect(c->told_down & want, 0) && ofi_move_lost(c, want, in)))
+			return -1; /* lanes down here whose parts can still move: ask first */
 		c->gmask = want;
 		c->gref = __builtin_ctz(want);
 	} else if (!__atomic_load_n(&g->arrived, __ATOMIC_ACQUIRE)) {

@@ -71,6 +71,30 @@ uint32_t ofi_move_awaited(const struct ofi_comm *c, uint64_t now)
 	return c->move_asked & ~(c->move_done | c->move_refused);
 }
 
+/*
+ * The current group's lanes whose parts should move before anything goes: their NIC is
+ * down here and the receiver was told so (told_down), they were neither asked for nor
+ * refused in this group, nor moved, and nothing of the group went on them. Announced or
+ * not: nothing goes on a lane until the sender posts there, so it can vouch that nothing
+ * was sent. None unless a lane of the group that is up here and announced can take them.
+ */
+uint32_t ofi_move_lost(const struct ofi_comm *c, uint32_t want, uint32_t in)
+{
+	uint32_t slot = c->seq % OFI_MAX_INFLIGHT, lost = want & c->told_down;
+
+	if (!c->move_on || !(want & in & ~c->told_down))
+		return 0;
+	if (c->move_seq == c->seq)
+		lost &= ~(c->move_asked | c->move_refused);
+	for (int k = 0; k < c->nlanes; k++) {
+		const struct ofi_group *g = &c->lane[k].ring[slot];
+
+		if ((lost >> k & 1) && (g->via || ((in >> k & 1) && g->used)))
+			lost &= ~(1u << k);
+	}
+	return lost;
+}
+
 void ofi_move_ask(struct ofi_comm *c, uint64_t now)
 {
 	struct ofi_move_req m = { .magic = OFI_MOVE_REQ_MAGIC, .seq = c->seq };
@@ -93,12 +117,8 @@ void ofi_move_ask(struct ofi_comm *c, uint64_t now)
 		braid_judge_comm_fail(&c->error, ncclSystemError, c->ctr, c->lane[0].dev->ctr);
 		return;
 	}
-	/* announced on a lane of the group whose NIC is up here, missing on one whose NIC is
-	 * down here (and told so: ofi_live_send_lanes, just before) */
-	if (!ofi_send_group(c, &want, &in))
-		return;
-	lost = want & ~in & c->told_down & ~c->move_asked & ~c->move_refused;
-	if (!lost || !(want & in & ~c->told_down))
+	/* told so: ofi_live_send_lanes, just before */
+	if (!ofi_send_group(c, &want, &in) || !(lost = ofi_move_lost(c, want, in)))
 		return;
 	m.lanes = lost;
 	rc = braid_link_send(c->link, &m, sizeof(m));
@@ -110,9 +130,9 @@ void ofi_move_ask(struct ofi_comm *c, uint64_t now)
 	c->move_asked |= lost;
 	c->move_ask_ns = now;
 	BRAID_INFO(NCCL_NET,
-		   "ofi: send comm to %s: group %u is announced, but not on lanes %#x, whose NICs "
-		   "are down here: asked the receiver to move their parts",
-		   c->peer, c->seq, lost);
+		   "ofi: send comm to %s: nothing of group %u went on lanes %#x (announced there: "
+		   "%#x), whose NICs are down here: asked the receiver to move their parts",
+		   c->peer, c->seq, lost, in & lost);
 }
 
 void ofi_move_cut_send(struct ofi_comm *c, struct ofi_req *r, uint32_t slot)

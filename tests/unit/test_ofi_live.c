@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "net_ofi/ofi.h"
 #include "plugin/log.h"
@@ -417,6 +419,65 @@ static void receiver_skips_an_ask_for_a_lane_it_moved(void **state)
 	free(c);
 }
 
+/*
+ * A group announced on both lanes before the sender's NIC on lane 1 went down: nothing of
+ * it has gone on lane 1, so the sender asks to move those parts (the receiver's asked
+ * path moves announced groups) instead of posting them into the dead NIC's queue, where
+ * they waited for the comm's bound (netns-failover case 2 under ASan). Not once a buffer
+ * went there, nor for a lane moved or refused, nor with no other lane up here to take it.
+ */
+static void sender_asks_for_an_announced_lane_down_here(void **state)
+{
+	struct braid_link lk;
+	struct ofi_comm *c = sender_at_5(&lk);
+	struct ofi_group *g1 = &c->lane[1].ring[5];
+	uint32_t got[64] = { 0 };
+	ssize_t n;
+	int sv[2];
+
+	(void)state;
+	for (int k = 0; k < 2; k++) {
+		c->lane[k].ring[5].ann = (struct ofi_announce){ .n = 2, .seq = 5, .first = 40 };
+		c->lane[k].ring[5].arrived = 1;
+	}
+	assert_int_equal(ofi_move_lost(c, 3, 3), 0); /* no NIC down here */
+	c->told_down = 2;
+	assert_int_equal(ofi_move_lost(c, 3, 3), 2);
+	g1->used = 1; /* buffer 0 went on lane 1: the sender cannot vouch */
+	assert_int_equal(ofi_move_lost(c, 3, 3), 0);
+	g1->used = 0;
+	g1->via = 1; /* moved already */
+	assert_int_equal(ofi_move_lost(c, 3, 3), 0);
+	g1->via = 0;
+	c->move_seq = 5;
+	c->move_refused = 2;
+	assert_int_equal(ofi_move_lost(c, 3, 3), 0);
+	c->move_seq = 4; /* an older group's refusal: this one asks again */
+	assert_int_equal(ofi_move_lost(c, 3, 3), 2);
+	c->told_down = 3; /* no lane up here to take them */
+	assert_int_equal(ofi_move_lost(c, 3, 3), 0);
+	c->told_down = 2;
+	c->move_on = 0; /* BRAID_FAILOVER=off */
+	assert_int_equal(ofi_move_lost(c, 3, 3), 0);
+	c->move_on = 1;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	braid_oob_chan_init(&lk.chan, sv[0]);
+	ofi_move_ask(c, 1000 * MS);
+	assert_int_equal(c->error, ncclSuccess);
+	assert_int_equal(c->move_asked, 2);
+	assert_int_equal(c->move_seq, 5);
+	n = read(sv[1], got, sizeof(got));
+	assert_true(n >= 12); /* the link's frame, then { "ofmq", group 5, lanes 0x2 } */
+	assert_int_equal(got[n / 4 - 3], 0x6f666d71u);
+	assert_int_equal(got[n / 4 - 2], 5);
+	assert_int_equal(got[n / 4 - 1], 2);
+	assert_int_equal(ofi_move_lost(c, 3, 3), 0); /* asked once */
+	assert_int_equal(ofi_move_awaited(c, 1001 * MS), 2);
+	close(sv[0]);
+	close(sv[1]);
+	free(c);
+}
+
 static void sender_takes_moved_parts(void **state)
 {
 	struct ofi_comm *c = fake_comm(2, "fake0", "fake1");
@@ -595,6 +656,7 @@ int main(void)
 		cmocka_unit_test(sender_takes_moved_parts),
 		cmocka_unit_test(receiver_ignores_an_ask_for_a_completed_group),
 		cmocka_unit_test(receiver_skips_an_ask_for_a_lane_it_moved),
+		cmocka_unit_test(sender_asks_for_an_announced_lane_down_here),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -397,11 +397,11 @@ struct ofi_comm {
 	uint32_t told_down;     /* sender: its lanes whose NIC is down, as last told */
 	uint32_t gmask;         /* sender: the lanes of group seq, once matched */
 	int gref;               /* sender: the first of them */
-	/* Parts moved off a NIC that is down (ofi_move.c; BRAID_FAILOVER). Sender: group
-	 * move_seq's lanes asked to move, moved, refused. Receiver: own_moves (atomic), lanes
-	 * whose announcement found its own NIC down (ofi_post.c), for the comm's thread */
+	/* Parts moved off a NIC down (ofi_move.c). Sender: group move_seq's lanes asked to
+	 * move, moved, refused. Receiver: own_moves (atomic), lanes whose announcement found
+	 * its NIC down (ofi_post.c). move_warned: lanes whose moves WARNed (the rest INFO) */
 	int move_on;
-	uint32_t move_seq, move_asked, move_done, move_refused, own_moves;
+	uint32_t move_seq, move_asked, move_done, move_refused, own_moves, move_warned;
 	uint64_t move_ask_ns;   /* sender: when it last asked; receiver: polls the link at every
 			       * tick until this (a sender that asks asks again soon) */
 	struct ofi_lane lane[]; /* nlanes */

@@ -402,7 +402,7 @@ void ofi_live_recv_lanes_at(struct ofi_comm *c, uint64_t now)
 		if (!(moved >> k & 1))
 			continue;
 		braid_stripe_lane_down(&c->stripe, k, out >> k & 1);
-		if (out >> k & 1)
+		if (out >> k & 1) {
 			BRAID_INFO(NCCL_NET,
 				   "ofi: receive comm from %s: NIC %s (lane %d of %d) left out of new "
 				   "receives: %s; they go over the comm's other NIC(s), and parts "
@@ -410,11 +410,12 @@ void ofi_live_recv_lanes_at(struct ofi_comm *c, uint64_t now)
 				   c->peer, c->lane[k].dev->name, k, c->nlanes,
 				   mine >> k & 1 ? "its interface is down"
 						 : "the sender's NIC on that lane is down");
-		else
-			BRAID_INFO(NCCL_NET,
-				   "ofi: receive comm from %s: NIC %s (lane %d of %d) back in new "
-				   "receives",
-				   c->peer, c->lane[k].dev->name, k, c->nlanes);
+			continue;
+		}
+		c->move_warned &= ~(1u << k); /* its next move WARNs again */
+		BRAID_INFO(NCCL_NET,
+			   "ofi: receive comm from %s: NIC %s (lane %d of %d) back in new receives",
+			   c->peer, c->lane[k].dev->name, k, c->nlanes);
 	}
 }
 
@@ -435,6 +436,7 @@ void ofi_live_send_lanes(struct ofi_comm *c, uint64_t now)
 		return; /* again at the next look */
 	}
 	c->told_down = m.down;
+	c->move_warned &= m.down; /* a lane back WARNs again at its next move */
 }
 
 int ofi_live_take_word(struct ofi_comm *c, const void *msg, uint32_t len)

@@ -60,6 +60,16 @@ struct ofi_moved {
 };
 #define OFI_MOVED_HEAD offsetof(struct ofi_moved, ann)
 
+/* One WARN per comm and lane while its NIC stays down, for the first group moved off it;
+ * the next groups' at INFO. The bit clears when the lane is back (ofi_live.c). */
+static enum braid_log_level move_level(struct ofi_comm *c, int k)
+{
+	if (c->move_warned >> k & 1)
+		return BRAID_LOG_INFO;
+	c->move_warned |= 1u << k;
+	return BRAID_LOG_WARN;
+}
+
 /* ---- sender ---- */
 
 uint32_t ofi_move_awaited(const struct ofi_comm *c, uint64_t now)
@@ -278,12 +288,13 @@ static void moved_take(struct ofi_comm *c, const struct ofi_moved *m, uint32_t l
 		}
 		c->move_done |= bit;
 	}
-	BRAID_WARN("ofi: send comm to %s: NIC %s (lane %u of %d) %s: the receiver moved its parts "
-		   "of group %u (%u buffer(s)) to NIC %s (lane %u), where they go; nothing had "
-		   "been sent on it",
-		   c->peer, l->dev->name, m->from, c->nlanes,
-		   asked ? "is down here" : "is down at the receiver", seq, m->ann.n,
-		   c->lane[m->via].dev->name, m->via);
+	braid_log(move_level(c, m->from), NCCL_NET, __FILE__, __LINE__,
+		  "ofi: send comm to %s: NIC %s (lane %u of %d) %s: the receiver moved its parts "
+		  "of group %u (%u buffer(s)) to NIC %s (lane %u), where they go; nothing had "
+		  "been sent on it",
+		  c->peer, l->dev->name, m->from, c->nlanes,
+		  asked ? "is down here" : "is down at the receiver", seq, m->ann.n,
+		  c->lane[m->via].dev->name, m->via);
 }
 
 /* ---- receiver ---- */
@@ -477,11 +488,12 @@ static void move_serve(struct ofi_comm *c, const struct ofi_move_req *q)
 		c->move_ask_ns = braid_now_ns() + 2000000000ULL;
 		if (rc)
 			continue;
-		BRAID_WARN("ofi: receive comm from %s: the sender's NIC on lane %d is down: group "
-			   "%u's parts on NIC %s (lane %d of %d) moved to NIC %s (lane %d) before "
-			   "anything of them was sent",
-			   c->peer, k, q->seq, c->lane[k].dev->name, k, c->nlanes,
-			   c->lane[j].dev->name, j);
+		braid_log(move_level(c, k), NCCL_NET, __FILE__, __LINE__,
+			  "ofi: receive comm from %s: the sender's NIC on lane %d is down: group "
+			  "%u's parts on NIC %s (lane %d of %d) moved to NIC %s (lane %d) before "
+			  "anything of them was sent",
+			  c->peer, k, q->seq, c->lane[k].dev->name, k, c->nlanes,
+			  c->lane[j].dev->name, j);
 	}
 }
 
@@ -523,11 +535,12 @@ void ofi_move_own(struct ofi_comm *c)
 				return;
 			}
 			moved_reply(c, r, ofi_req_recv(r)->rl[k].ann.seq, k, j, 1);
-			BRAID_WARN("ofi: receive comm from %s: NIC %s (lane %d of %d) is down here: "
-				   "group %u's parts on it moved to NIC %s (lane %d) before their "
-				   "announcement left",
-				   c->peer, c->lane[k].dev->name, k, c->nlanes,
-				   ofi_req_recv(r)->rl[k].ann.seq, c->lane[j].dev->name, j);
+			braid_log(move_level(c, k), NCCL_NET, __FILE__, __LINE__,
+				  "ofi: receive comm from %s: NIC %s (lane %d of %d) is down here: "
+				  "group %u's parts on it moved to NIC %s (lane %d) before their "
+				  "announcement left",
+				  c->peer, c->lane[k].dev->name, k, c->nlanes,
+				  ofi_req_recv(r)->rl[k].ann.seq, c->lane[j].dev->name, j);
 		}
 	}
 }

@@ -347,7 +347,7 @@ grep -q "NIC $a2 (lane 1 of 2) left out of new receives: its interface is down" 
 grep -q "NIC $b2 (lane 1 of 2) left out of new receives: the sender's NIC on that lane is down" \
 	"$log_b" || bad "side b's receives did not leave $b2 out on the sender's word"
 ! grep -q "NCCL WARN .*$NIC_FAILED" "$log_a" "$log_b" || bad "a NIC counted as failed"
-moves=$(grep -c "NCCL WARN .*the sender's NIC on lane 1 is down: group [0-9]*'s parts on NIC $b2 (lane 1 of 2) moved to NIC $b1 (lane 0)" "$log_b")
+moves=$(grep -Ec "NCCL (WARN|INFO) .*the sender's NIC on lane 1 is down: group [0-9]*'s parts on NIC $b2 \(lane 1 of 2\) moved to NIC $b1 \(lane 0\)" "$log_b")
 echo "  groups whose parts b moved off $b2 (announced before the word): $moves"
 done_case
 

@@ -555,6 +555,19 @@ static void sender_takes_moved_parts(void **state)
 	assert_int_equal(c->move_done, 0); /* not the current group: its slot says it */
 	assert_non_null(strstr(unit_log, "NIC fake1 (lane 1 of 2) is down at the receiver: the "
 					 "receiver moved its parts of group 6"));
+	/* the lane's next move is said at INFO: one WARN per comm and lane while it is down */
+	{
+		int warns = unit_warns;
+
+		assert_int_equal(c->move_warned, 2);
+		m.seq = m.ann.seq = 7;
+		lk.on_msg(lk.msg_arg, &m, moved_len(2));
+		assert_int_equal(c->error, ncclSuccess);
+		assert_int_equal(c->lane[1].ring[7].via, 1);
+		assert_int_equal(unit_warns, warns);
+		assert_non_null(strstr(unit_log, "the receiver moved its parts of group 7"));
+		m.seq = m.ann.seq = 6;
+	}
 	/* Once the sender is at group 6 (announced on lane 0), the cut sends lane 1's part
 	 * of buffer 0 over lane 0. Gated on move_done, it went on lane 1, whose receives
 	 * were cancelled: "posting failed: No route to host" in netns-failover case 10

@@ -248,20 +248,37 @@ went_down_once() { # side NIC: the device-level WARN, once in the process
 	[ "$c" = 1 ] || bad "side $1: $c WARNs 'ofi: NIC $2: its interface went down' (want 1)"
 }
 
+# A NIC of a fused device down for good under a soak. What was posted on it before it
+# read down is not sent again over the other NIC (no replay yet, docs/design/ofi-failover.md),
+# so a comm with such a part fails within the bound, each side naming the NIC. Every group
+# after that is moved or cut without the NIC (657f82b: the sender asks before it posts
+# there), so a run in which no comm had a part on the NIC at the fault goes on over the
+# other NIC, and both soaks pass with every byte verified (seen once in 3 ASan runs).
+# Either outcome is right; a hang, one side passing while the other fails, or a pass
+# that lost or corrupted data is not.
+down_for_good() { # NIC_A NIC_B lane-text
+	if [ "$rc_a" -eq 0 ] && [ "$rc_b" -eq 0 ]; then
+		soak_passed "with $1/$2 down for good"
+		echo "  the comms went on over the live NIC;" \
+			"$(cat "$log_a" "$log_b" | grep -Ec "the receiver moved its parts") move WARN(s) on the senders"
+		return
+	fi
+	comms_failed
+	nic_failed_warns "$1" "$2" "$3"
+}
+
 run_case "$a2 down for good 1.5 s into a soak" "$a1+$a2" "$b1+$b2" "$nsa" "$a2" 0 stat
-comms_failed
+down_for_good "$a2" "$b2" 'lane 1 of 2'
 echo "  braid stat 1 s into the outage: devices / lanes: $during"
 want="$a1:up $a2:down $b1:up $b2:down / $a1:up $a2:down $b1:up $b2:down"
 [ "$during" = "$want" ] || bad "braid stat 1 s into the outage: want '$want'"
-nic_failed_warns "$a2" "$b2" 'lane 1 of 2'
 went_down_once a "$a2"
 went_down_once b "$b2"
 done_case
 
 run_case "$b2 down for good 1.5 s into a soak ($a2 loses carrier)" "$a1+$a2" "$b1+$b2" \
 	"$nsb" "$b2" 0
-comms_failed
-nic_failed_warns "$a2" "$b2" 'lane 1 of 2'
+down_for_good "$a2" "$b2" 'lane 1 of 2'
 went_down_once a "$a2"
 went_down_once b "$b2"
 done_case

@@ -158,6 +158,14 @@ static void dev_link_read(struct ofi_dev *d, uint64_t now, uint64_t period_ns)
  * again when the last read is older than BRAID_LIVENESS_MS. Comms on several threads ask:
  * one reads, the others take its answer; one that finds the lock taken (by that reader, or
  * by registration or set-up) takes the last answer only if it is recent. */
+/* Read within two periods of now, or after now (another thread's clock ran ahead). */
+static int dev_read_lately(const struct ofi_dev *d, uint64_t now, uint64_t period_ns)
+{
+	uint64_t read = __atomic_load_n(&d->link_read_ns, __ATOMIC_RELAXED);
+
+	return now <= read || now - read <= 2 * period_ns;
+}
+
 static uint64_t dev_down_since(struct ofi_dev *d, uint64_t now, uint64_t period_ns)
 {
 	if (now >= __atomic_load_n(&d->link_next_ns, __ATOMIC_RELAXED) &&
@@ -168,7 +176,7 @@ static uint64_t dev_down_since(struct ofi_dev *d, uint64_t now, uint64_t period_
 		}
 		pthread_mutex_unlock(&d->lock);
 	}
-	if (now - __atomic_load_n(&d->link_read_ns, __ATOMIC_RELAXED) > 2 * period_ns)
+	if (!dev_read_lately(d, now, period_ns))
 		return 0;
 	return __atomic_load_n(&d->link_down_ns, __ATOMIC_ACQUIRE);
 }
@@ -357,16 +365,26 @@ void ofi_live_send_waits(struct ofi_comm *c, const struct ofi_req *r, uint32_t d
 
 /* ---- lanes in and out of new groups (fused comms) ---- */
 
-/* The lanes of c whose NIC reads down now. */
-static uint32_t lanes_down(struct ofi_comm *c, uint64_t now)
+/*
+ * The lanes of c whose NIC reads down now. A NIC not read lately whose reader is busy
+ * (dev_down_since's "not known") keeps its bit of `was`, the comm's last answer: read as
+ * up on no news, a fused receiver took a NIC down for seconds back into a group, whose
+ * part there then failed the comm at once (netns-failover cases 9 and 10 under ASan).
+ */
+static uint32_t lanes_down(struct ofi_comm *c, uint64_t now, uint32_t was)
 {
 	uint64_t period = liveness_ns();
 	uint32_t down = 0;
 
 	c->lanes_next_ns = now + period;
-	for (int k = 0; k < c->nlanes; k++)
+	for (int k = 0; k < c->nlanes; k++) {
+		const struct ofi_dev *d = c->lane[k].dev;
+
 		if (dev_down_since(c->lane[k].dev, now, period))
 			down |= 1u << k;
+		else if (!dev_read_lately(d, now, period))
+			down |= was & 1u << k;
+	}
 	return down;
 }
 
@@ -388,7 +406,7 @@ void ofi_live_recv_lanes_at(struct ofi_comm *c, uint64_t now)
 
 	if (now < c->lanes_next_ns)
 		return;
-	mine = lanes_down(c, now);
+	mine = lanes_down(c, now, c->lanes_out);
 	out = (mine | c->peer_down) & all;
 	if (out == all) /* nothing to move to: every lane stays, and the bound decides */
 		out = 0;
@@ -426,7 +444,7 @@ void ofi_live_send_lanes(struct ofi_comm *c, uint64_t now)
 
 	if (now < c->lanes_next_ns)
 		return;
-	m.down = lanes_down(c, now);
+	m.down = lanes_down(c, now, c->told_down);
 	if (m.down == c->told_down)
 		return;
 	rc = braid_link_send(c->link, &m, sizeof(m));

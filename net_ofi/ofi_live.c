@@ -154,10 +154,6 @@ static void dev_link_read(struct ofi_dev *d, uint64_t now, uint64_t period_ns)
 			   (double)(now - since) / 1e9);
 }
 
-/* Since when d's interface has been down (0: up, or not known: not read lately), read
- * again when the last read is older than BRAID_LIVENESS_MS. Comms on several threads ask:
- * one reads, the others take its answer; one that finds the lock taken (by that reader, or
- * by registration or set-up) takes the last answer only if it is recent. */
 /* Read within two periods of now, or after now (another thread's clock ran ahead). */
 static int dev_read_lately(const struct ofi_dev *d, uint64_t now, uint64_t period_ns)
 {
@@ -166,6 +162,10 @@ static int dev_read_lately(const struct ofi_dev *d, uint64_t now, uint64_t perio
 	return now <= read || now - read <= 2 * period_ns;
 }
 
+/* Since when d's interface has been down (0: up, or not known: not read lately), read
+ * again when the last read is older than BRAID_LIVENESS_MS. Comms on several threads ask:
+ * one reads, the others take its answer; one that finds the lock taken (by that reader, or
+ * by registration or set-up) takes the last answer only if it is recent. */
 static uint64_t dev_down_since(struct ofi_dev *d, uint64_t now, uint64_t period_ns)
 {
 	if (now >= __atomic_load_n(&d->link_next_ns, __ATOMIC_RELAXED) &&
@@ -378,9 +378,9 @@ static uint32_t lanes_down(struct ofi_comm *c, uint64_t now, uint32_t was)
 
 	c->lanes_next_ns = now + period;
 	for (int k = 0; k < c->nlanes; k++) {
-		const struct ofi_dev *d = c->lane[k].dev;
+		struct ofi_dev *d = c->lane[k].dev;
 
-		if (dev_down_since(c->lane[k].dev, now, period))
+		if (dev_down_since(d, now, period))
 			down |= 1u << k;
 		else if (!dev_read_lately(d, now, period))
 			down |= was & 1u << k;

@@ -357,7 +357,7 @@ struct ofi_comm {
 	struct braid_link *link; /* to the peer comm: set-up, liveness, goodbye */
 	char peer[64];           /* the peer's handshake address, for messages */
 	struct braid_pool reqs;
-	int inflight;
+	int inflight, recv_max;     /* receives in flight; their bound: the ring, fused one less */
 	uint32_t seq;               /* receiver: next group; sender: group being sent to */
 	uint64_t nbufs;             /* receiver: buffers posted so far (the next one's number) */
 	uint64_t sent_upto;         /* sender: every buffer below was sent to */

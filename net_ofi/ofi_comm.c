@@ -21,6 +21,8 @@ struct ofi_comm *ofi_comm_alloc(const struct braid_vdev *vd, int is_send, struct
 	c->nlanes = vd->n;
 	c->link = lk;
 	c->lanes_in = c->gmask = (1u << vd->n) - 1; /* every lane (ofi_live.c) */
+	/* a lane with nothing of a group's last buffer may be a group behind (cut_recv) */
+	c->recv_max = OFI_MAX_INFLIGHT - (vd->n > 1);
 	snprintf(c->peer, sizeof(c->peer), "%s", lk->peer);
 	for (int k = 0; k < vd->n; k++) {
 		struct ofi_lane *l = &c->lane[k];

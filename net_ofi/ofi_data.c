@@ -465,24 +465,25 @@ static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
 		if (c->nlanes > 1)
 			braid_stripe_split(&c->stripe, recv->size[i], len, &first);
 		for (int k = 0; k < c->nlanes; k++) {
-			/* Every lane posts a receive, with 0 bytes where it has none of the
-			 * buffer: its message gates the completion. A lane that posted none
-			 * let the receive complete, and the next group be announced on that
-			 * lane, before the sender's isend had marked the group used there
-			 * (another thread read the announcement in between: "announcement of
-			 * group 34 while at group 2", the threads scenario over netns-fused).
-			 * The protocol keeps the flag for when the sender marks every lane
-			 * before it posts any. */
 			recv->rl[k].len[i] = len[k];
 			recv->rl[k].off[i] = off;
 			recv->rl[k].ann.e[i].size = len[k];
 			recv->rl[k].ann.e[i].tag = tags[i];
-			recv->rl[k].ann.e[i].flags = OFI_PART_POSTED; /* a lane out: not sent */
+			recv->rl[k].ann.e[i].flags = OFI_PART_POSTED;
 			recv->rl[k].op[i].counts = (uint8_t)(k == first);
 			off += len[k];
 		}
-		if (r->n > 1 && c->nlanes > 1) /* by the weights over the group's buffers too */
-			ofi_stripe_hold(c, r, i, 1);
+		if (c->nlanes > 1) {
+			/* A lane with none of the buffer posts no receive, and the sender
+			 * sends nothing there (no 0-byte message: 15 % of a fused 8-byte
+			 * message). The sender may mark the buffer used there only after
+			 * the others are posted: a lag irecv's bound (recv_max) allows. */
+			for (int k = 0; k < c->nlanes; k++)
+				if (!len[k] && k != first)
+					recv->rl[k].ann.e[i].flags = 0;
+			if (r->n > 1) /* by the weights over the group's buffers too */
+				ofi_stripe_hold(c, r, i, 1);
+		}
 	}
 	for (int i = 0; r->n > 1 && c->nlanes > 1 && i < r->n; i++)
 		ofi_stripe_hold(c, r, i, -1);
@@ -511,7 +512,7 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 	check_peer(c, 1); /* timed: a goodbye or the peer's word before it announces */
 	if (c->error != ncclSuccess || refuse_after_bye(c))
 		return c->error;
-	r = c->inflight < OFI_MAX_INFLIGHT ? braid_pool_get(&c->reqs) : NULL;
+	r = c->inflight < c->recv_max ? braid_pool_get(&c->reqs) : NULL;
 	if (!r) {
 		progress_lanes(c, 0);
 		return c->error;
@@ -556,8 +557,7 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
 			void **request)
 {
-	/* Only host memory is registered by this backend (ptrSupport = HOST): nothing can be
-	 * in flight towards a GPU, so there is nothing to flush. */
+	/* Host memory only (ptrSupport = HOST): nothing in flight to a GPU, nothing to flush. */
 	(void)recv_comm, (void)n, (void)data, (void)sizes, (void)mhandles;
 	*request = NULL;
 	return ncclSuccess;

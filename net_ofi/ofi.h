@@ -158,9 +158,9 @@ struct ofi_dev {
 	struct ofi_av_entry *av_tab[OFI_AV_BUCKETS];
 	/* announcements land here, whichever lane they are for */
 	struct ofi_announce_slot *ann;
-	uint32_t nann;
-	uint64_t *ann_unposted; /* bitmap: slots to (re)post */
-	int ann_closing;        /* the endpoint closes: post none again */
+	uint32_t nann, ann_nunposted; /* the slots; how many of them wait to be (re)posted */
+	uint64_t *ann_unposted;       /* bitmap: slots to (re)post */
+	int ann_closing;              /* the endpoint closes: post none again */
 	struct fid_mr *ann_mr;
 	void *ann_desc;
 	/* its interface's state (ofi_live.c), read at most once per BRAID_LIVENESS_MS by

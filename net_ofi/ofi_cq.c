@@ -106,6 +106,7 @@ static void slot_unposted(struct ofi_dev *d, struct ofi_op *op)
 	uint32_t i = (uint32_t)(to_announce_slot(op) - d->ann);
 
 	d->ann_unposted[i / 64] |= 1ULL << (i % 64);
+	d->ann_nunposted++;
 	d->rx_posted--;
 }
 

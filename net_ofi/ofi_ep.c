@@ -170,6 +170,7 @@ static int open_announce_bufs(struct ofi_dev *d)
 		d->ann[i].op.type = OFI_OP_ANNOUNCE_RECV;
 		d->ann_unposted[i / 64] |= 1ULL << (i % 64);
 	}
+	d->ann_nunposted = d->nann;
 	if (d->mr_local) {
 		uint64_t key = d->mr_prov_key
 				       ? 0
@@ -201,7 +202,7 @@ static void close_announce_bufs(struct ofi_dev *d)
 	d->ann = NULL;
 	d->ann_unposted = NULL;
 	d->by_id = NULL;
-	d->nann = 0;
+	d->nann = d->ann_nunposted = 0;
 	d->ann_closing = 0;
 }
 
@@ -218,9 +219,7 @@ static void cancel_announce_bufs(struct ofi_dev *d)
 		if (!(d->ann_unposted[i / 64] & (1ULL << (i % 64))))
 			fi_cancel(&d->ep->fid, &d->ann[i].op.fictx);
 	do {
-		posted = d->nann;
-		for (uint32_t w = 0; w < (d->nann + 63) / 64; w++)
-			posted -= (uint32_t)__builtin_popcountll(d->ann_unposted[w]);
+		posted = d->nann - d->ann_nunposted;
 	} while (posted && ofi_dev_progress(d) == 0 && braid_now_ns() < until);
 	if (posted)
 		BRAID_INFO(NCCL_NET,

@@ -239,7 +239,7 @@ int ofi_post_backlog(struct ofi_lane *l)
 
 int ofi_post_announce_bufs(struct ofi_dev *d)
 {
-	if (d->ann_closing)
+	if (d->ann_closing || !d->ann_nunposted) /* every call's progress: mostly none */
 		return 0;
 	for (uint32_t w = 0; w < (d->nann + 63) / 64; w++) {
 		while (d->ann_unposted[w]) {
@@ -261,6 +261,8 @@ int ofi_post_announce_bufs(struct ofi_dev *d)
 				return (int)rc;
 			d->rx_posted++;
 			d->ann_unposted[w] &= d->ann_unposted[w] - 1;
+			if (!--d->ann_nunposted)
+				return 0; /* the words after: nothing */
 		}
 	}
 	return 0;

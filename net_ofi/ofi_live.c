@@ -395,6 +395,25 @@ struct ofi_lanes_msg {
 	uint32_t down;
 };
 
+/* `braid stat`'s failovers and recoveries of the comm and its lanes: a lane that leaves
+ * the comm's new groups (NIC down on either side) and comes back. The lane reads down
+ * while it is out, also where its own NIC is up (the peer's is down). */
+static void lanes_count(struct ofi_comm *c, uint32_t moved, uint32_t out)
+{
+	for (int k = 0; c->ctr && moved && k < c->nlanes; k++) {
+		uint32_t *n;
+
+		if (!(moved >> k & 1))
+			continue;
+		n = out >> k & 1 ? &c->ctr->failovers : &c->ctr->recoveries;
+		__atomic_store_n(n, *n + 1, __ATOMIC_RELAXED);
+		if (k >= BRAID_CTR_MAX_LANES)
+			continue;
+		n = out >> k & 1 ? &c->ctr->lanes[k].failovers : &c->ctr->lanes[k].recoveries;
+		__atomic_store_n(n, *n + 1, __ATOMIC_RELAXED);
+	}
+}
+
 void ofi_live_recv_lanes(struct ofi_comm *c)
 {
 	ofi_live_recv_lanes_at(c, braid_now_ns());
@@ -416,6 +435,7 @@ void ofi_live_recv_lanes_at(struct ofi_comm *c, uint64_t now)
 	c->lanes_out = out;
 	c->lanes_in = all & ~out;
 	c->ann_kind = OFI_MSG_ANNOUNCE | (out ? c->lanes_in << 8 : 0);
+	lanes_count(c, moved, out);
 	for (int k = 0; moved && k < c->nlanes; k++) {
 		if (!(moved >> k & 1))
 			continue;
@@ -453,6 +473,7 @@ void ofi_live_send_lanes(struct ofi_comm *c, uint64_t now)
 			   c->peer, strerror(-rc));
 		return; /* again at the next look */
 	}
+	lanes_count(c, m.down ^ c->told_down, m.down);
 	c->told_down = m.down;
 	c->move_warned &= m.down; /* a lane back WARNs again at its next move */
 }

@@ -93,22 +93,24 @@ all_up() { # every interface up, with carrier on both ends (at most 5 s)
 # What braid stat shows of both sides' processes (every conformance process under the
 # case's pids): the devices' port state / the comms' lanes, "name:up" each, sorted.
 desc() { local c; for c in $(pgrep -P "$1"); do echo "$c"; desc "$c"; done; }
-stat_lanes() {
+stat_lanes() { # [--kind send|recv]
 	local p
 	for p in $(desc "${pids[0]}") $(desc "${pids[1]}"); do "$braid" stat --json --pid "$p"; done 2>/dev/null |
-		python3 "$(dirname "$0")/../stat/lane-states.py"
+		python3 "$(dirname "$0")/../stat/lane-states.py" "$@"
 }
 
 # case name merge_a merge_b ns iface flap_ms [drop|stat]: runs a soak on both sides (logs
 # $log_a, $log_b), takes iface (in namespace ns) down 1.5 s after both began, up again
 # after flap_ms (0: down for good, up after both exited); with "drop", iface stays up and
 # drops every packet in and out instead (iptables), for flap_ms (0: for good); with
-# "stat", braid stat's view 1 s into the outage goes into $during. ON_DOWN and ON_UP, if
+# "stat", braid stat's view STAT_MS (1000) into the outage goes into $during, and that of
+# the receive comms' lanes alone into $during_recv. ON_DOWN and ON_UP, if
 # set, are commands run right after the fault and right after its end. Sets rc_a, rc_b
 # and secs (from the fault to the later exit).
 run_case() {
 	local name=$1 ma=$2 mb=$3 ns=$4 ifc=$5 flap_ms=$6 how=${7:-down} dir fault started=0
-	during=
+	local stat_ms=${STAT_MS:-1000}
+	during='' during_recv=''
 
 	n=$((n + 1))
 	case_ok=1
@@ -156,9 +158,11 @@ run_case() {
 		fi
 		[ -z "${ON_DOWN:-}" ] || eval "$ON_DOWN" || die "$ON_DOWN"
 		fault=$(date +%s.%N)
-		if [ "$how" = stat ]; then # 1 s into the outage, before the comms fail at 2 s
-			sleep 1
+		if [ "$how" = stat ]; then # by default 1 s in, before the comms fail at 2 s
+			sleep "$(awk -v m="$stat_ms" 'BEGIN { printf "%.3f", m / 1000 }')"
 			during=$(stat_lanes)
+			during_recv=$(stat_lanes --kind recv)
+			[ "$flap_ms" -gt 0 ] && flap_ms=$((flap_ms - stat_ms))
 		fi
 		if [ "$flap_ms" -gt 0 ]; then
 			sleep "$(awk -v m="$flap_ms" 'BEGIN { printf "%.3f", m / 1000 }')"
@@ -352,9 +356,18 @@ done_case
 # runs). Every run must pass; the next case makes the race certain.
 netns_pair2_via_bridge
 all_up
-CASE_DEBUG=INFO IDLE_MS=3000 run_case "$a2 down on side a only ($b2 keeps its carrier, pair 2 through a bridge) while idle, up 6 s later" \
-	"$a1+$a2" "$b1+$b2" "$nsa" "$a2" 6000
+# braid stat 4.5 s in (1.5 s into the traffic): b2 reads up as a device, and down as a
+# lane of b's receive comms: their failovers count it out of their groups on a's word.
+CASE_DEBUG=INFO IDLE_MS=3000 STAT_MS=4500 run_case "$a2 down on side a only ($b2 keeps its carrier, pair 2 through a bridge) while idle, up 6 s later" \
+	"$a1+$a2" "$b1+$b2" "$nsa" "$a2" 6000 stat
 soak_passed "with one side's NIC down"
+echo "  braid stat 4.5 s in: devices / lanes: $during; receive comms: ${during_recv#* / }"
+[ "${during%% / *}" = "$a1:up $a2:down $b1:up $b2:up" ] ||
+	bad "braid stat 4.5 s in: devices: want '$a1:up $a2:down $b1:up $b2:up'"
+case " ${during_recv#* / } " in
+*" $b2:down "*) ;;
+*) bad "braid stat 4.5 s in: no receive comm of b shows lane $b2 down (out on a's word)" ;;
+esac
 ! grep -q "NCCL WARN .*ofi: NIC $b2: its interface went down" "$log_b" ||
 	bad "side b read $b2 down: the bridge did not keep its carrier"
 grep -q "the sender's word: its NICs down are now lanes 0x2 of 2" "$log_b" ||

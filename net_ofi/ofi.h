@@ -395,6 +395,7 @@ struct ofi_comm {
 	uint32_t ann_kind;      /* the kind of their announcements (OFI_KIND_LANES) */
 	uint32_t peer_down;     /* receiver: lanes whose NIC the sender says is down */
 	uint32_t told_down;     /* sender: its lanes whose NIC is down, as last told */
+	uint32_t ctr_down;      /* lanes braid stat counts failed (failovers > recoveries) */
 	uint32_t gmask;         /* sender: the lanes of group seq, once matched */
 	int gref;               /* sender: the first of them */
 	/* Parts moved off a NIC down (ofi_move.c). Sender: group move_seq's lanes asked to
@@ -402,8 +403,7 @@ struct ofi_comm {
 	 * its NIC down (ofi_post.c). move_warned: lanes whose moves WARNed (the rest INFO) */
 	int move_on;
 	uint32_t move_seq, move_asked, move_done, move_refused, own_moves, move_warned;
-	uint64_t move_ask_ns;   /* sender: when it last asked; receiver: polls the link at every
-			       * tick until this (a sender that asks asks again soon) */
+	uint64_t move_ask_ns;   /* sender: last ask; receiver: polls the link at each tick until */
 	struct ofi_lane lane[]; /* nlanes */
 };
 

@@ -235,6 +235,21 @@ static int split_too_long(uint64_t *since_ns, uint64_t now)
 	       (uint64_t)braid_param_int(BRAID_P_OFI_DOWN_TIMEOUT_MS) * 1000000ULL;
 }
 
+/* The lanes of the group of receive r with a part of some buffer posted on them. */
+static uint32_t recv_carriers(const struct ofi_comm *c, struct ofi_req *r)
+{
+	const struct ofi_recv_part *recv = ofi_req_recv(r);
+	uint32_t carry = 0;
+
+	for (int k = 0; k < c->nlanes; k++)
+		for (int i = 0; (r->lanes >> k & 1) && i < r->n; i++)
+			if (recv->rl[k].ann.e[i].flags & OFI_PART_POSTED) {
+				carry |= 1u << k;
+				break;
+			}
+	return carry;
+}
+
 /*
  * A path that drops everything while both interfaces stay up (a black hole in the fabric)
  * fails no TCP connection for about 15 min either. The receiver tells it: the sender posts
@@ -246,7 +261,13 @@ static int split_too_long(uint64_t *since_ns, uint64_t now)
 int ofi_live_parts(struct ofi_comm *c, struct ofi_req *r, uint32_t done, uint64_t now)
 {
 	long long bound_ms = braid_param_int(BRAID_P_OFI_DOWN_TIMEOUT_MS);
-	int k = late_lane(c, done);
+	uint32_t carry = recv_carriers(c, r);
+	int k;
+
+	/* Only lanes with a part posted deliver anything: a lane with none of the group
+	 * (a small message went whole to another, or the group leaves it out) is done at
+	 * once, before the sender sent anything, and says nothing of the others' paths. */
+	k = (done & carry) ? late_lane(c, done | ~carry) : -1;
 
 	if (k < 0 || !split_too_long(&r->split_ns, now))
 		return 0;
@@ -395,21 +416,24 @@ struct ofi_lanes_msg {
 	uint32_t down;
 };
 
-/* `braid stat`'s failovers and recoveries of the comm and its lanes: a lane that leaves
- * the comm's new groups (NIC down on either side) and comes back. The lane reads down
- * while it is out, also where its own NIC is up (the peer's is down). */
-static void lanes_count(struct ofi_comm *c, uint32_t moved, uint32_t out)
+/* `braid stat`'s failovers and recoveries of the comm and its lanes: a lane whose NIC
+ * went down on this side or (receive comms) on the sender's, as the comm last looked, and
+ * came back. The lane reads down meanwhile, also where its own NIC is up. */
+static void lanes_count(struct ofi_comm *c, uint32_t down)
 {
+	uint32_t moved = down ^ c->ctr_down;
+
+	c->ctr_down = down;
 	for (int k = 0; c->ctr && moved && k < c->nlanes; k++) {
 		uint32_t *n;
 
 		if (!(moved >> k & 1))
 			continue;
-		n = out >> k & 1 ? &c->ctr->failovers : &c->ctr->recoveries;
+		n = down >> k & 1 ? &c->ctr->failovers : &c->ctr->recoveries;
 		__atomic_store_n(n, *n + 1, __ATOMIC_RELAXED);
 		if (k >= BRAID_CTR_MAX_LANES)
 			continue;
-		n = out >> k & 1 ? &c->ctr->lanes[k].failovers : &c->ctr->lanes[k].recoveries;
+		n = down >> k & 1 ? &c->ctr->lanes[k].failovers : &c->ctr->lanes[k].recoveries;
 		__atomic_store_n(n, *n + 1, __ATOMIC_RELAXED);
 	}
 }
@@ -427,6 +451,7 @@ void ofi_live_recv_lanes_at(struct ofi_comm *c, uint64_t now)
 		return;
 	mine = lanes_down(c, now, c->lanes_out);
 	out = (mine | c->peer_down) & all;
+	lanes_count(c, out);
 	if (out == all) /* nothing to move to: every lane stays, and the bound decides */
 		out = 0;
 	moved = out ^ c->lanes_out;
@@ -435,7 +460,6 @@ void ofi_live_recv_lanes_at(struct ofi_comm *c, uint64_t now)
 	c->lanes_out = out;
 	c->lanes_in = all & ~out;
 	c->ann_kind = OFI_MSG_ANNOUNCE | (out ? c->lanes_in << 8 : 0);
-	lanes_count(c, moved, out);
 	for (int k = 0; moved && k < c->nlanes; k++) {
 		if (!(moved >> k & 1))
 			continue;
@@ -473,7 +497,7 @@ void ofi_live_send_lanes(struct ofi_comm *c, uint64_t now)
 			   c->peer, strerror(-rc));
 		return; /* again at the next look */
 	}
-	lanes_count(c, m.down ^ c->told_down, m.down);
+	lanes_count(c, m.down);
 	c->told_down = m.down;
 	c->move_warned &= m.down; /* a lane back WARNs again at its next move */
 }

@@ -63,7 +63,7 @@ struct braid_ctr_lane {
 	uint64_t rate_bps;  /* measured goodput, bytes/s (0: not measured yet) */
 	uint32_t slow;      /* 1 once it was found under half the others' rate */
 	uint32_t failovers; /* times the NIC failed under the comm (net_ib failover, net_ofi
-			     * left out of new groups; a pad before, so 0 in older files) */
+			     * its NIC down on either side; a pad before, so 0 in older files) */
 	/* version 6 */
 	uint32_t recoveries; /* times the NIC came back and rejoined the comm's stripe;
 			      * the lane is up again once they reach failovers */

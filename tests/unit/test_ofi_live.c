@@ -18,45 +18,85 @@
 
 #include "tests/unit/ofi_fake.h"
 
+/* A receive of one buffer on 2 lanes, with a part posted on the lanes in `parts`. */
+static struct ofi_req *recv_req(uint64_t first, uint32_t parts)
+{
+	struct ofi_req *r = calloc(1, sizeof(*r) + sizeof(struct ofi_recv_part) +
+					      2 * sizeof(struct ofi_recv_lane));
+
+	assert_non_null(r);
+	r->first = first;
+	r->n = 1;
+	r->lanes = 3;
+	for (int k = 0; k < 2; k++)
+		ofi_req_recv(r)->rl[k].ann.e[0].flags = parts >> k & 1 ? OFI_PART_POSTED : 0;
+	return r;
+}
+
 static void late_part_fails_the_comm_at_the_bound(void **state)
 {
 	struct ofi_comm *c = fake_comm(2, "fake0", "fake1");
-	struct ofi_req r = { .first = 7 };
+	struct ofi_req *rp = recv_req(7, 3);
 
 	(void)state;
 	set_env("2000", "100");
-	assert_int_equal(ofi_live_parts(c, &r, 0, 5000 * MS), 0); /* nothing in: waits */
-	assert_int_equal(r.split_ns, 0);
-	assert_int_equal(ofi_live_parts(c, &r, 1, 10000 * MS), 0); /* lane 0 in */
-	assert_int_equal(r.split_ns, 10000 * MS);
-	assert_int_equal(ofi_live_parts(c, &r, 1, 11999 * MS), 0);
+	assert_int_equal(ofi_live_parts(c, rp, 0, 5000 * MS), 0); /* nothing in: waits */
+	assert_int_equal(rp->split_ns, 0);
+	assert_int_equal(ofi_live_parts(c, rp, 1, 10000 * MS), 0); /* lane 0 in */
+	assert_int_equal(rp->split_ns, 10000 * MS);
+	assert_int_equal(ofi_live_parts(c, rp, 1, 11999 * MS), 0);
 	assert_int_equal(unit_warns, 0);
-	assert_int_equal(ofi_live_parts(c, &r, 1, 12000 * MS), -1);
+	assert_int_equal(ofi_live_parts(c, rp, 1, 12000 * MS), -1);
 	assert_int_equal(unit_warns, 1);
 	assert_non_null(strstr(unit_log,
 			       "ofi: receive comm from 198.18.1.1:4000: NIC fake1 (lane "
 			       "1 of 2) failed: buffer 7's part on it is still out 2.0 s"));
 	assert_non_null(strstr(unit_log, "BRAID_OFI_DOWN_TIMEOUT_MS=2000"));
 	/* lane 1 in first: lane 0 is the late one */
-	r = (struct ofi_req){ .first = 9 };
+	rp->first = 9;
+	rp->split_ns = 0;
 	unit_log_reset();
-	assert_int_equal(ofi_live_parts(c, &r, 2, 1000 * MS), 0);
-	assert_int_equal(ofi_live_parts(c, &r, 2, 3000 * MS), -1);
+	assert_int_equal(ofi_live_parts(c, rp, 2, 1000 * MS), 0);
+	assert_int_equal(ofi_live_parts(c, rp, 2, 3000 * MS), -1);
 	assert_non_null(strstr(unit_log, "NIC fake0 (lane 0 of 2) failed"));
+	free(rp);
+	free(c);
+}
+
+/* A message under the stripe threshold goes whole to one lane, and the other lane posts
+ * no receive for it: that lane is done at once, long before a late sender sends. Its
+ * being done says nothing of the other lane's path: a receive waiting for a slow rank
+ * (NCCL posts receives before the peer sends) waits as on one NIC. */
+static void small_message_waits_for_a_late_sender(void **state)
+{
+	struct ofi_comm *c = fake_comm(2, "fake0", "fake1");
+	struct ofi_req *r = recv_req(3, 1); /* the part on lane 0 only */
+
+	(void)state;
+	set_env("2000", "100");
+	assert_int_equal(ofi_live_parts(c, r, 2, 1000 * MS), 0);
+	assert_int_equal(ofi_live_parts(c, r, 2, 3600000 * MS), 0);
+	r->lanes = 1; /* the group leaves lane 1 out: the same */
+	ofi_req_recv(r)->rl[1].ann.e[0].flags = OFI_PART_POSTED;
+	assert_int_equal(ofi_live_parts(c, r, 2, 7200000 * MS), 0);
+	assert_int_equal(unit_warns, 0);
+	free(r);
 	free(c);
 }
 
 static void every_part_in_or_one_lane_never_fails(void **state)
 {
 	struct ofi_comm *c = fake_comm(2, "fake0", "fake1");
-	struct ofi_req r = { .first = 1, .split_ns = 1 };
+	struct ofi_req *r = recv_req(1, 3);
 
 	(void)state;
+	r->split_ns = 1;
 	set_env("100", "100");
-	assert_int_equal(ofi_live_parts(c, &r, 3, 3600000 * MS), 0);
+	assert_int_equal(ofi_live_parts(c, r, 3, 3600000 * MS), 0);
 	c->nlanes = 1;
-	assert_int_equal(ofi_live_parts(c, &r, 1, 3600000 * MS), 0);
+	assert_int_equal(ofi_live_parts(c, r, 1, 3600000 * MS), 0);
 	assert_int_equal(unit_warns, 0);
+	free(r);
 	free(c);
 }
 
@@ -208,8 +248,11 @@ static void mark_down(struct ofi_dev *d, uint64_t since, uint64_t now)
 static void receiver_leaves_a_down_lane_out(void **state)
 {
 	struct ofi_comm *c = fake_comm(2, "fake0", "fake1");
+	struct braid_ctr_comm ctr = { 0 };
+	const struct braid_ctr_lane *cl = ctr.lanes;
 
 	(void)state;
+	c->ctr = &ctr; /* braid stat: a lane down on either side is a failover, back a recovery */
 	c->link = &(struct braid_link){ 0 }; /* not read: no message here */
 	set_env("2000", "100");
 	struct braid_stripe_cfg cfg;
@@ -228,11 +271,17 @@ static void receiver_leaves_a_down_lane_out(void **state)
 	assert_int_equal(c->stripe.lane[1].down, 1);
 	assert_non_null(strstr(unit_log, "NIC fake1 (lane 1 of 2) left out of new receives: "
 					 "its interface is down"));
+	assert_int_equal(cl[1].failovers, 1);
+	assert_int_equal(ctr.failovers, 1);
 	/* the sender's NIC on lane 0 down too: nothing to move to, every lane stays */
 	c->peer_down = 1;
 	ofi_live_recv_lanes_at(c, 1200 * MS);
 	assert_int_equal(c->lanes_out, 0);
 	assert_int_equal(c->stripe.lane[1].down, 0);
+	/* both down all the same: no recovery of lane 1, a failover of lane 0 */
+	assert_int_equal(cl[1].recoveries, 0);
+	assert_int_equal(cl[0].failovers, 1);
+	assert_int_equal(ctr.failovers, 2);
 	/* only the sender's: lane 0 out */
 	mark_down(&devs[1], 0, 1250 * MS);
 	unit_log_reset();
@@ -241,6 +290,8 @@ static void receiver_leaves_a_down_lane_out(void **state)
 	assert_int_equal(c->stripe.lane[0].down, 1);
 	assert_non_null(strstr(unit_log, "NIC fake0 (lane 0 of 2) left out of new receives: "
 					 "the sender's NIC on that lane is down"));
+	assert_int_equal(cl[1].recoveries, 1);
+	assert_int_equal(cl[0].failovers, 1);
 	/* up on both sides: back in */
 	c->peer_down = 0;
 	unit_log_reset();
@@ -248,6 +299,9 @@ static void receiver_leaves_a_down_lane_out(void **state)
 	assert_int_equal(c->lanes_out, 0);
 	assert_int_equal(c->stripe.lane[0].down, 0);
 	assert_non_null(strstr(unit_log, "NIC fake0 (lane 0 of 2) back in new receives"));
+	assert_int_equal(cl[0].recoveries, 1);
+	assert_int_equal(ctr.failovers, 2);
+	assert_int_equal(ctr.recoveries, 2);
 	assert_int_equal(unit_warns, 0); /* per comm at INFO: the NIC's own edge is the WARN */
 	/* and its weight back, from the sender's newest weights (here the first, equal) */
 	assert_true(braid_stripe_weight(&c->stripe, 0) == 0);
@@ -353,6 +407,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(late_part_fails_the_comm_at_the_bound),
 		cmocka_unit_test(every_part_in_or_one_lane_never_fails),
+		cmocka_unit_test(small_message_waits_for_a_late_sender),
 		cmocka_unit_test(late_announcement_fails_the_sender_at_the_bound),
 		cmocka_unit_test(no_interface_or_up_is_never_down),
 		cmocka_unit_test(stale_or_recent_down_mark),

@@ -162,7 +162,10 @@ run_case() {
 			sleep "$(awk -v m="$stat_ms" 'BEGIN { printf "%.3f", m / 1000 }')"
 			during=$(stat_lanes)
 			during_recv=$(stat_lanes --kind recv)
-			[ "$flap_ms" -gt 0 ] && flap_ms=$((flap_ms - stat_ms))
+			if [ "$flap_ms" -gt 0 ]; then # the rest of the outage, from the fault
+				flap_ms=$(awk -v s="$fault" -v e="$(date +%s.%N)" -v f="$flap_ms" \
+					'BEGIN { l = f - int((e - s) * 1000); print (l > 0 ? l : 1) }')
+			fi
 		fi
 		if [ "$flap_ms" -gt 0 ]; then
 			sleep "$(awk -v m="$flap_ms" 'BEGIN { printf "%.3f", m / 1000 }')"

@@ -88,6 +88,18 @@ uint32_t ofi_move_awaited(const struct ofi_comm *c, uint64_t now)
  * not: nothing goes on a lane until the sender posts there, so it can vouch that nothing
  * was sent. None unless a lane of the group that is up here and announced can take them.
  */
+/* Buffers of group g that went out on its lane: used there, with a part posted (a buffer
+ * with none there is marked used all the same, and nothing was sent). */
+static uint32_t lane_sent_bufs(const struct ofi_group *g)
+{
+	uint32_t posted = 0;
+
+	for (uint32_t i = 0; i < g->ann.n && i < BRAID_MAX_RECVS; i++)
+		if (g->ann.e[i].flags & OFI_PART_POSTED)
+			posted |= 1u << i;
+	return g->used & posted;
+}
+
 uint32_t ofi_move_lost(const struct ofi_comm *c, uint32_t want, uint32_t in)
 {
 	uint32_t slot = c->seq % OFI_MAX_INFLIGHT, lost = want & c->told_down;
@@ -99,7 +111,7 @@ uint32_t ofi_move_lost(const struct ofi_comm *c, uint32_t want, uint32_t in)
 	for (int k = 0; k < c->nlanes; k++) {
 		const struct ofi_group *g = &c->lane[k].ring[slot];
 
-		if ((lost >> k & 1) && (g->via || ((in >> k & 1) && g->used)))
+		if ((lost >> k & 1) && (g->via || ((in >> k & 1) && lane_sent_bufs(g))))
 			lost &= ~(1u << k);
 	}
 	return lost;

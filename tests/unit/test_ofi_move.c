@@ -125,6 +125,8 @@ static void sender_asks_for_an_announced_lane_down_here(void **state)
 	(void)state;
 	for (int k = 0; k < 2; k++) {
 		c->lane[k].ring[5].ann = (struct ofi_announce){ .n = 2, .seq = 5, .first = 40 };
+		c->lane[k].ring[5].ann.e[0].flags = c->lane[k].ring[5].ann.e[1].flags =
+			OFI_PART_POSTED;
 		c->lane[k].ring[5].arrived = 1;
 	}
 	assert_int_equal(ofi_move_lost(c, 3, 3), 0); /* no NIC down here */
@@ -132,6 +134,11 @@ static void sender_asks_for_an_announced_lane_down_here(void **state)
 	assert_int_equal(ofi_move_lost(c, 3, 3), 2);
 	g1->used = 1; /* buffer 0 went on lane 1: the sender cannot vouch */
 	assert_int_equal(ofi_move_lost(c, 3, 3), 0);
+	/* buffer 0 had no part on lane 1 (a small message, whole on lane 0): used there,
+	 * and nothing sent: buffer 1's part can still move */
+	g1->ann.e[0].flags = 0;
+	assert_int_equal(ofi_move_lost(c, 3, 3), 2);
+	g1->ann.e[0].flags = OFI_PART_POSTED;
 	g1->used = 0;
 	g1->via = 1; /* moved already */
 	assert_int_equal(ofi_move_lost(c, 3, 3), 0);

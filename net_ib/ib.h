@@ -597,7 +597,7 @@ void ib_prof_recv_chunk(struct ib_comm *c, struct ib_req *r, int idx, const stru
 void ib_prof_end(struct ib_comm *c, struct ib_req *r, int first);
 
 /* ib_cq.c */
-ncclResult_t ib_test(void *request, int *done, size_t *sizes, int *nsizes);
+ncclResult_t ib_test(void *request, int *done, int *sizes);
 /* The comm's first failure is sticky: every later call reports it (inline: ib_cq.c,
  * ib_post.c and ib_failover.c fail comms, and none of them calls into the others for it). */
 static inline void ib_comm_fail(struct ib_comm *c, ncclResult_t why)
@@ -612,8 +612,15 @@ void ib_progress(struct ib_comm *c);
 void ib_check_health(struct ib_comm *c);
 /* The same, with the clock already read. */
 void ib_check_health_at(struct ib_comm *c, uint64_t now);
-/* The comm's sticky error, with a pending async event turned into one. */
-ncclResult_t ib_comm_error(struct ib_comm *c);
+/* The comm's sticky error, with a pending async event turned into one (inline: every isend
+ * and irecv asks; ib_comm_async_error takes the event). */
+ncclResult_t ib_comm_async_error(struct ib_comm *c);
+static inline ncclResult_t ib_comm_error(struct ib_comm *c)
+{
+	if (c->error || !__atomic_load_n(&c->async_error, __ATOMIC_RELAXED))
+		return c->error;
+	return ib_comm_async_error(c);
+}
 /* Closing: read the CQ once, then what c tells its peer in its goodbye. */
 void ib_comm_bye(struct ib_comm *c, struct braid_link_bye *bye);
 

@@ -302,6 +302,25 @@ post_plan(struct ib_comm *c, struct ib_req *r, const char *data, const struct ib
 	return rc;
 }
 
+/* post_plan for a plan of one chunk on a comm of one NIC with no QP lanes to weigh: every
+ * message below the split threshold, without the loops over rails and chunks. */
+static inline int post_one(struct ib_comm *c, struct ib_req *r, const char *data,
+			   const struct ib_plan *p, const struct ib_mr *m,
+			   const struct ib_fifo_elem *e, uint32_t imm, int *posted)
+{
+	struct ib_qp *q = &c->qps[p->qp[0]];
+	struct ibv_send_wr wr;
+	struct ibv_sge sge;
+	int rc;
+
+	r->qlanes = 0;
+	r->qmarks = 0;
+	data_wr(&wr, &sge, q, r, data, 0, p->clen[0], m, e, imm);
+	rc = post_wr(c, q, &wr, p->clen[0]);
+	*posted = !rc;
+	return rc;
+}
+
 /* post_plan for adaptive routing, out of line: a message below the threshold pays one
  * comparison for the feature. */
 static __attribute__((noinline)) int
@@ -321,7 +340,7 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 	struct ib_req *r;
 	int idx = -1, posted = 0, rc = 0;
 	struct ib_plan plan;
-	uint32_t gn;
+	uint32_t gn, imm;
 
 	/* Not refused after the peer's goodbye as such: a receive it posted before is still a
 	 * match (braid_judge_refuse_unannounced). */
@@ -390,12 +409,13 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 	 * NCCL's IB transport starts them: before the post */
 	if (__builtin_expect(c->prof != NULL, 0))
 		ib_prof_send_posting(c, r, &plan, (int64_t)size > c->ar_above);
+	imm = ib_imm(c->seq, idx, plan.total);
 	if ((int64_t)size > c->ar_above)
-		rc = post_plan_ar(c, r, data, &plan, m, &e, ib_imm(c->seq, idx, plan.total),
-				  &posted);
+		rc = post_plan_ar(c, r, data, &plan, m, &e, imm, &posted);
+	else if (plan.total == 1 && c->nrails == 1 && !plan.qlanes)
+		rc = post_one(c, r, data, &plan, m, &e, imm, &posted);
 	else
-		rc = post_plan(c, r, data, &plan, m, &e, ib_imm(c->seq, idx, plan.total), 0,
-			       &posted);
+		rc = post_plan(c, r, data, &plan, m, &e, imm, 0, &posted);
 	c->next_qp++;
 	if (rc) {
 		ib_comm_fail(c, ncclSystemError);

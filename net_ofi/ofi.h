@@ -672,7 +672,7 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 		       void **mhandles, void **request);
 ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
 			void **request);
-ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes);
+ncclResult_t ofi_test(void *request, int *done, int *sizes);
 /* Closing: what c tells its peer in its goodbye (progresses every lane). */
 void ofi_comm_bye(struct ofi_comm *c, struct braid_link_bye *bye);
 

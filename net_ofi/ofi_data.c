@@ -564,21 +564,19 @@ ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, v
 }
 
 /* ---- test ---- */
-
 /* Receiver: what arrived in each buffer, and each lane's bytes for the stripe. */
-static void receiver_completed(struct ofi_comm *c, struct ofi_req *r, size_t *sizes)
+static void receiver_completed(struct ofi_comm *c, struct ofi_req *r, int *sizes)
 {
 	const struct ofi_recv_part *recv = ofi_req_recv(r);
+	size_t got[BRAID_MAX_RECVS] = { 0 };
 
 	if (c->nlanes > 1)
 		ofi_stripe_received(c, r);
-	for (int i = 0; i < r->n; i++)
-		sizes[i] = 0;
 	for (int k = 0; k < c->nlanes; k++) {
 		size_t bytes = 0;
 
 		for (int i = 0; i < r->n; i++) {
-			sizes[i] += recv->rl[k].len[i];
+			got[i] += recv->rl[k].len[i];
 			bytes += recv->rl[k].ann.e[i].size;
 		}
 		if (c->ctr && k < BRAID_CTR_MAX_LANES) {
@@ -586,6 +584,8 @@ static void receiver_completed(struct ofi_comm *c, struct ofi_req *r, size_t *si
 			braid_ctr_add(&c->ctr->lanes[k].chunks, 1);
 		}
 	}
+	for (int i = 0; sizes && i < r->n; i++)
+		sizes[i] = braid_size_int(got[i]);
 }
 
 /* Every part of r on a lane posted, and every completion in. ep_lock held. */
@@ -594,7 +594,7 @@ static int lane_complete(const struct ofi_req *r, const struct ofi_req_lane *rl)
 	return rl->pending == 0 && rl->posted == (r->is_send ? 1 : r->n + 1);
 }
 
-ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
+ncclResult_t ofi_test(void *request, int *done, int *sizes)
 {
 	struct ofi_req *r = to_ofi_req(request);
 	struct ofi_comm *c = r->comm;
@@ -635,13 +635,13 @@ ncclResult_t ofi_test(void *request, int *done, size_t *sizes, int *nsizes)
 	if (__builtin_expect(c->prof != NULL, 0))
 		ofi_prof_end(c, r);
 	if (r->is_send) {
-		sizes[0] = r->ssize;
+		if (sizes)
+			sizes[0] = braid_size_int(r->ssize);
 		ofi_mr_users_add(r->smr, -1);
 	} else {
 		receiver_completed(c, r, sizes);
 		ofi_req_hold_mrs(r, -1);
 	}
-	*nsizes = r->n;
 	braid_ctr_count(c->ctr, c->lane[0].dev->ctr, BRAID_CTR(completions), 1);
 	c->inflight--;
 	r->magic = BRAID_MAGIC_DEAD;

@@ -3,24 +3,9 @@
 #ifndef BRAID_API_COMMON_H
 #define BRAID_API_COMMON_H
 
-#include <limits.h>
-
 #include "plugin/core.h"
 
 #define BRAID_EXPORT __attribute__((visibility("default")))
-
-/* test() reports int sizes in every version; a size above INT_MAX cannot be said. */
-static inline ncclResult_t braid_api_test(void *request, int *done, int *sizes)
-{
-	size_t big[BRAID_MAX_RECVS];
-	int n = 0;
-	ncclResult_t rc = braid_test(request, done, big, &n);
-
-	if (rc == ncclSuccess && *done && sizes)
-		for (int i = 0; i < n; i++)
-			sizes[i] = big[i] > INT_MAX ? INT_MAX : (int)big[i];
-	return rc;
-}
 
 /* The props' shared part; the caller adds its version's fields. */
 #define BRAID_API_GET_PROPS(dev, out, p)                            \

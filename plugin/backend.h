@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The contract between the version-neutral core and a backend (net_ofi/, net_ib/).
- * Sizes are size_t everywhere; the version adapters convert. The core validates NCCL's
+ * Sizes are size_t everywhere but in test(), which writes NCCL's int sizes itself (no
+ * copy between layers on the path every message takes); the version adapters convert. The core validates NCCL's
  * arguments (NULL pointers, device range, n, object magic) before calling a backend, so
  * backends handle only what the network does.
  */
 #ifndef BRAID_BACKEND_H
 #define BRAID_BACKEND_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,6 +37,12 @@ struct braid_obj {
 };
 
 #define BRAID_MAX_RECVS 8
+
+/* A size as test() reports it: an int in every version, so one above INT_MAX cannot be said. */
+static inline int braid_size_int(size_t size)
+{
+	return size > INT_MAX ? INT_MAX : (int)size;
+}
 #define BRAID_MAX_REQUESTS NCCL_NET_MAX_REQUESTS
 
 /* A device as NCCL sees it: 1 to 8 of the backend's NICs (NCCL_NET_MAX_DEVS_PER_NIC of
@@ -114,9 +122,10 @@ struct braid_backend_ops {
 				 const int *tags, void **mhandles, void **phandles, void **request);
 	ncclResult_t (*iflush)(void *recv_comm, int n, void **data, const int *sizes,
 			       void **mhandles, void **request);
-	/* sizes: room for BRAID_MAX_RECVS entries; when *done, fill *nsizes of them. A request
-	 * reported done (or failed) is freed: NCCL never tests it again. */
-	ncclResult_t (*test)(void *request, int *done, size_t *sizes, int *nsizes);
+	/* NCCL's test(): when *done and sizes is not NULL (NCCL passes NULL for a flush), fill
+	 * one entry per buffer (braid_size_int). A request reported done (or failed) is freed:
+	 * NCCL never tests it again. */
+	ncclResult_t (*test)(void *request, int *done, int *sizes);
 	ncclResult_t (*close_send)(void *send_comm);
 	ncclResult_t (*close_recv)(void *recv_comm);
 	ncclResult_t (*close_listen)(void *listen_comm);

@@ -511,13 +511,12 @@ ncclResult_t braid_iflush(void *recv_comm, int n, void **data, int *sizes, void 
 	return be->iflush(recv_comm, n, data, sizes, mhandles, request);
 }
 
-ncclResult_t braid_test(void *request, int *done, size_t *sizes, int *nsizes)
+ncclResult_t braid_test(void *request, int *done, int *sizes)
 {
 	CHECK_OBJ(request, BRAID_MAGIC_REQ, "request");
-	if (!done || !sizes || !nsizes)
+	if (!done)
 		return ncclInvalidArgument;
-	*nsizes = 0;
-	return be->test(request, done, sizes, nsizes);
+	return be->test(request, done, sizes);
 }
 
 ncclResult_t braid_close_send(void *send_comm)

@@ -37,8 +37,9 @@ ncclResult_t braid_irecv_ph(void *recv_comm, int n, void **data, const size_t *s
 			    const int *tags, void **mhandles, void **phandles, void **request);
 ncclResult_t braid_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
 			  void **request);
-/* When *done, sizes[0..*nsizes) hold the sizes (n of them for a grouped receive). */
-ncclResult_t braid_test(void *request, int *done, size_t *sizes, int *nsizes);
+/* NCCL's test() of every version: when *done, sizes (unless NULL) holds one size per buffer
+ * (n of them for a grouped receive). */
+ncclResult_t braid_test(void *request, int *done, int *sizes);
 ncclResult_t braid_close_send(void *send_comm);
 ncclResult_t braid_close_recv(void *recv_comm);
 ncclResult_t braid_close_listen(void *listen_comm);

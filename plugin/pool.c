@@ -44,24 +44,6 @@ void *braid_pool_at(const struct braid_pool *pool, uint32_t idx)
 	return idx < pool->nelem ? pool->mem + (size_t)idx * pool->elem_size : NULL;
 }
 
-void *braid_pool_get(struct braid_pool *pool)
-{
-	char *elem;
-
-	if (!pool->nfree)
-		return NULL;
-	uint32_t idx = pool->free_idx[--pool->nfree];
-
-	pool->used[idx] = 1;
-	elem = pool->mem + (size_t)idx * pool->elem_size;
-#ifdef __SANITIZE_ADDRESS__
-	/* Under ASan (make SAN=1), a field its caller forgets to set reads as garbage, so the
-	 * tests see it, instead of reading whatever the element's last use left. */
-	memset(elem, 0xa5, pool->elem_size);
-#endif
-	return elem;
-}
-
 int braid_pool_owns(const struct braid_pool *pool, const void *elem)
 {
 	const char *p = elem;
@@ -69,19 +51,4 @@ int braid_pool_owns(const struct braid_pool *pool, const void *elem)
 	if (!pool->mem || p < pool->mem || p >= pool->mem + pool->elem_size * pool->nelem)
 		return 0;
 	return (size_t)(p - pool->mem) % pool->elem_size == 0;
-}
-
-int braid_pool_put(struct braid_pool *pool, void *elem)
-{
-	uint32_t idx;
-
-	if (!braid_pool_owns(pool, elem))
-		return -1;
-	idx = (uint32_t)((size_t)((char *)elem - pool->mem) / pool->elem_size);
-	/* A double put would corrupt the free stack: refuse it. */
-	if (!pool->used[idx])
-		return -1;
-	pool->used[idx] = 0;
-	pool->free_idx[pool->nfree++] = idx;
-	return 0;
 }

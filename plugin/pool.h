@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 struct braid_pool {
 	char *mem;
@@ -24,10 +25,39 @@ int braid_pool_init(struct braid_pool *pool, size_t elem_size, uint32_t nelem, i
 void braid_pool_fini(struct braid_pool *pool);
 /* NULL when every element is in use. An element comes back as it was put, not zeroed
  * (zeroing a whole request on every message was the largest cost of irecv): the caller
- * sets every field it reads. Under ASan an element comes back filled with 0xa5. */
-void *braid_pool_get(struct braid_pool *pool);
+ * sets every field it reads. Under ASan an element comes back filled with 0xa5. Inline,
+ * as put: each message takes and gives back a request on both sides. */
+static inline void *braid_pool_get(struct braid_pool *pool)
+{
+	uint32_t idx;
+	char *elem;
+
+	if (!pool->nfree)
+		return NULL;
+	idx = pool->free_idx[--pool->nfree];
+	pool->used[idx] = 1;
+	elem = pool->mem + (size_t)idx * pool->elem_size;
+#ifdef __SANITIZE_ADDRESS__
+	/* a field its caller forgets to set reads as garbage, so the tests see it, instead of
+	 * reading whatever the element's last use left */
+	memset(elem, 0xa5, pool->elem_size);
+#endif
+	return elem;
+}
 /* Returns -1 (and changes nothing) for a pointer that is not a used element of this pool. */
-int braid_pool_put(struct braid_pool *pool, void *elem);
+static inline int braid_pool_put(struct braid_pool *pool, void *elem)
+{
+	/* unsigned: an address below mem wraps to an index out of range */
+	uintptr_t off = (uintptr_t)elem - (uintptr_t)pool->mem;
+	size_t idx = pool->mem ? off / pool->elem_size : SIZE_MAX;
+
+	/* a double put would corrupt the free stack: refuse it */
+	if (idx >= pool->nelem || idx * pool->elem_size != off || !pool->used[idx])
+		return -1;
+	pool->used[idx] = 0;
+	pool->free_idx[pool->nfree++] = (uint32_t)idx;
+	return 0;
+}
 /* 1 when elem is an element of this pool (in use or not). */
 int braid_pool_owns(const struct braid_pool *pool, const void *elem);
 static inline uint32_t braid_pool_in_use(const struct braid_pool *pool)

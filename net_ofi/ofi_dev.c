@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "net_ofi/ofi.h"
 #include "net_ofi/ofi_hmem.h"
@@ -221,6 +222,33 @@ static void probe_hmem(struct ofi_dev *d)
 				: "not usable: host memory only");
 }
 
+/*
+ * fi_getinfo answers tcp;ofi_rxm's FI_THREAD_SAFE to the hint's FI_THREAD_DOMAIN (a level
+ * that covers it), and a domain opened with that info locks inside every call: 17 of the
+ * 40 mutex lock and unlock pairs of an 8-byte message on libfabric 1.17, 11 % of its
+ * instructions (docs/benchmarks-ipm.md). braid serialises its calls itself (make_hints), so it opens the
+ * domain at the level it asked for. Not where the provider progresses data on a thread of
+ * its own (FI_PROGRESS_AUTO, or rxm's FI_OFI_RXM_DATA_AUTO_PROGRESS): that thread needs
+ * the provider's locks.
+ */
+static void ask_thread_domain(struct fi_info *info)
+{
+	const char *rxm_auto = getenv("FI_OFI_RXM_DATA_AUTO_PROGRESS");
+	static const char *const off[] = { "", "0", "false", "no", "off", NULL };
+	int auto_progress = info->domain_attr->data_progress == FI_PROGRESS_AUTO;
+
+	for (int i = 0; rxm_auto && !auto_progress; i++) {
+		if (!off[i]) {
+			auto_progress = 1;
+			break;
+		}
+		if (!strcasecmp(rxm_auto, off[i]))
+			break;
+	}
+	if (!auto_progress)
+		info->domain_attr->threading = FI_THREAD_DOMAIN;
+}
+
 static int add_device(struct fi_info *info)
 {
 	struct ofi_dev *d = &ofi.devs[ofi.ndevs];
@@ -233,6 +261,7 @@ static int add_device(struct fi_info *info)
 	d->info->next = NULL;
 	snprintf(d->name, sizeof(d->name), "%s", info->domain_attr->name);
 	probe_hmem(d);
+	ask_thread_domain(d->info);
 	mr_mode = d->info->domain_attr->mr_mode;
 	d->mr_hmem = !!(mr_mode & FI_MR_HMEM);
 	d->mr_local = !!(mr_mode & FI_MR_LOCAL);

@@ -6,6 +6,7 @@
  * comms whose last parked lane was on it. Also the registrations of braid's own buffers.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,7 +210,7 @@ static void close_announce_bufs(struct ofi_dev *d)
 /* Take the announcement buffers back before the endpoint closes (rxm in libfabric 1.17
  * crashes closing an endpoint that holds receives after a peer's connection broke);
  * bounded like a comm's close. ep_lock held. */
-static void cancel_announce_bufs(struct ofi_dev *d)
+static uint32_t cancel_announce_bufs(struct ofi_dev *d)
 {
 	uint64_t until = braid_now_ns() + OFI_CLOSE_REAP_MS * 1000000ULL;
 	uint32_t posted;
@@ -224,13 +225,66 @@ static void cancel_announce_bufs(struct ofi_dev *d)
 	if (posted)
 		BRAID_INFO(NCCL_NET,
 			   "ofi: %s: %u of %u announcement buffers still posted %d ms after "
-			   "fi_cancel; closing the endpoint with them",
+			   "fi_cancel",
 			   d->name, posted, d->nann, OFI_CLOSE_REAP_MS);
+	return posted;
+}
+
+/*
+ * An endpoint given up on: operations still on it after the close's reap while its NIC's
+ * interface is down (sends on connections whose packets go nowhere, which nothing takes
+ * back). rxm in libfabric 1.17 crashed in fi_close of such an endpoint (SIGSEGV in 2 of 3
+ * runs of netns-failover's NIC-down-for-good cases, where the comms fail and close with
+ * sends on the dead NIC), so it is never closed and never read again: its CQ, AV and the
+ * announcement buffers the provider may still write stay as they are, here, until the
+ * process exits, and the device opens a new endpoint for its next comm. Its sockets and
+ * buffers stay with it, so only a NIC that is down gives one up: a close with operations
+ * left on a live NIC (an abort: abort-close) closes the endpoint as before.
+ */
+struct ofi_abandoned_ep {
+	struct fid_ep *ep;
+	struct fid_cq *cq;
+	struct fid_av *av;
+	struct fid_mr *ann_mr;
+	void *ann;
+	struct ofi_abandoned_ep *next;
+};
+
+static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER; /* devices close apart */
+static struct ofi_abandoned_ep *abandoned; /* reachable to the end: no leak to report */
+
+/* ep_lock held. 0, or -ENOMEM (then the caller closes it after all). */
+static int abandon_ep(struct ofi_dev *d, int ops, uint32_t anns)
+{
+	struct ofi_abandoned_ep *a = calloc(1, sizeof(*a));
+
+	if (!a)
+		return -ENOMEM;
+	*a = (struct ofi_abandoned_ep){ .ep = d->ep,
+					.cq = d->cq,
+					.av = d->av,
+					.ann_mr = d->ann_mr,
+					.ann = d->ann };
+	pthread_mutex_lock(&abandoned_lock);
+	a->next = abandoned;
+	abandoned = a;
+	pthread_mutex_unlock(&abandoned_lock);
+	d->cq = NULL;
+	d->av = NULL;
+	d->ann_mr = NULL;
+	d->ann = NULL;
+	BRAID_WARN("ofi: %s: its endpoint closes while its interface is down, with %d "
+		   "operation(s) of closed comms and %u announcement receive(s) the provider "
+		   "never gave back; it is left open, unread, until the process exits (closing "
+		   "it crashes tcp;ofi_rxm 1.17), and the next comm opens a new one",
+		   d->name, ops, anns);
+	return 0;
 }
 
 void ofi_dev_close_ep(struct ofi_dev *d)
 {
 	struct ofi_lane *gone = NULL; /* the last parked lane of each comm to free */
+	uint32_t anns;
 	int left, rc;
 
 	if (!d->ep)
@@ -241,14 +295,13 @@ void ofi_dev_close_ep(struct ofi_dev *d)
 	 * 1 MiB sends in flight under load, tests/conformance abort-close). */
 	left = ofi_dev_reap(d, ofi_dev_lanes_left, NULL, 0, &rc);
 	if (left)
-		BRAID_INFO(NCCL_NET,
-			   "ofi: %s: %d operation(s) of closed comms still outstanding; closing "
-			   "the endpoint with them",
+		BRAID_INFO(NCCL_NET, "ofi: %s: %d operation(s) of closed comms still outstanding",
 			   d->name, left);
-	if (d->ann)
-		cancel_announce_bufs(d);
+	anns = d->ann ? cancel_announce_bufs(d) : 0;
 	/* The endpoint first: it stops the provider from touching our buffers. */
-	fi_close(&d->ep->fid);
+	if (!(left || anns) || !__atomic_load_n(&d->link_down_ns, __ATOMIC_ACQUIRE) ||
+	    abandon_ep(d, left, anns))
+		fi_close(&d->ep->fid);
 	d->ep = NULL;
 	/* Parked lanes are done now; a comm goes when its last parked lane does. Live lanes
 	 * (only at fini: NCCL never closed them) stay NCCL's. */

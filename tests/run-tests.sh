@@ -11,12 +11,23 @@ logdir=${BRAID_TEST_LOGDIR:-build/test-logs}
 show_log=${BRAID_TEST_SHOW_LOG:-0}
 mkdir -p "$logdir"
 pass=0 fail=0 skip=0 failed=()
+# libpsm2, which libfabric loads, catches a SIGSEGV, writes HOST-PID,vm.btr (a backtrace)
+# into the process's directory and exits 1: a test that expects a process to fail would
+# take that crash for the failure. A new one during a test fails it.
+crash_files() { find . -maxdepth 1 -name '*.btr' | sort; }
 for t in "$@"; do
 	name=${t#./}
 	log="$logdir/$(echo "$name" | tr '/' '_').log"
 	start=$(date +%s.%N)
+	btr_before=$(crash_files)
 	timeout --kill-after=10 "$limit" "$t" >"$log" 2>&1
 	rc=$?
+	btr_new=$(comm -13 <(echo "$btr_before") <(crash_files))
+	if [ -n "$btr_new" ]; then
+		{ echo "CRASH: a process died of a signal (libpsm2's backtrace files):"
+		  for f in $btr_new; do echo "== $f"; head -n 12 "$f"; done; } >>"$log"
+		[ $rc -eq 0 ] || [ $rc -eq 77 ] && rc=1
+	fi
 	secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
 	case $rc in
 	0) pass=$((pass + 1)); printf 'PASS  %-48s %6ss\n' "$name" "$secs" ;;
@@ -27,7 +38,7 @@ for t in "$@"; do
 	   printf 'FAIL  %-48s %6ss (%s)\n' "$name" "$secs" "$why"
 	   # the lines that say why first (a long log's tail may not), then the tail
 	   echo "---- lines of $log that report a failure (at most 20)"
-	   grep -E 'FAIL|ERROR|[Aa]ssert|Sanitizer|: warning\(|: error\(' "$log" | head -n 20
+	   grep -E 'FAIL|ERROR|CRASH|[Aa]ssert|Sanitizer|: warning\(|: error\(' "$log" | head -n 20
 	   echo "---- last lines of $log"; tail -n 40 "$log"; echo "----" ;;
 	esac
 	[ "$show_log" = 1 ] && [ "$rc" -eq 0 ] && { cat "$log"; echo; }

@@ -231,15 +231,16 @@ static uint32_t cancel_announce_bufs(struct ofi_dev *d)
 }
 
 /*
- * An endpoint given up on: operations still on it after the close's reap while its NIC's
- * interface is down (sends on connections whose packets go nowhere, which nothing takes
- * back). rxm in libfabric 1.17 crashed in fi_close of such an endpoint (SIGSEGV in 2 of 3
- * runs of netns-failover's NIC-down-for-good cases, where the comms fail and close with
- * sends on the dead NIC), so it is never closed and never read again: its CQ, AV and the
- * announcement buffers the provider may still write stay as they are, here, until the
- * process exits, and the device opens a new endpoint for its next comm. Its sockets and
- * buffers stay with it, so only a NIC that is down gives one up: a close with operations
- * left on a live NIC (an abort: abort-close) closes the endpoint as before.
+ * An endpoint given up on: operations still on it after the close's reap (sends on a
+ * connection whose packets go nowhere, which nothing takes back). rxm in libfabric 1.17
+ * crashed in fi_close of such an endpoint: SIGSEGV in 2 of 3 runs of netns-failover's
+ * NIC-down-for-good cases, and in CI in its black-hole case (interfaces up, iptables
+ * dropping pair 2), where the comms fail and close with sends on the dead path. So on an
+ * rxm provider, or a NIC whose interface is down, it is never closed and never read
+ * again: its CQ, AV and the announcement buffers the provider may still write stay as
+ * they are, here, until the process exits, and the device opens a new endpoint for its
+ * next comm. Its sockets and buffers stay with it (an abort that leaves sends behind on
+ * tcp;ofi_rxm leaves one endpoint a time). Other providers (shm) close it as before.
  */
 struct ofi_abandoned_ep {
 	struct fid_ep *ep;
@@ -252,6 +253,12 @@ struct ofi_abandoned_ep {
 
 static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER; /* devices close apart */
 static struct ofi_abandoned_ep *abandoned; /* reachable to the end: no leak to report */
+
+static int close_may_crash(const struct ofi_dev *d)
+{
+	return strstr(d->info->fabric_attr->prov_name, "ofi_rxm") ||
+	       __atomic_load_n(&d->link_down_ns, __ATOMIC_ACQUIRE);
+}
 
 /* ep_lock held. 0, or -ENOMEM (then the caller closes it after all). */
 static int abandon_ep(struct ofi_dev *d, int ops, uint32_t anns)
@@ -273,10 +280,10 @@ static int abandon_ep(struct ofi_dev *d, int ops, uint32_t anns)
 	d->av = NULL;
 	d->ann_mr = NULL;
 	d->ann = NULL;
-	BRAID_WARN("ofi: %s: its endpoint closes while its interface is down, with %d "
-		   "operation(s) of closed comms and %u announcement receive(s) the provider "
-		   "never gave back; it is left open, unread, until the process exits (closing "
-		   "it crashes tcp;ofi_rxm 1.17), and the next comm opens a new one",
+	BRAID_WARN("ofi: %s: its endpoint closes with %d operation(s) of closed comms and %u "
+		   "announcement receive(s) the provider never gave back; it is left open, "
+		   "unread, until the process exits (closing it crashes tcp;ofi_rxm 1.17), and "
+		   "the next comm opens a new one",
 		   d->name, ops, anns);
 	return 0;
 }
@@ -299,8 +306,7 @@ void ofi_dev_close_ep(struct ofi_dev *d)
 			   d->name, left);
 	anns = d->ann ? cancel_announce_bufs(d) : 0;
 	/* The endpoint first: it stops the provider from touching our buffers. */
-	if (!(left || anns) || !__atomic_load_n(&d->link_down_ns, __ATOMIC_ACQUIRE) ||
-	    abandon_ep(d, left, anns))
+	if (!(left || anns) || !close_may_crash(d) || abandon_ep(d, left, anns))
 		fi_close(&d->ep->fid);
 	d->ep = NULL;
 	/* Parked lanes are done now; a comm goes when its last parked lane does. Live lanes

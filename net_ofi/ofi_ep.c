@@ -240,7 +240,7 @@ static uint32_t cancel_announce_bufs(struct ofi_dev *d)
  * again: its CQ, AV and the announcement buffers the provider may still write stay as
  * they are, here, until the process exits, and the device opens a new endpoint for its
  * next comm. Its sockets and buffers stay with it (an abort that leaves sends behind on
- * tcp;ofi_rxm leaves one endpoint a time). Other providers (shm) close it as before.
+ * tcp;ofi_rxm leaves one endpoint each time). Other providers (shm) close it as before.
  */
 struct ofi_abandoned_ep {
 	struct fid_ep *ep;

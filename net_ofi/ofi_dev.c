@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "net_ofi/ofi.h"
 #include "net_ofi/ofi_hmem.h"
@@ -226,27 +225,23 @@ static void probe_hmem(struct ofi_dev *d)
  * fi_getinfo answers tcp;ofi_rxm's FI_THREAD_SAFE to the hint's FI_THREAD_DOMAIN (a level
  * that covers it), and a domain opened with that info locks inside every call: 17 of the
  * 40 mutex lock and unlock pairs of an 8-byte message on libfabric 1.17, 11 % of its
- * instructions (docs/benchmarks-ipm.md). braid serialises its calls itself (make_hints), so it opens the
- * domain at the level it asked for. Not where the provider progresses data on a thread of
- * its own (FI_PROGRESS_AUTO, or rxm's FI_OFI_RXM_DATA_AUTO_PROGRESS): that thread needs
- * the provider's locks.
+ * instructions (docs/benchmarks-ipm.md). braid serialises its calls itself (make_hints),
+ * so it opens the domain at the level it asked for. Not where the provider progresses
+ * data on a thread of its own (FI_PROGRESS_AUTO, or rxm's FI_OFI_RXM_DATA_AUTO_PROGRESS,
+ * read as a boolean; a value that is none keeps the provider's locks): that thread needs
+ * them.
  */
 static void ask_thread_domain(struct fi_info *info)
 {
-	const char *rxm_auto = getenv("FI_OFI_RXM_DATA_AUTO_PROGRESS");
-	static const char *const off[] = { "", "0", "false", "no", "off", NULL };
-	int auto_progress = info->domain_attr->data_progress == FI_PROGRESS_AUTO;
+	static const struct braid_param_desc rxm_auto = { .name = "FI_OFI_RXM_DATA_AUTO_PROGRESS",
+							  .type = BRAID_PARAM_BOOL };
+	const char *text = getenv(rxm_auto.name);
+	int64_t on = 0;
 
-	for (int i = 0; rxm_auto && !auto_progress; i++) {
-		if (!off[i]) {
-			auto_progress = 1;
-			break;
-		}
-		if (!strcasecmp(rxm_auto, off[i]))
-			break;
-	}
-	if (!auto_progress)
-		info->domain_attr->threading = FI_THREAD_DOMAIN;
+	if (info->domain_attr->data_progress == FI_PROGRESS_AUTO ||
+	    (text && (braid_param_parse(&rxm_auto, text, &on) || on)))
+		return;
+	info->domain_attr->threading = FI_THREAD_DOMAIN;
 }
 
 static int add_device(struct fi_info *info)

@@ -2,9 +2,9 @@
 /*
  * The contract between the version-neutral core and a backend (net_ofi/, net_ib/).
  * Sizes are size_t everywhere but in test(), which writes NCCL's int sizes itself (no
- * copy between layers on the path every message takes); the version adapters convert. The core validates NCCL's
- * arguments (NULL pointers, device range, n, object magic) before calling a backend, so
- * backends handle only what the network does.
+ * copy between layers on the path every message takes); the version adapters convert.
+ * The core validates NCCL's arguments (NULL pointers, device range, n, object magic)
+ * before calling a backend, so backends handle only what the network does.
  */
 #ifndef BRAID_BACKEND_H
 #define BRAID_BACKEND_H

@@ -417,7 +417,7 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 	}
 	for (int k = 0; c->ctr && k < c->nlanes && k < BRAID_CTR_MAX_LANES; k++) {
 		braid_ctr_add(&c->ctr->lanes[k].bytes, r->slen[k]);
-		braid_ctr_add(&c->ctr->lanes[k].chunks, 1);
+		braid_ctr_add(&c->ctr->lanes[k].chunks, !(r->skip >> k & 1));
 	}
 	r->magic = BRAID_MAGIC_REQ;
 	ofi_mr_users_add(m, 1);
@@ -427,7 +427,6 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 }
 
 /* ---- irecv ---- */
-
 /* Cut each buffer into one part per lane by the sender's weights; write the announcements. */
 static void cut_recv(struct ofi_comm *c, struct ofi_req *r, const int *tags)
 {
@@ -573,15 +572,16 @@ static void receiver_completed(struct ofi_comm *c, struct ofi_req *r, int *sizes
 	if (c->nlanes > 1)
 		ofi_stripe_received(c, r);
 	for (int k = 0; k < c->nlanes; k++) {
-		size_t bytes = 0;
+		size_t bytes = 0, parts = 0; /* a lane with none of a buffer carried nothing */
 
 		for (int i = 0; i < r->n; i++) {
 			got[i] += recv->rl[k].len[i];
 			bytes += recv->rl[k].ann.e[i].size;
+			parts += (recv->rl[k].ann.e[i].flags & OFI_PART_POSTED) != 0;
 		}
 		if (c->ctr && k < BRAID_CTR_MAX_LANES) {
 			braid_ctr_add(&c->ctr->lanes[k].bytes, bytes);
-			braid_ctr_add(&c->ctr->lanes[k].chunks, 1);
+			braid_ctr_add(&c->ctr->lanes[k].chunks, parts);
 		}
 	}
 	for (int i = 0; sizes && i < r->n; i++)

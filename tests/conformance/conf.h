@@ -106,6 +106,8 @@ struct xfer_plan {
 	bool expect_error;     /* an error is the expected end: do not log it as failure */
 	int flush_pct;         /* receiver: iflush this % of completed receives (by message id) */
 	int kill_in_flush;     /* > 0: SIGKILL ourselves inside this many-th iflush */
+	bool one_lane_each;    /* every message under any stripe threshold: on a comm of
+				* several NICs each goes whole over one of them */
 };
 
 struct xfer_slot;
@@ -145,6 +147,12 @@ int xfer_drain(struct xfer *x, double bound_s, double *last_at);
  * SIGKILL ourselves. */
 void conf_die(struct side *s, const char *when);
 void xfer_free(struct xfer *x);
+
+/* This process's counter region (ctr.c, plugin/counters.h), read-only; NULL when there is
+ * none (BRAID_COUNTERS=0, no room in /dev/shm) or its layout is not this build's. */
+struct braid_ctr_region;
+const struct braid_ctr_region *ctr_map(void);
+void ctr_unmap(const struct braid_ctr_region *r);
 
 /* Plans (plan.c): deterministic from the seed, so both sides build the same one. */
 void plan_stream(struct xfer_plan *p, uint64_t seed, int nrandom, size_t max_random,

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "plugin/counters.h"
 #include "tools/pattern.h"
 
 int sc_props(struct side *s)
@@ -69,6 +70,41 @@ int sc_props(struct side *s)
 	return rc;
 }
 
+/* A comm of several NICs counts, per NIC, the messages that went over it (braid stat's
+ * lane "chunks"). With every message under the stripe threshold each went whole over one
+ * NIC, so on either side the NICs' counts add up to the messages: no more (a NIC that
+ * carried none of a message counts none of it) and no fewer. */
+static int check_lane_chunks(struct side *s, const char *name, int msgs, bool receiver)
+{
+	const struct braid_ctr_region *r = ctr_map();
+	uint32_t kind = receiver ? BRAID_CTR_COMM_RECV : BRAID_CTR_COMM_SEND;
+	int rc = 0;
+
+	if (!r) {
+		conf_log(s, "%s: no counter region, lane chunks not checked", name);
+		return 0;
+	}
+	for (uint32_t i = 0; i < r->max_comms && i < BRAID_CTR_MAX_COMMS; i++) {
+		const struct braid_ctr_comm *c = &r->comms[i];
+		uint64_t sum = 0;
+
+		if (c->kind != kind || c->nlanes < 2)
+			continue;
+		for (uint32_t k = 0; k < c->nlanes && k < BRAID_CTR_MAX_LANES; k++)
+			sum += c->lanes[k].chunks;
+		if (sum != (uint64_t)msgs)
+			rc = conf_fail(s,
+				       "%s: the %u NICs of the %s comm count %llu chunks for %d "
+				       "messages, each under the stripe threshold",
+				       name, c->nlanes, receiver ? "receive" : "send",
+				       (unsigned long long)sum, msgs);
+		else
+			conf_log(s, "%s: its %u NICs count one chunk a message", name, c->nlanes);
+	}
+	ctr_unmap(r);
+	return rc;
+}
+
 /* The receiver listens and receives the plan, the other side connects and sends it;
  * they meet again at the end so that nobody closes a comm the peer still uses. */
 static int one_way_dir(struct side *s, void *ctx, const char *name, const struct xfer_plan *p,
@@ -77,7 +113,7 @@ static int one_way_dir(struct side *s, void *ctx, const char *name, const struct
 	void *lc = NULL, *rc = NULL, *sc = NULL;
 	char done_name[64];
 	struct xfer x;
-	int ret;
+	int ret, bad;
 
 	memset(&x, 0, sizeof(x));
 	if (receiver) {
@@ -92,9 +128,10 @@ static int one_way_dir(struct side *s, void *ctx, const char *name, const struct
 	if (ret == 0) {
 		conf_log(s, "%s: %d messages, %zu bytes %s, all verified", name, x.msgs_done,
 			 x.bytes_done, receiver ? "received" : "sent");
+		bad = p->one_lane_each && check_lane_chunks(s, name, x.msgs_done, receiver);
 		snprintf(done_name, sizeof(done_name), "%s-done", name);
 		conf_step(s, "waiting for the peer to finish '%s'", name);
-		ret = rdv_sync(s, done_name);
+		ret = rdv_sync(s, done_name) || bad;
 	}
 	xfer_dereg(&x);
 	if (close_comms(s, sc, rc, lc))
@@ -132,6 +169,7 @@ int sc_zero_and_tiny(struct side *s)
 		p.msgs[i].size = prng_range(&st, 0, 3) == 0 ? 0 : prng_range(&st, 1, 16);
 		p.msgs[i].cap = p.msgs[i].size + prng_range(&st, 0, 1) * 32;
 	}
+	p.one_lane_each = true;
 	rc = one_way_plan(s, s->ctx, "tiny", &p);
 	plan_free(&p);
 	return rc;

@@ -16,11 +16,9 @@
 #include <link.h>
 #include <malloc.h>
 #include <stdbool.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -143,30 +141,19 @@ static long rss_kib(void)
 	return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-/* Address vector entries of device `dev`, as the plugin publishes them; -1 unknown. */
 /* A device's counter in this process's region (plugin/counters.h); -1 when unreadable. */
 static long dev_counter(int dev, size_t offset)
 {
-	char path[64];
-	const struct braid_ctr_region *r;
+	const struct braid_ctr_region *r = ctr_map();
 	long n = -1;
-	int fd;
 
-	snprintf(path, sizeof(path), BRAID_CTR_PATH_FMT, (int)getpid());
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	r = mmap(NULL, sizeof(*r), PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	if (r == MAP_FAILED)
-		return -1;
-	if (r->magic == BRAID_CTR_MAGIC && r->version >= 3 &&
-	    r->dev_rec_size == sizeof(struct braid_ctr_dev) && dev < (int)r->max_devs)
+	if (r && dev < (int)r->max_devs)
 		n = (long)*(const uint64_t *)((const char *)&r->devs[dev] + offset);
-	munmap((void *)r, sizeof(*r));
+	ctr_unmap(r);
 	return n;
 }
 
+/* Address vector entries of device `dev`, as the plugin publishes them; -1 unknown. */
 static long av_entries(int dev)
 {
 	return dev_counter(dev, offsetof(struct braid_ctr_dev, av_entries));

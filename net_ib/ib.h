@@ -324,10 +324,11 @@ struct ib_comm {
 	struct braid_stripe stripe; /* sender on several rails */
 	/* sender: per rail with several QPs, its QPs as lanes (plugin/stripe.c again: each
 	 * QP's ECMP path has a goodput of its own); qlanes_on has a bit per such rail, and
-	 * qreap is set once a completion fed one of them since the last CQ read */
+	 * qreap counts the completions that fed them since their samples were last folded
+	 * (ib_cq.c, every IB_QREAP_EVERY) */
 	struct braid_stripe *qst; /* [nrails], NULL when no rail has QP lanes */
 	uint8_t qlanes_on;
-	uint8_t qreap;
+	uint16_t qreap;
 	struct braid_link *link; /* to the peer comm: set-up, liveness, goodbye */
 	char peer[64];
 	char peer_gid[48];

@@ -17,6 +17,11 @@
 #include "plugin/params.h"
 
 #define CQ_BATCH 32
+/* QP lanes' samples are folded (and the weights moved) once this many measured
+ * completions are in, not after every CQ read: a message sent whole to one QP
+ * (ib_post.c) is one completion, and a fold with its reweigh costs more than the rest of
+ * the completion's work. A cut message brings one a QP. */
+#define IB_QREAP_EVERY 8
 #define RQ_REPOST_BATCH 16
 
 static void req_fail(struct ib_req *r, ncclResult_t why)
@@ -214,7 +219,7 @@ static void chunk_done(struct ib_comm *c, struct ib_req *r, uint32_t qpn, uint64
 		braid_stripe_marked(&c->qst[k], qi / c->nrails, r->qp_bytes[qi], *now);
 	} else if (r->qlanes >> k & 1) {
 		braid_stripe_completed(&c->qst[k], qi / c->nrails, r->qp_bytes[qi], *now);
-		c->qreap = 1;
+		c->qreap++;
 	}
 	if (c->nrails > 1 && r->rail_pending[k] && !--r->rail_pending[k]) {
 		braid_stripe_completed(&c->stripe, k, r->rail_bytes[k], *now);
@@ -374,7 +379,7 @@ void ib_progress(struct ib_comm *c)
 	}
 	if (c->is_send && c->nrails > 1)
 		stripe_reaped(c);
-	if (c->qreap)
+	if (c->qreap >= IB_QREAP_EVERY)
 		qp_lanes_reaped(c);
 	if (c->rq_due && !c->error)
 		repost_recvs(c);

@@ -207,6 +207,22 @@ static int plan_message(struct ib_comm *c, size_t size, struct ib_plan *p)
 		p->clen[0] = (uint32_t)size;
 		return 0;
 	}
+	/* One NIC whose QPs are weighed, each QP with a message in flight already: cutting
+	 * this one would start no QP sooner, only add writes (each costs a post, a receive
+	 * completion and its repost). It goes whole to the QP that would be done with it
+	 * first, as NCCL's IB transport sends each message on one QP of a NIC
+	 * (NCCL_IB_SPLIT_DATA_ON_QPS=0); a message with QPs idle is still cut over them, and
+	 * split_bytes 0 (NCCL_IB_SPLIT_DATA_ON_QPS=1) cuts every one. Measured, each one: the
+	 * choice reads the QPs' backlogs. */
+	if (c->nrails == 1 && (c->qlanes_on & 1) && c->inflight >= c->nqps && c->split_bytes &&
+	    size <= (c->dev->max_msg_sz & ~(size_t)127)) {
+		p->nch[0] = 1;
+		p->total = 1;
+		p->qp[0] = (uint8_t)braid_stripe_pick(&c->qst[0], size);
+		p->clen[0] = (uint32_t)size;
+		p->qlanes = 1;
+		return 0;
+	}
 	if (c->nrails > 1)
 		braid_stripe_split(&c->stripe, size, p->len, &first);
 	for (int k = 0; k < c->nrails; k++) {
@@ -302,22 +318,30 @@ post_plan(struct ib_comm *c, struct ib_req *r, const char *data, const struct ib
 	return rc;
 }
 
-/* post_plan for a plan of one chunk on a comm of one NIC with no QP lanes to weigh: every
- * message below the split threshold, without the loops over rails and chunks. */
+/* post_plan for a plan of one chunk on a comm of one NIC, measured on its QP lane or not
+ * marking: every message below the split threshold, and every one sent whole to a QP,
+ * without the loops over rails and chunks. */
 static inline int post_one(struct ib_comm *c, struct ib_req *r, const char *data,
 			   const struct ib_plan *p, const struct ib_mr *m,
 			   const struct ib_fifo_elem *e, uint32_t imm, int *posted)
 {
-	struct ib_qp *q = &c->qps[p->qp[0]];
+	int qi = p->qp[0], rc;
+	struct ib_qp *q = &c->qps[qi];
 	struct ibv_send_wr wr;
 	struct ibv_sge sge;
-	int rc;
 
-	r->qlanes = 0;
+	r->qlanes = p->qlanes;
 	r->qmarks = 0;
 	data_wr(&wr, &sge, q, r, data, 0, p->clen[0], m, e, imm);
 	rc = post_wr(c, q, &wr, p->clen[0]);
 	*posted = !rc;
+	if (!rc && p->qlanes) { /* the clock only for a QP that was idle: its busy mark */
+		struct braid_stripe *st = &c->qst[0];
+
+		r->qp_bytes[qi] = p->clen[0];
+		braid_stripe_posted(st, qi, p->clen[0],
+				    st->lane[qi].outstanding ? 0 : braid_now_ns());
+	}
 	return rc;
 }
 
@@ -412,7 +436,7 @@ ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *m
 	imm = ib_imm(c->seq, idx, plan.total);
 	if ((int64_t)size > c->ar_above)
 		rc = post_plan_ar(c, r, data, &plan, m, &e, imm, &posted);
-	else if (plan.total == 1 && c->nrails == 1 && !plan.qlanes)
+	else if (plan.total == 1 && c->nrails == 1 && !plan.qmarks)
 		rc = post_one(c, r, data, &plan, m, &e, imm, &posted);
 	else
 		rc = post_plan(c, r, data, &plan, m, &e, imm, 0, &posted);

@@ -45,6 +45,7 @@
 #include <string.h>
 
 #include "plugin/params.h"
+#include "plugin/stripe_int.h"
 
 void braid_stripe_cfg_default(struct braid_stripe_cfg *cfg)
 {
@@ -193,38 +194,6 @@ static int stripe_turn(const struct braid_stripe *st, int lane)
 	return (lane - st->rr + st->nlanes) % st->nlanes;
 }
 
-/*
- * The lane for a whole message of size bytes: of lanes with unequal backlogs, the one that
- * would be done with it first (its bytes outstanding and the message, over its weight,
- * compared cross-multiplied); of equal backlogs, the heavier lane, or with none the one
- * whose turn it is (idle lanes take turns, whatever their weights: each stays measured).
- * Fewest bytes outstanding alone ignored the weights: a receiver that posts a window of
- * messages at once (net_ofi cuts when it posts) put every other one on a lane a quarter
- * as fast, and R + R/4 carried half of R alone.
- */
-static int stripe_pick_one(struct braid_stripe *st, size_t size)
-{
-	int best = st->rr;
-
-	for (int k = 1; k < st->nlanes; k++) {
-		int i = (st->rr + k) % st->nlanes;
-		const struct braid_stripe_lane *a = &st->lane[i], *b = &st->lane[best];
-
-		if (a->down)
-			continue;
-		if (b->down)
-			best = i;
-		else if (a->outstanding == b->outstanding)
-			best = a->outstanding && a->weight > b->weight ? i : best;
-		else if (/* signed: one instruction to convert (never 2^63 bytes) */
-			 (double)(int64_t)(a->outstanding + size) * b->weight <
-			 (double)(int64_t)(b->outstanding + size) * a->weight)
-			best = i;
-	}
-	st->rr = (best + 1) % st->nlanes;
-	return best;
-}
-
 /* Which active lane to leave out first: the lowest weight; among equal weights the one
  * with more outstanding, then the one whose turn is furthest away. */
 static int stripe_drop_first(const struct braid_stripe *st, const int *active)
@@ -303,7 +272,7 @@ int braid_stripe_cut(struct braid_stripe *st, size_t size, size_t len[BRAID_STRI
 	double x[BRAID_STRIPE_MAX_LANES], wsum;
 
 	if (n == 1 || size < st->cfg.threshold || kmax < 2 || st->ndown >= n - 1) {
-		int lane = stripe_pick_one(st, size);
+		int lane = braid_stripe_pick_one(st, size);
 
 		for (int i = 0; i < n; i++)
 			len[i] = 0;
@@ -525,7 +494,7 @@ static int stripe_close_window(struct braid_stripe_lane *l, double cap)
  * then the weights still move by much from one sample to the next). */
 static void stripe_sample_check(struct braid_stripe *st)
 {
-	int warm = st->cfg.sample >= 2;
+	int warm = st->cfg.sample >= 2 && !st->whole;
 
 	for (int i = 0; warm && i < st->nlanes; i++)
 		warm = st->lane[i].down || st->lane[i].samples >= BRAID_STRIPE_SAMPLE_WARM;

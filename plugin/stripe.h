@@ -118,6 +118,9 @@ struct braid_stripe {
 	 * its BRAID_STRIPE_SAMPLE_WARM samples (till then every message is measured) */
 	uint32_t sample_seq;
 	int sampling;
+	/* braid_stripe_pick has placed a message: from then on every message is accounted
+	 * (the pick reads the bytes outstanding, which a sampled lane does not know) */
+	int whole;
 	/* adaptive and follow: cuts left before a live lane that the cut leaves out gets a
 	 * probe chunk, and the lane to look at first (braid_stripe_cut) */
 	uint32_t probe_left;
@@ -190,6 +193,17 @@ void braid_stripe_nic_bytes(struct braid_stripe *st, int lane, const uint64_t *b
  */
 int braid_stripe_cut(struct braid_stripe *st, size_t size, size_t len[BRAID_STRIPE_MAX_LANES],
 		     int *first_lane);
+
+/*
+ * The lane for a whole message of size bytes, above the threshold too: the one a cut under
+ * it would give it (the first done with it, by bytes outstanding and weight). For a
+ * caller whose lanes are all busy with its earlier messages, where a cut would start no
+ * lane sooner and only add chunks. The choice reads what is outstanding, so from the
+ * first pick on cfg.sample is off: braid_stripe_sample() answers BRAID_STRIPE_MEASURE for
+ * every message, whole or cut, and the caller accounts each (braid_stripe_posted and
+ * braid_stripe_completed).
+ */
+int braid_stripe_pick(struct braid_stripe *st, size_t size);
 
 static inline int braid_stripe_split(struct braid_stripe *st, size_t size,
 				     size_t len[BRAID_STRIPE_MAX_LANES], int *first_lane)

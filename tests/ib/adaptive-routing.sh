@@ -40,17 +40,19 @@ data_qps() {
 	done
 }
 
-# check WHAT AR(0|1) SIZE QPS: the QPS data QPs carried N messages of SIZE in N x QPS chunks,
-# each chunk one WRITE_WITH_IMM, after a plain WRITE when AR is 1.
+# check WHAT AR(0|1) SIZE QPS: the QPS data QPs carried N messages of SIZE, each chunk one
+# WRITE_WITH_IMM, after a plain WRITE when AR is 1. With one QP that is N chunks; with
+# several, a message is cut over them while some QP is idle and goes whole to one once
+# every QP has one in flight (ib_post.c), so N to N x QPS chunks.
 check() {
 	local what=$1 ar=$2 size=$3 nqps=$4
 	data_qps | awk -v n=$N -v ar="$ar" -v size="$size" -v nqps="$nqps" '
 		{ printf "  QP: %d bytes, %d writes, %d with an immediate\n", $1, $2, $3
 		  imm += $3; bytes += $1; if ($2 != $3 * (ar ? 2 : 1)) odd++ }
 		END { want = n * nqps; data = bytes - (ar ? 4 * imm : 0)
-		      if (imm != want) printf "  %d chunks, want %d\n", imm, want
+		      if (imm < n || imm > want) printf "  %d chunks, want %d to %d\n", imm, n, want
 		      if (data != n * size) printf "  %d data bytes, want %d\n", data, n * size
-		      exit odd || imm != want || data != n * size || NR != nqps }' ||
+		      exit odd || imm < n || imm > want || data != n * size || NR != nqps }' ||
 		bad "$what"
 }
 
@@ -80,9 +82,9 @@ echo "== RoCE, 4 QPs, defaults, 1 MiB: off (NCCL's default on RoCE)"
 run roce 1M BRAID_IB_QPS_PER_CONN=4
 check "RoCE must post WRITE_WITH_IMM only by default" 0 1048576 4
 
-echo "== RoCE, 4 QPs, NCCL_IB_ADAPTIVE_ROUTING=1, 1 MiB: on, one chunk per QP"
+echo "== RoCE, 4 QPs, NCCL_IB_ADAPTIVE_ROUTING=1, 1 MiB: on, on every chunk"
 run roce 1M BRAID_IB_QPS_PER_CONN=4 NCCL_IB_ADAPTIVE_ROUTING=1
-check "NCCL_IB_ADAPTIVE_ROUTING=1 on RoCE must post WRITE + WRITE_WITH_IMM on every QP" 1 1048576 4
+check "NCCL_IB_ADAPTIVE_ROUTING=1 on RoCE must post WRITE + WRITE_WITH_IMM for every chunk" 1 1048576 4
 
 echo "== two InfiniBand ports fused, 4 MiB: every NIC's QP posts that way, with its own keys"
 rm -rf "${SV_FABRIC:?}"/*

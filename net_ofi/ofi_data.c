@@ -414,10 +414,10 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 		ofi_live_send_lanes(c, now);
 		for (int k = 0; k < c->nlanes; k++) /* a moved part: no sample (ofi_move.c) */
 			braid_stripe_posted(&c->stripe, k, r->moved >> k & 1 ? 0 : r->slen[k], now);
-	}
-	for (int k = 0; c->ctr && k < c->nlanes && k < BRAID_CTR_MAX_LANES; k++) {
-		braid_ctr_add(&c->ctr->lanes[k].bytes, r->slen[k]);
-		braid_ctr_add(&c->ctr->lanes[k].chunks, !(r->skip >> k & 1));
+		for (int k = 0; c->ctr && k < c->nlanes && k < BRAID_CTR_MAX_LANES; k++) {
+			braid_ctr_add(&c->ctr->lanes[k].bytes, r->slen[k]);
+			braid_ctr_add(&c->ctr->lanes[k].chunks, !(r->skip >> k & 1));
+		}
 	}
 	r->magic = BRAID_MAGIC_REQ;
 	ofi_mr_users_add(m, 1);
@@ -569,21 +569,11 @@ static void receiver_completed(struct ofi_comm *c, struct ofi_req *r, int *sizes
 	const struct ofi_recv_part *recv = ofi_req_recv(r);
 	size_t got[BRAID_MAX_RECVS] = { 0 };
 
-	if (c->nlanes > 1)
+	if (c->nlanes > 1) /* the stripe's samples and the lanes' counters */
 		ofi_stripe_received(c, r);
-	for (int k = 0; k < c->nlanes; k++) {
-		size_t bytes = 0, parts = 0; /* a lane with none of a buffer carried nothing */
-
-		for (int i = 0; i < r->n; i++) {
+	for (int k = 0; k < c->nlanes; k++)
+		for (int i = 0; i < r->n; i++)
 			got[i] += recv->rl[k].len[i];
-			bytes += recv->rl[k].ann.e[i].size;
-			parts += (recv->rl[k].ann.e[i].flags & OFI_PART_POSTED) != 0;
-		}
-		if (c->ctr && k < BRAID_CTR_MAX_LANES) {
-			braid_ctr_add(&c->ctr->lanes[k].bytes, bytes);
-			braid_ctr_add(&c->ctr->lanes[k].chunks, parts);
-		}
-	}
 	for (int i = 0; sizes && i < r->n; i++)
 		sizes[i] = braid_size_int(got[i]);
 }

@@ -93,11 +93,17 @@ void ofi_stripe_received(struct ofi_comm *c, struct ofi_req *r)
 	uint64_t now = braid_now_ns();
 
 	for (int k = 0; k < c->nlanes; k++) {
-		size_t bytes = 0;
+		size_t bytes = 0, parts = 0; /* a lane with none of a buffer carried nothing */
 
-		for (int i = 0; i < r->n; i++)
+		for (int i = 0; i < r->n; i++) {
 			bytes += recv->rl[k].ann.e[i].size;
+			parts += (recv->rl[k].ann.e[i].flags & OFI_PART_POSTED) != 0;
+		}
 		braid_stripe_completed(&c->stripe, k, bytes, now);
+		if (c->ctr && k < BRAID_CTR_MAX_LANES) {
+			braid_ctr_add(&c->ctr->lanes[k].bytes, bytes);
+			braid_ctr_add(&c->ctr->lanes[k].chunks, parts);
+		}
 	}
 }
 

@@ -207,21 +207,26 @@ static int plan_message(struct ib_comm *c, size_t size, struct ib_plan *p)
 		p->clen[0] = (uint32_t)size;
 		return 0;
 	}
-	/* One NIC whose QPs are weighed, each QP with a message in flight already: cutting
-	 * this one would start no QP sooner, only add writes (each costs a post, a receive
-	 * completion and its repost). It goes whole to the QP that would be done with it
-	 * first, as NCCL's IB transport sends each message on one QP of a NIC
-	 * (NCCL_IB_SPLIT_DATA_ON_QPS=0); a message with QPs idle is still cut over them, and
-	 * split_bytes 0 (NCCL_IB_SPLIT_DATA_ON_QPS=1) cuts every one. Measured, each one: the
-	 * choice reads the QPs' backlogs. */
+	/* One NIC whose QPs are weighed, with as many of the comm's sends in flight (not yet
+	 * found done by test()) as QPs: the QPs have their work, and cutting this message
+	 * would mostly add writes (each a post, a receive completion and its repost). It
+	 * goes whole to the QP that would be done with it first, as NCCL's IB transport sends
+	 * each message on one QP of a NIC (NCCL_IB_SPLIT_DATA_ON_QPS=0); with fewer in flight
+	 * it is cut over the QPs, and split_bytes 0 (NCCL_IB_SPLIT_DATA_ON_QPS=1) cuts every
+	 * one. Measured, each one: the choice reads the QPs' backlogs. One pick in 64 says
+	 * cut (braid_stripe_pick), so that every QP is measured. */
 	if (c->nrails == 1 && (c->qlanes_on & 1) && c->inflight >= c->nqps && c->split_bytes &&
 	    size <= (c->dev->max_msg_sz & ~(size_t)127)) {
-		p->nch[0] = 1;
-		p->total = 1;
-		p->qp[0] = (uint8_t)braid_stripe_pick(&c->qst[0], size);
-		p->clen[0] = (uint32_t)size;
-		p->qlanes = 1;
-		return 0;
+		int q = braid_stripe_pick(&c->qst[0], size);
+
+		if (q >= 0) {
+			p->nch[0] = 1;
+			p->total = 1;
+			p->qp[0] = (uint8_t)q;
+			p->clen[0] = (uint32_t)size;
+			p->qlanes = 1;
+			return 0;
+		}
 	}
 	if (c->nrails > 1)
 		braid_stripe_split(&c->stripe, size, p->len, &first);

@@ -171,9 +171,9 @@ enum braid_param_type {
 	X(IB_SPLIT_BYTES, "BRAID_IB_SPLIT_BYTES", BRAID_PARAM_INT, "65536", 0, 1073741824, NULL,   \
 	  NULL,                                                                                    \
 	  "Messages larger than this are cut across the connection's QPs (by their measured "      \
-	  "goodput; BRAID_STRIPE=equal: evenly) while some QP is idle; once every QP has a "       \
-	  "message in flight each goes whole to the QP that would finish it first. Smaller "       \
-	  "ones take the QPs in turn. 0: every message is cut across the QPs.")                    \
+	  "goodput; BRAID_STRIPE=equal: evenly) while the comm has fewer sends in flight than "    \
+	  "QPs; from as many on, a one-NIC comm sends each whole on the QP that would finish it "  \
+	  "first. Smaller ones take the QPs in turn. 0: every message is cut across the QPs.")     \
 	X(IB_SPLIT_DATA_ON_QPS, "BRAID_IB_SPLIT_DATA_ON_QPS", BRAID_PARAM_INT, "-1", -1, 1, NULL,  \
 	  "NCCL_IB_SPLIT_DATA_ON_QPS",                                                             \
 	  "NCCL's switch, onto BRAID_IB_SPLIT_BYTES: 1 splits every message over the QPs, 0 "      \

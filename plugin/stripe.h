@@ -119,8 +119,10 @@ struct braid_stripe {
 	uint32_t sample_seq;
 	int sampling;
 	/* braid_stripe_pick has placed a message: from then on every message is accounted
-	 * (the pick reads the bytes outstanding, which a sampled lane does not know) */
+	 * (the pick reads the bytes outstanding, which a sampled lane does not know); picks
+	 * left before one answers "cut it" */
 	int whole;
+	uint32_t pick_left;
 	/* adaptive and follow: cuts left before a live lane that the cut leaves out gets a
 	 * probe chunk, and the lane to look at first (braid_stripe_cut) */
 	uint32_t probe_left;
@@ -201,7 +203,9 @@ int braid_stripe_cut(struct braid_stripe *st, size_t size, size_t len[BRAID_STRI
  * lane sooner and only add chunks. The choice reads what is outstanding, so from the
  * first pick on cfg.sample is off: braid_stripe_sample() answers BRAID_STRIPE_MEASURE for
  * every message, whole or cut, and the caller accounts each (braid_stripe_posted and
- * braid_stripe_completed).
+ * braid_stripe_completed). -1 once in BRAID_STRIPE_PROBE_EVERY calls (not in equal mode):
+ * the caller cuts that message (braid_stripe_split), so that a lane no pick chooses is
+ * still measured.
  */
 int braid_stripe_pick(struct braid_stripe *st, size_t size);
 

@@ -47,40 +47,24 @@ int braid_stripe_pick_one(struct braid_stripe *st, size_t size)
 }
 
 /*
- * A slow lane is picked only once the others' backlogs outweigh its slowness (with 8
- * messages over 4 QPs, one at a quarter of the others' rate never is), and a lane never
- * picked is measured no more: once in BRAID_STRIPE_PROBE_EVERY picks a live lane with
- * nothing outstanding (in turn) takes the message, so that a path that got faster is
- * seen. Not in equal mode (nothing there is measured).
+ * A slow lane is picked only once the others' backlogs outweigh its slowness (8 messages
+ * over 3 QPs at R never make one at R/4 the first to finish), and a lane never picked is
+ * measured no more. So once in BRAID_STRIPE_PROBE_EVERY picks the message is cut by the
+ * weights instead (-1), which gives every lane its share: a slow lane a small part that
+ * ends with the others (a whole message there would hold NCCL's window, which is consumed
+ * in order, for the whole message's time on the slow path), and a path that got faster
+ * is seen. Not in equal mode (nothing there is measured).
  */
-static int stripe_pick_probe(struct braid_stripe *st)
-{
-	int n = st->nlanes;
-
-	if (st->probe_left > 1 || st->cfg.mode == BRAID_STRIPE_EQUAL) {
-		st->probe_left--;
-		return -1;
-	}
-	st->probe_left = BRAID_STRIPE_PROBE_EVERY;
-	for (int k = 0; k < n; k++) {
-		int i = (st->probe_next + k) % n;
-
-		if (!st->lane[i].down && !st->lane[i].outstanding) {
-			st->probe_next = (i + 1) % n;
-			return i;
-		}
-	}
-	return -1;
-}
-
 int braid_stripe_pick(struct braid_stripe *st, size_t size)
 {
-	int lane;
-
 	if (__builtin_expect(!st->whole, 0)) {
 		st->whole = 1;
 		st->sampling = 0;
+		st->pick_left = BRAID_STRIPE_PROBE_EVERY;
 	}
-	lane = stripe_pick_probe(st);
-	return lane >= 0 ? lane : braid_stripe_pick_one(st, size);
+	if (--st->pick_left == 0 && st->cfg.mode != BRAID_STRIPE_EQUAL) {
+		st->pick_left = BRAID_STRIPE_PROBE_EVERY;
+		return -1;
+	}
+	return braid_stripe_pick_one(st, size);
 }

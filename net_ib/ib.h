@@ -396,7 +396,7 @@ struct ib_comm {
 	uint32_t rem_fifo_rkeys[BRAID_VDEV_MAX_NICS]; /* receiver: the sender's FIFO, per rail */
 	struct ibv_mr *pool_mrs[BRAID_VDEV_MAX_NICS]; /* receiver: its requests, per rail */
 	int fifo_qp;                                /* receiver: the QP that carries FIFO writes */
-	uint32_t fifo_posts;                        /* receiver: FIFO writes posted */
+	uint32_t fifo_posts; /* receiver: FIFO writes posted (one in IB_FIFO_SIGNAL_EVERY signaled) */
 	uint64_t rail_down_ns[BRAID_VDEV_MAX_NICS]; /* when each rail failed */
 	uint64_t rail_down_bytes[BRAID_VDEV_MAX_NICS]; /* sender: the others' bytes then */
 

@@ -209,8 +209,9 @@ static void fifo_repost(struct ib_comm *c, struct ib_req *r)
 {
 	struct ib_qp *q = &c->qps[c->fifo_qp];
 	uint32_t len = (uint32_t)r->n * (uint32_t)sizeof(r->fifo[0]);
-	int rc = ib_qp_post_rdma(q->qp, ib_wr_id(r, IB_WR_FIFO), IBV_WR_RDMA_WRITE,
-				 IBV_SEND_SIGNALED, r->fifo, len, c->pool_mr->lkey,
+	int rc = ib_qp_post_rdma(q->qp, ib_wr_id(r, IB_WR_FIFO), IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+				 r->fifo, len,
+				 c->pool_mr->lkey,
 				 c->rem_fifo_addr + (uint64_t)(r->seq % IB_RING) * sizeof(r->fifo),
 				 c->rem_fifo_rkey);
 

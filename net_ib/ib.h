@@ -87,12 +87,6 @@ int ibv_dl_open(char *why, size_t whylen);
 #define IB_SQ_DEPTH (BRAID_MAX_RECVS * IB_RING + 8) /* a send uses <= 1 WR per QP */
 #define IB_RQ_DEPTH (BRAID_MAX_RECVS * IB_RING + 32)
 #define IB_MAX_CHUNK (1ULL << 30)
-/* A receive comm's FIFO writes: one in this many is signaled, as NCCL's IB transport
- * signals one in its ring (p2p.cc ncclIbPostFifo). The unsignaled ones' send-queue slots
- * free only with a later signaled completion, so the queue holds up to this - 1 of them
- * (their requests done) beside the IB_RING receives in flight, the first of which may be
- * the signaled one: 8 - 1 + 32 fits the receive side's IB_RING + 8 slots (ib_qp.c). */
-#define IB_FIFO_SIGNAL_EVERY 8
 
 /* One FIFO entry: a receive buffer, written by the receiver into the sender's memory. seq
  * is written at both ends so that a half-written entry is never taken. */
@@ -396,7 +390,6 @@ struct ib_comm {
 	uint32_t rem_fifo_rkeys[BRAID_VDEV_MAX_NICS]; /* receiver: the sender's FIFO, per rail */
 	struct ibv_mr *pool_mrs[BRAID_VDEV_MAX_NICS]; /* receiver: its requests, per rail */
 	int fifo_qp;                                /* receiver: the QP that carries FIFO writes */
-	uint32_t fifo_posts; /* receiver: FIFO writes posted (one in IB_FIFO_SIGNAL_EVERY signaled) */
 	uint64_t rail_down_ns[BRAID_VDEV_MAX_NICS]; /* when each rail failed */
 	uint64_t rail_down_bytes[BRAID_VDEV_MAX_NICS]; /* sender: the others' bytes then */
 
@@ -518,9 +511,9 @@ int ib_qp_connect(struct ib_comm *c, struct ib_qp *q, int i, uint32_t rqpn, uint
 uint32_t ib_flow_label(uint32_t lqpn, uint32_t rqpn, int i);
 uint16_t ib_rocev2_sport(uint32_t lqpn, uint32_t rqpn, uint32_t flow_label);
 int ib_qp_post_recvs(struct ib_comm *c, struct ib_qp *q, uint32_t count);
+/* One signaled RDMA READ or WRITE of [addr, addr + len) (lkey) against raddr (rkey);
+ * ibv_post_send's return. */
 int ib_qp_take_ece(struct ib_comm *c, struct ib_qp *q, const struct ibv_ece *peer);
-/* One RDMA READ or WRITE of [addr, addr + len) (lkey) against raddr (rkey), with send
- * flags `flags` (IBV_SEND_SIGNALED for a completion); ibv_post_send's return. */
 int ib_qp_post_rdma(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, unsigned int flags,
 		    const void *addr, uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey);
 const char *ib_mtu_str(enum ibv_mtu mtu);

@@ -209,8 +209,7 @@ static void fifo_repost(struct ib_comm *c, struct ib_req *r)
 {
 	struct ib_qp *q = &c->qps[c->fifo_qp];
 	uint32_t len = (uint32_t)r->n * (uint32_t)sizeof(r->fifo[0]);
-	int rc = ib_qp_post_rdma(q->qp, ib_wr_id(r, IB_WR_FIFO), IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
-				 r->fifo, len,
+	int rc = ib_qp_post_rdma(q->qp, ib_wr_id(r, IB_WR_FIFO), IBV_WR_RDMA_WRITE, 0, r->fifo, len,
 				 c->pool_mr->lkey,
 				 c->rem_fifo_addr + (uint64_t)(r->seq % IB_RING) * sizeof(r->fifo),
 				 c->rem_fifo_rkey);
@@ -315,7 +314,7 @@ void ib_fo_send_settled(struct ib_comm *c, struct ib_req *r)
 	}
 	q = &c->qps[qi];
 	c->fo_probe[r->fo_at] = 0;
-	rc = ib_qp_post_rdma(q->qp, ib_wr_id(r, IB_WR_FIFO), IBV_WR_RDMA_READ, IBV_SEND_SIGNALED,
+	rc = ib_qp_post_rdma(q->qp, ib_wr_id(r, IB_WR_FIFO), IBV_WR_RDMA_READ, 0,
 			     &c->fo_probe[r->fo_at], sizeof(uint32_t), c->fifo_mrs[q->rail]->lkey,
 			     c->rem_done_addr + (uint64_t)r->fo_at * sizeof(uint32_t),
 			     c->rem_done_rkey[q->peer_rail]);

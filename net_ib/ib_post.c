@@ -477,7 +477,7 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 	struct ib_req *r;
 	struct ib_qp *q;
 	uint32_t slot = c->seq % IB_RING, len;
-	int rc, sig;
+	int rc;
 
 	if (ib_comm_error(c) || refuse_after_bye(c))
 		return c->error;
@@ -520,18 +520,10 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 					 (c->seq & 0xffff) << 16, __ATOMIC_RELAXED);
 	}
 	len = (uint32_t)n * (uint32_t)sizeof(r->fifo[0]);
-	/* Signaled once in IB_FIFO_SIGNAL_EVERY (always under failover, which reads the
-	 * completion): the request waits only for that one's completion. An unsignaled
-	 * write's source, r->fifo, may go with the request: the request completes when its
-	 * data has landed, which the sender wrote after reading this entry, so the NIC has
-	 * read the source by then. It names no request: a flush completes it in error only. */
-	sig = c->fo || c->fifo_posts++ % IB_FIFO_SIGNAL_EVERY == 0;
-	rc = ib_qp_post_rdma(q->qp, sig ? ib_wr_id(r, IB_WR_FIFO) : ib_wr_id(NULL, IB_WR_FIFO),
-			     IBV_WR_RDMA_WRITE,
-			     (sig ? IBV_SEND_SIGNALED : 0) |
-				     (len <= q->max_inline ? IBV_SEND_INLINE : 0),
-			     r->fifo, len, c->pool_mr->lkey,
-			     c->rem_fifo_addr + (uint64_t)slot * sizeof(r->fifo), c->rem_fifo_rkey);
+	rc = ib_qp_post_rdma(q->qp, ib_wr_id(r, IB_WR_FIFO), IBV_WR_RDMA_WRITE,
+			     len <= q->max_inline ? IBV_SEND_INLINE : 0, r->fifo, len,
+			     c->pool_mr->lkey, c->rem_fifo_addr + (uint64_t)slot * sizeof(r->fifo),
+			     c->rem_fifo_rkey);
 	if (rc) {
 		BRAID_WARN("ib: receive comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): posting "
 			   "the FIFO write failed: %s",
@@ -542,7 +534,7 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 		ib_comm_fail(c, ncclSystemError);
 		return c->error;
 	}
-	r->pending = n + sig;
+	r->pending = n + 1;
 	r->magic = BRAID_MAGIC_REQ;
 	c->slot[slot] = r;
 	c->inflight++;

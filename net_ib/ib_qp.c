@@ -161,7 +161,7 @@ int ib_qp_post_rdma(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, un
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = op;
-	wr.send_flags = flags;
+	wr.send_flags = IBV_SEND_SIGNALED | flags;
 	wr.wr.rdma.remote_addr = raddr;
 	wr.wr.rdma.rkey = rkey;
 	return ibv_post_send(qp, &wr, &bad);

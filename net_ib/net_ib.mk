@@ -19,7 +19,8 @@ test-ib: $(PLUGIN_SO) $(SV_LIB) $(SV_STAT) $(CONF_BIN)
 # gdr-probe: what NCCL sees of GPUDirect (ptrSupport, the fallback record, regMr of CUDA
 # memory), for tests/ib/gpudirect.sh.
 GDR_PROBE := $(BUILD)/tests/ib/gdr-probe
-$(GDR_PROBE): $(BUILD)/obj/tests/ib/gdr_probe.o $(BUILD)/obj/tools/netapi.o
+$(GDR_PROBE): $(BUILD)/obj/tests/ib/gdr_probe.o $(BUILD)/obj/tools/netapi.o \
+	$(BUILD)/obj/tools/ctr_self.o
 	@mkdir -p $(dir $@)
 	$(CC) $(BRAID_LDFLAGS) $^ -o $@ -ldl -lpthread
 

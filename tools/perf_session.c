@@ -8,16 +8,15 @@
 #include "tools/cmds.h"
 #include "tools/perf.h"
 
-#include <fcntl.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "plugin/counters.h"
 #include "tools/bootstrap.h"
+#include "tools/ctr_self.h"
 
 /* ---- set-up and tear-down ---- */
 
@@ -184,27 +183,13 @@ static void print_header(const struct perf *p, const char *loaded)
  */
 static void print_lanes(void)
 {
-	char path[64];
-	struct braid_ctr_region *r;
-	struct stat st;
-	int fd;
+	const struct braid_ctr_region *r;
+	char why[160];
+	int rc = ctr_self_map(&r, why, sizeof(why));
 
-	snprintf(path, sizeof(path), BRAID_CTR_PATH_FMT, (int)getpid());
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return;
-	if (fstat(fd, &st) || (size_t)st.st_size < sizeof(*r)) {
-		close(fd);
-		return;
-	}
-	r = mmap(NULL, sizeof(*r), PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	if (r == MAP_FAILED)
-		return;
-	if (r->magic != BRAID_CTR_MAGIC || r->version != BRAID_CTR_VERSION) {
-		printf("# per-NIC counters: %s has layout version %u, this braid reads %u\n", path,
-		       r->version, (unsigned)BRAID_CTR_VERSION);
-		munmap(r, sizeof(*r));
+	if (rc) {
+		if (rc != -ENOENT) /* no file: counters off, nothing to say */
+			printf("# per-NIC counters: %s\n", why);
 		return;
 	}
 	for (int i = 0; i < BRAID_CTR_MAX_COMMS; i++) {
@@ -227,7 +212,7 @@ static void print_lanes(void)
 			       l->slow ? "yes" : "no");
 		}
 	}
-	munmap(r, sizeof(*r));
+	ctr_self_unmap(r);
 }
 
 /* The whole measurement on an established bootstrap socket. */

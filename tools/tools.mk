@@ -6,6 +6,7 @@ STAT_SRCS := tools/stat.c tools/stat_read.c tools/stat_text.c tools/stat_json.c 
 	tools/stat_watch.c tools/stat_prom.c tools/stat_prom_export.c
 TOOLS_SRCS := tools/braid.c tools/self.c tools/version.c tools/perf.c tools/perf_opts.c \
 	tools/perf_phases.c tools/perf_session.c tools/perf_peer.c tools/netapi.c tools/pattern.c \
+	tools/ctr_self.c \
 	tools/bootstrap.c $(STAT_SRCS) tools/doctor.c tools/doctor_base.c tools/doctor_lib.c \
 	tools/doctor_rdma.c tools/doctor_gpu.c
 # braid stat writes JSON with jansson (libjansson-dev, packaging/debian-packages.txt)

@@ -148,12 +148,6 @@ int xfer_drain(struct xfer *x, double bound_s, double *last_at);
 void conf_die(struct side *s, const char *when);
 void xfer_free(struct xfer *x);
 
-/* This process's counter region (ctr.c, plugin/counters.h), read-only; NULL when there is
- * none (BRAID_COUNTERS=0, no room in /dev/shm) or its layout is not this build's. */
-struct braid_ctr_region;
-const struct braid_ctr_region *ctr_map(void);
-void ctr_unmap(const struct braid_ctr_region *r);
-
 /* Plans (plan.c): deterministic from the seed, so both sides build the same one. */
 void plan_stream(struct xfer_plan *p, uint64_t seed, int nrandom, size_t max_random,
 		 bool with_huge);

@@ -3,6 +3,7 @@
 
 CONF_SRCS := $(wildcard tests/conformance/*.c)
 CONF_OBJS := $(CONF_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tools/netapi.o \
+	$(BUILD)/obj/tools/ctr_self.o \
 	$(BUILD)/obj/tools/pattern.o
 CONF_BIN := $(BUILD)/tests/conformance/conformance
 

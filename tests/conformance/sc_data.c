@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "plugin/counters.h"
+#include "tools/ctr_self.h"
 #include "tools/pattern.h"
 
 int sc_props(struct side *s)
@@ -76,12 +77,13 @@ int sc_props(struct side *s)
  * carried none of a message counts none of it) and no fewer. */
 static int check_lane_chunks(struct side *s, const char *name, int msgs, bool receiver)
 {
-	const struct braid_ctr_region *r = ctr_map();
 	uint32_t kind = receiver ? BRAID_CTR_COMM_RECV : BRAID_CTR_COMM_SEND;
+	const struct braid_ctr_region *r;
 	int rc = 0, found = 0;
+	char why[160];
 
-	if (!r) {
-		conf_log(s, "%s: no counter region, lane chunks not checked", name);
+	if (ctr_self_map(&r, why, sizeof(why))) {
+		conf_log(s, "%s: no counter region (%s), lane chunks not checked", name, why);
 		return 0;
 	}
 	for (uint32_t i = 0; i < r->max_comms && i < BRAID_CTR_MAX_COMMS; i++) {
@@ -104,7 +106,7 @@ static int check_lane_chunks(struct side *s, const char *name, int msgs, bool re
 	}
 	if (!found) /* a device of one NIC; on a fused run, one that did not fuse shows here */
 		conf_log(s, "%s: no comm of several NICs, lane chunks not checked", name);
-	ctr_unmap(r);
+	ctr_self_unmap(r);
 	return rc;
 }
 

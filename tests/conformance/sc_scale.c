@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "plugin/counters.h"
+#include "tools/ctr_self.h"
 #include "tools/pattern.h"
 
 #define MC_COMMS 1024
@@ -144,12 +145,14 @@ static long rss_kib(void)
 /* A device's counter in this process's region (plugin/counters.h); -1 when unreadable. */
 static long dev_counter(int dev, size_t offset)
 {
-	const struct braid_ctr_region *r = ctr_map();
+	const struct braid_ctr_region *r;
+	char why[160];
 	long n = -1;
 
+	ctr_self_map(&r, why, sizeof(why));
 	if (r && dev < (int)r->max_devs)
 		n = (long)*(const uint64_t *)((const char *)&r->devs[dev] + offset);
-	ctr_unmap(r);
+	ctr_self_unmap(r);
 	return n;
 }
 

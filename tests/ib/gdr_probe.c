@@ -14,38 +14,23 @@
  *   gdr-probe PLUGIN [VERSION]     (VERSION 8..11, default 11)
  */
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "plugin/counters.h"
+#include "tools/ctr_self.h"
 #include "tools/netapi.h"
 
 static int read_fallback(void)
 {
-	struct braid_ctr_region *r;
-	char path[64];
-	int fd;
+	const struct braid_ctr_region *r;
+	char why[160];
 
-	snprintf(path, sizeof(path), BRAID_CTR_PATH_FMT, (int)getpid());
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		perror(path);
-		return -1;
-	}
-	r = mmap(NULL, sizeof(*r), PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	if (r == MAP_FAILED) {
-		perror("mmap");
-		return -1;
-	}
-	if (r->magic != BRAID_CTR_MAGIC || r->version != BRAID_CTR_VERSION) {
-		fprintf(stderr, "%s: not a version %d counter region\n", path, BRAID_CTR_VERSION);
-		munmap(r, sizeof(*r));
+	if (ctr_self_map(&r, why, sizeof(why))) {
+		fprintf(stderr, "gdr-probe: %s\n", why);
 		return -1;
 	}
 	printf("fb_backend=%.*s\n", (int)sizeof(r->fallback.backend), r->fallback.backend);
@@ -57,7 +42,7 @@ static int read_fallback(void)
 	       r->fallback.gpudirect_why);
 	printf("fb_recv_regs_gpu=%u\n", r->fallback.recv_regs_gpu);
 	printf("fb_recv_regs_host=%u\n", r->fallback.recv_regs_host);
-	munmap(r, sizeof(*r));
+	ctr_self_unmap(r);
 	return 0;
 }
 

@@ -142,6 +142,7 @@ static void stripe_weigh(struct braid_stripe *st)
 static void stripe_reweigh(struct braid_stripe *st)
 {
 	stripe_weigh(st);
+	braid_stripe_weights_set(st);
 	for (int i = 0; st->memo.size && i < st->nlanes; i++) {
 		double d = st->lane[i].weight - st->memo.weight[i];
 
@@ -604,10 +605,12 @@ int braid_stripe_lane_down(struct braid_stripe *st, int lane, int down)
 		l->slow_run_ns = 0;
 		st->memo.size = 0;
 		stripe_sample_check(st);
-		if (st->cfg.mode == BRAID_STRIPE_FOLLOW)
+		if (st->cfg.mode == BRAID_STRIPE_FOLLOW) {
 			l->weight = 0; /* until the other side's next weights */
-		else
+			braid_stripe_weights_set(st);
+		} else {
 			stripe_reweigh(st);
+		}
 	}
 	return st->nlanes - st->ndown;
 }

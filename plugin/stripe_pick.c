@@ -8,41 +8,56 @@
 
 #include "plugin/stripe_int.h"
 
+/* A lane of weight 0 (follow mode, before the other side's weights) finishes last but
+ * finitely: 0 bytes over it read 0, never NaN. */
+#define STRIPE_INV_WEIGHT_ZERO 1e30
+
+void braid_stripe_weights_set(struct braid_stripe *st)
+{
+	for (int i = 0; i < st->nlanes; i++) {
+		double w = st->lane[i].weight;
+
+		st->lane[i].inv_weight = w > 0 ? 1 / w : STRIPE_INV_WEIGHT_ZERO;
+	}
+}
+
 /*
  * The lane for a whole message of size bytes: of lanes with unequal backlogs, the one that
- * would be done with it first (its bytes outstanding and the message, over its weight,
- * compared cross-multiplied); of equal backlogs, the heavier lane, or with none the one
- * whose turn it is (idle lanes take turns, whatever their weights: each stays measured).
- * Fewest bytes outstanding alone ignored the weights: a receiver that posts a window of
- * messages at once (net_ofi cuts when it posts) put every other one on a lane a quarter
- * as fast, and R + R/4 carried half of R alone.
+ * would be done with it first (its bytes outstanding and the message, over its weight);
+ * of equal backlogs, the heavier lane, or with none the one whose turn it is (idle lanes
+ * take turns, whatever their weights: each stays measured). Fewest bytes outstanding
+ * alone ignored the weights: a receiver that posts a window of messages at once (net_ofi
+ * cuts when it posts) put every other one on a lane a quarter as fast, and R + R/4
+ * carried half of R alone.
  */
 int braid_stripe_pick_one(struct braid_stripe *st, size_t size)
 {
-	int n = st->nlanes, best = st->rr, i = best;
-	const struct braid_stripe_lane *b = &st->lane[best];
+	const struct braid_stripe_lane *b = &st->lane[st->rr], *a = b, *end = st->lane + st->nlanes;
+	/* every message of a stream sent whole (braid_stripe_pick) comes here: each lane's
+	 * finish time once, by the weight's inverse, and a walk by pointer (a lane is no
+	 * power of two in size: indexing cost more than the comparison); signed: one
+	 * instruction to convert (never 2^63 bytes) */
+	double bt = (double)(int64_t)(b->outstanding + size) * b->inv_weight;
+	int bdown = b->down, best;
 
-	/* every message of a stream sent whole (braid_stripe_pick) comes here: no division,
-	 * the best lane's record kept at hand */
-	for (int k = 1; k < n; k++) {
-		const struct braid_stripe_lane *a;
+	for (int k = 1; k < st->nlanes; k++) {
+		double at;
 
-		if (++i == n)
-			i = 0;
-		a = &st->lane[i];
+		if (++a == end)
+			a = st->lane;
 		if (a->down)
 			continue;
-		if (b->down ||
-		    (a->outstanding == b->outstanding
-			     ? a->outstanding && a->weight > b->weight
-			     : /* signed: one instruction to convert (never 2^63 bytes) */
-			     (double)(int64_t)(a->outstanding + size) * b->weight <
-				     (double)(int64_t)(b->outstanding + size) * a->weight)) {
-			best = i;
+		at = (double)(int64_t)(a->outstanding + size) * a->inv_weight;
+		if (bdown || (a->outstanding == b->outstanding
+				      ? a->outstanding && a->inv_weight < b->inv_weight
+				      : at < bt)) {
 			b = a;
+			bt = at;
+			bdown = 0;
 		}
 	}
-	st->rr = best + 1 == n ? 0 : best + 1;
+	best = (int)(b - st->lane);
+	st->rr = best + 1 == st->nlanes ? 0 : best + 1;
 	return best;
 }
 

@@ -9,6 +9,8 @@
 
 #include <errno.h>
 
+#include "plugin/stripe_int.h"
+
 /* Bits of one lane's weight on the wire: 16 for up to 4 lanes (the form of 4-NIC
  * devices, unchanged), 8 for 5 to 8. */
 static unsigned wire_bits(int nlanes)
@@ -70,6 +72,7 @@ int braid_stripe_follow(struct braid_stripe *st, uint64_t wire)
 		sum += (double)wire_lane(wire, i, bits);
 	for (int i = 0; i < st->nlanes; i++)
 		st->lane[i].weight = (double)wire_lane(wire, i, bits) / sum;
+	braid_stripe_weights_set(st);
 	st->memo.size = 0;
 	return 0;
 }

@@ -292,7 +292,7 @@ static void whole_messages_follow_rates(void **state)
 		s.sampled = 1;
 		s.whole = 1;
 		s.inorder = 1;
-		s.reap_every = 8;
+		s.reap_every = 16; /* net_ib's IB_QREAP_EVERY */
 		for (int q = 0; q < NQ; q++)
 			s.bps[q] = q == 2 ? R / slow_div[t] : R;
 		bps = qsim_run(&s, 2000, 400, MiB);

@@ -982,6 +982,51 @@ static void lane_down_takes_no_part(void **state)
 	}
 }
 
+/* The pick of a lane for a whole message (braid_stripe_pick; its probe is 64 picks away)
+ * among lanes with backlogs: a
+ * lane of weight 0 (follow mode: the measuring side gave it none) is never chosen while a
+ * weighted lane is up, a lane down never, even when it is the round robin's turn; and the
+ * finish times follow the weights (3:1: the heavy lane takes 3 of every 4). */
+static void pick_by_weight_not_zero_not_down(void **state)
+{
+	struct braid_stripe_cfg cfg;
+	struct braid_stripe st;
+	int on[3] = { 0, 0, 0 };
+
+	(void)state;
+	braid_stripe_cfg_default(&cfg);
+	cfg.mode = BRAID_STRIPE_FOLLOW;
+	braid_stripe_init(&st, 3, NULL, &cfg);
+	/* wire form, 16 bits a lane: lane 0 3/4, lane 1 none, lane 2 1/4 */
+	assert_int_equal(braid_stripe_follow(&st, 3ull | 1ull << 32), 0);
+	for (int i = 0; i < 3; i++)
+		braid_stripe_posted(&st, i, MiB, 0);
+	for (int k = 0; k < 40; k++) {
+		int lane = braid_stripe_pick(&st, MiB);
+
+		assert_true(lane == 0 || lane == 2);
+		on[lane]++;
+		braid_stripe_posted(&st, lane, MiB, 0);
+	}
+	/* each went where it finished first: the two backlogs' finish times end within one
+	 * message of each other (32 MiB at 3/4, 10 MiB at 1/4) */
+	assert_int_equal(on[1], 0);
+	assert_int_equal(on[0], 31);
+	assert_int_equal(on[2], 9);
+
+	/* adaptive, lane 1 down and every turn tried as the start */
+	braid_stripe_init(&st, 3, NULL, NULL);
+	braid_stripe_lane_down(&st, 1, 1);
+	for (int k = 0; k < 9; k++) {
+		int lane;
+
+		st.rr = k % 3;
+		lane = braid_stripe_pick(&st, MiB);
+		assert_true(lane == 0 || lane == 2);
+		braid_stripe_posted(&st, lane, MiB, 0);
+	}
+}
+
 /* Recovery: a lane back up takes the weight its measured rate gave it before it went down
  * (not an equal share it must earn back from scratch), and while down its old rate is no
  * yardstick for the others' slowness. */
@@ -1034,6 +1079,7 @@ int main(void)
 		cmocka_unit_test(deterministic_and_misuse),
 		cmocka_unit_test(batched_reap_reads_true_rate),
 		cmocka_unit_test(lane_down_takes_no_part),
+		cmocka_unit_test(pick_by_weight_not_zero_not_down),
 		cmocka_unit_test(lane_back_up_keeps_its_rate),
 	};
 

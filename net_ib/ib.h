@@ -240,13 +240,13 @@ struct ib_req {
 	uint8_t fo;
 	uint16_t fo_at;
 	/* Receives only, and last: a send comm's pool holds IB_SEND_REQ_SIZE bytes per
-	 * request (256 of them), not the whole struct. */
-	struct ib_fifo_elem fifo[BRAID_MAX_RECVS]; /* receive: what we write to the sender */
+	 * request (256 of them), not the whole struct. A receive's FIFO entries are not
+	 * here but in its ring slot (ib_comm.fifo): a request is reused for another slot. */
 	size_t cap[BRAID_MAX_RECVS];
 	uint8_t chunks_want[BRAID_MAX_RECVS]; /* 0 until the first chunk says */
 	uint16_t chunks_got[BRAID_MAX_RECVS]; /* the chunks landed, a bit each (identity) */
 };
-#define IB_SEND_REQ_SIZE (offsetof(struct ib_req, fifo))
+#define IB_SEND_REQ_SIZE (offsetof(struct ib_req, cap))
 
 /*
  * What every kind of request reads, set when it leaves the pool. The pool hands an element
@@ -356,16 +356,19 @@ struct ib_comm {
 	uint32_t rem_ar_rkey[BRAID_VDEV_MAX_NICS];
 
 	struct braid_pool reqs;
-	struct ibv_mr *pool_mr; /* receive requests hold the FIFO entries we write */
 	int inflight;
 	uint32_t seq;
 	uint64_t nbufs;     /* receiver: buffers posted so far (the next one's number) */
 	uint64_t sent_upto; /* sender: the current group's first buffer number */
 
 	/* sender: the FIFO the receiver writes into, and which buffers of the current group
-	 * were already sent to */
+	 * were already sent to. Receiver: per ring slot, the entries its FIFO write reads
+	 * (NCCL's remFifo.elems): a write the NIC sends again (its ACK lost) reads its own
+	 * slot's entries, never a later receive's in another slot. fifo_src_mr: the
+	 * registration those writes name, fifo_mr or under failover the FIFO QP's rail's. */
 	struct ib_fifo_elem (*fifo)[BRAID_MAX_RECVS];
 	struct ibv_mr *fifo_mr;
+	struct ibv_mr *fifo_src_mr;
 	uint32_t used;
 	/* receiver: the sender's FIFO, and the request of each ring slot */
 	uint64_t rem_fifo_addr;
@@ -382,13 +385,12 @@ struct ib_comm {
 	int fo_busy;                /* sender: sends being probed or replayed */
 	struct ib_fo_send *fo_send; /* sender: [IB_RING * BRAID_MAX_RECVS] */
 	uint32_t *fo_probe;         /* sender: where probes land (after the FIFO) */
-	struct ibv_mr *fifo_mrs[BRAID_VDEV_MAX_NICS]; /* sender: the FIFO on every rail */
+	struct ibv_mr *fifo_mrs[BRAID_VDEV_MAX_NICS]; /* the FIFO (either side's) on every rail */
 	uint64_t rem_done_addr; /* sender: the receiver's landed-chunk words */
 	uint32_t rem_done_rkey[BRAID_VDEV_MAX_NICS];
 	uint32_t *fo_done; /* receiver: [IB_RING * BRAID_MAX_RECVS] */
 	struct ibv_mr *done_mr[BRAID_VDEV_MAX_NICS];
 	uint32_t rem_fifo_rkeys[BRAID_VDEV_MAX_NICS]; /* receiver: the sender's FIFO, per rail */
-	struct ibv_mr *pool_mrs[BRAID_VDEV_MAX_NICS]; /* receiver: its requests, per rail */
 	int fifo_qp;                                /* receiver: the QP that carries FIFO writes */
 	uint64_t rail_down_ns[BRAID_VDEV_MAX_NICS]; /* when each rail failed */
 	uint64_t rail_down_bytes[BRAID_VDEV_MAX_NICS]; /* sender: the others' bytes then */

@@ -72,8 +72,6 @@ static void comm_free(struct ib_comm *c)
 		if (c->ar_mr[k])
 			ibv.dereg_mr(c->ar_mr[k]);
 	braid_numa_free(c->ar_recs, IB_RING * sizeof(*c->ar_recs));
-	if (c->pool_mr)
-		ibv.dereg_mr(c->pool_mr);
 	braid_numa_free(c->fifo, ib_fifo_bytes(c));
 	free(c->qst);
 	braid_pool_fini(&c->reqs);
@@ -253,11 +251,14 @@ static int comm_build(struct ib_comm *c, int nqps, const uint8_t *rail_of)
 	if (rc)
 		return rc;
 	if (!c->is_send) {
-		/* receive requests hold the FIFO entries the receiver writes from */
-		c->pool_mr = ibv.reg_mr(h->pd, c->reqs.mem, c->reqs.elem_size * c->reqs.nelem,
-					IBV_ACCESS_LOCAL_WRITE);
-		if (!c->pool_mr)
+		/* the FIFO entries of each ring slot, which the receiver's FIFO writes read */
+		c->fifo = braid_numa_alloc(ib_fifo_bytes(c), c->dev->numa_node);
+		if (!c->fifo)
+			return -ENOMEM;
+		c->fifo_mr = ibv.reg_mr(h->pd, c->fifo, ib_fifo_bytes(c), IBV_ACCESS_LOCAL_WRITE);
+		if (!c->fifo_mr)
 			goto reg_fail;
+		c->fifo_src_mr = c->fifo_mr;
 		for (int i = 0; i < nqps; i++) {
 			rc = ib_qp_post_recvs(c, &c->qps[i], IB_RQ_DEPTH);
 			if (rc) {
@@ -357,7 +358,7 @@ static void fill_wire(struct ib_comm *c, struct ib_wire *w, const uint32_t *psn)
 		memcpy(wr->gid, d->gid.raw, 16);
 		snprintf(wr->dev, sizeof(wr->dev), "%.39s", d->name);
 	}
-	if (c->fifo_mr) {
+	if (c->is_send && c->fifo_mr) {
 		w->fifo_addr = (uint64_t)(uintptr_t)c->fifo;
 		w->fifo_rkey = c->fifo_mr->rkey;
 	}

@@ -100,14 +100,13 @@ int ib_fo_build(struct ib_comm *c)
 			   "the landed-chunk words");
 	if (rc)
 		return rc;
-	/* the FIFO entries a receive writes from (its request) on every rail, for when the
-	 * FIFO writes move to another NIC; pool_mrs[0] stands for pool_mr from now on */
-	rc = reg_all_rails(c, c->reqs.mem, c->reqs.elem_size * c->reqs.nelem,
-			   IBV_ACCESS_LOCAL_WRITE, c->pool_mrs, "the receive requests");
+	/* the FIFO entries the receives write from on every rail, for when the FIFO writes
+	 * move to another NIC */
+	rc = reg_all_rails(c, c->fifo, ib_fifo_bytes(c), IBV_ACCESS_LOCAL_WRITE, c->fifo_mrs,
+			   "the FIFO entries");
 	if (rc)
 		return rc;
-	ibv.dereg_mr(c->pool_mr);
-	c->pool_mr = c->pool_mrs[0];
+	c->fifo_src_mr = c->fifo_mrs[c->qps[c->fifo_qp].rail];
 	return 0;
 }
 
@@ -118,11 +117,6 @@ void ib_fo_free(struct ib_comm *c)
 			ibv.dereg_mr(c->fifo_mrs[k]);
 		if (c->done_mr[k])
 			ibv.dereg_mr(c->done_mr[k]);
-		if (c->pool_mrs[k]) {
-			if (c->pool_mr == c->pool_mrs[k])
-				c->pool_mr = NULL;
-			ibv.dereg_mr(c->pool_mrs[k]);
-		}
 	}
 	braid_numa_free(c->fo_done, IB_FO_WORDS * sizeof(uint32_t));
 	free(c->fo_send);
@@ -199,7 +193,7 @@ static int rail_failed(struct ib_comm *c, int k, const struct ibv_wc *wc, int qi
 	} else if (c->qps[c->fifo_qp].rail == k) {
 		c->fifo_qp = live_qp(c, 0);
 		c->rem_fifo_rkey = c->rem_fifo_rkeys[c->qps[c->fifo_qp].peer_rail];
-		c->pool_mr = c->pool_mrs[c->qps[c->fifo_qp].rail];
+		c->fifo_src_mr = c->fifo_mrs[c->qps[c->fifo_qp].rail];
 	}
 	return 1;
 }
@@ -208,10 +202,10 @@ static int rail_failed(struct ib_comm *c, int k, const struct ibv_wc *wc, int qi
 static void fifo_repost(struct ib_comm *c, struct ib_req *r)
 {
 	struct ib_qp *q = &c->qps[c->fifo_qp];
-	uint32_t len = (uint32_t)r->n * (uint32_t)sizeof(r->fifo[0]);
-	int rc = ib_qp_post_rdma(q->qp, ib_wr_id(r, IB_WR_FIFO), IBV_WR_RDMA_WRITE, 0, r->fifo, len,
-				 c->pool_mr->lkey,
-				 c->rem_fifo_addr + (uint64_t)(r->seq % IB_RING) * sizeof(r->fifo),
+	uint32_t slot = r->seq % IB_RING, len = (uint32_t)r->n * (uint32_t)sizeof(c->fifo[0][0]);
+	int rc = ib_qp_post_rdma(q->qp, ib_wr_id(r, IB_WR_FIFO), IBV_WR_RDMA_WRITE, 0,
+				 c->fifo[slot], len, c->fifo_src_mr->lkey,
+				 c->rem_fifo_addr + (uint64_t)slot * sizeof(c->fifo[0]),
 				 c->rem_fifo_rkey);
 
 	if (rc)

@@ -474,6 +474,7 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 		      void **mhandles, void **request)
 {
 	struct ib_comm *c = to_ib_comm(recv_comm);
+	struct ib_fifo_elem *e;
 	struct ib_req *r;
 	struct ib_qp *q;
 	uint32_t slot = c->seq % IB_RING, len;
@@ -494,6 +495,7 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 	if (!r)
 		return ncclSuccess;
 	ib_req_start(r, c, IB_REQ_RECV, n);
+	e = c->fifo[slot];
 	r->seq = c->seq;
 	r->first = c->nbufs;
 	/* the chunks of each buffer are counted from 0 (two 8-byte stores) */
@@ -504,7 +506,7 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 
 		r->size[i] = 0;
 		r->cap[i] = sizes[i];
-		r->fifo[i] = (struct ib_fifo_elem){
+		e[i] = (struct ib_fifo_elem){
 			.seq = c->seq + 1,
 			.n = (uint16_t)n,
 			.idx = (uint16_t)i,
@@ -514,15 +516,16 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 			.seq_end = c->seq + 1,
 		};
 		for (int k = 0; k < c->nrails; k++)
-			r->fifo[i].rkey[k] = ib_mr_on(m, k)->rkey;
+			e[i].rkey[k] = ib_mr_on(m, k)->rkey;
 		if (c->fo) /* no chunk of it landed yet (ib_failover.c) */
 			__atomic_store_n(&c->fo_done[slot * BRAID_MAX_RECVS + (uint32_t)i],
 					 (c->seq & 0xffff) << 16, __ATOMIC_RELAXED);
 	}
-	len = (uint32_t)n * (uint32_t)sizeof(r->fifo[0]);
+	len = (uint32_t)n * (uint32_t)sizeof(e[0]);
 	rc = ib_qp_post_rdma(q->qp, ib_wr_id(r, IB_WR_FIFO), IBV_WR_RDMA_WRITE,
-			     len <= q->max_inline ? IBV_SEND_INLINE : 0, r->fifo, len,
-			     c->pool_mr->lkey, c->rem_fifo_addr + (uint64_t)slot * sizeof(r->fifo),
+			     len <= q->max_inline ? IBV_SEND_INLINE : 0, e, len,
+			     c->fifo_src_mr->lkey,
+			     c->rem_fifo_addr + (uint64_t)slot * sizeof(c->fifo[0]),
 			     c->rem_fifo_rkey);
 	if (rc) {
 		BRAID_WARN("ib: receive comm %s:%d QP %#x -> remote QP %#x (peer %s, GID %s): posting "

@@ -601,7 +601,7 @@ static void receiver_take(struct ib_comm *c, const struct rj_msg *m)
 		}
 		c->fifo_qp = j;
 		c->rem_fifo_rkey = c->rem_fifo_rkeys[c->qps[j].peer_rail];
-		c->pool_mr = c->pool_mrs[c->qps[j].rail];
+		c->fifo_src_mr = c->fifo_mrs[c->qps[j].rail];
 	}
 	rc = drain_start(c, mask);
 	if (!rc)

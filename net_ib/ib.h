@@ -87,9 +87,20 @@ int ibv_dl_open(char *why, size_t whylen);
 #define IB_SQ_DEPTH (BRAID_MAX_RECVS * IB_RING + 8) /* a send uses <= 1 WR per QP */
 #define IB_RQ_DEPTH (BRAID_MAX_RECVS * IB_RING + 32)
 #define IB_MAX_CHUNK (1ULL << 30)
+/* A receive comm's FIFO writes: the one of each receive whose seq is a multiple of this is
+ * signaled, as NCCL's IB transport signals one in its ring (p2p.cc ncclIbPostFifo). A
+ * ring slot is written again only once a signaled completion at or after its last write
+ * was seen (ib_irecv): RC completes in order, so that write was acknowledged and the NIC
+ * will not send it again, reading the slot's entries while irecv rewrites them. The send
+ * queue then holds at most the IB_RING writes after that completion. */
+#define IB_FIFO_SIGNAL_EVERY 8
+#define IB_RECV_SQ_DEPTH (IB_RING + 8) /* a receive comm's QPs: FIFO writes only */
+_Static_assert(IB_FIFO_SIGNAL_EVERY - 1 + IB_RING <= IB_RECV_SQ_DEPTH,
+	       "unsignaled FIFO writes must fit the receive side's send queue");
 
 /* One FIFO entry: a receive buffer, written by the receiver into the sender's memory. seq
- * is written at both ends so that a half-written entry is never taken. */
+ * is written at both ends so that an entry whose write has not all landed is never taken
+ * (the source is never rewritten while its write may still be sent: ib_irecv). */
 struct ib_fifo_elem {
 	uint32_t seq; /* group sequence + 1 (0: never written) */
 	uint16_t n;   /* buffers in the group */
@@ -215,8 +226,8 @@ struct ib_req {
 	uint32_t magic; /* BRAID_MAGIC_REQ */
 	uint8_t kind;
 	int n;
-	int pending; /* send: chunk completions; recv: buffers + the FIFO write; flush: 1 per
-		      * rail */
+	int pending; /* send: chunk completions; recv: buffers + its FIFO write when that is
+		      * signaled; flush: 1 per rail */
 	ncclResult_t status;
 	struct ib_comm *comm;
 	uint32_t seq;
@@ -391,8 +402,11 @@ struct ib_comm {
 	uint32_t *fo_done; /* receiver: [IB_RING * BRAID_MAX_RECVS] */
 	struct ibv_mr *done_mr[BRAID_VDEV_MAX_NICS];
 	uint32_t rem_fifo_rkeys[BRAID_VDEV_MAX_NICS]; /* receiver: the sender's FIFO, per rail */
-	int fifo_qp;                                /* receiver: the QP that carries FIFO writes */
-	uint64_t rail_down_ns[BRAID_VDEV_MAX_NICS]; /* when each rail failed */
+	int fifo_qp; /* receiver: the QP that carries FIFO writes */
+	/* receiver: the FIFO writes of receives before this seq are acknowledged (a signaled
+	 * one's completion was seen at or after them) */
+	uint32_t fifo_acked;
+	uint64_t rail_down_ns[BRAID_VDEV_MAX_NICS];    /* when each rail failed */
 	uint64_t rail_down_bytes[BRAID_VDEV_MAX_NICS]; /* sender: the others' bytes then */
 
 	/* Recovery (ib_recover.c): on when both sides offered it (BRAID_RECOVERY, with
@@ -513,9 +527,9 @@ int ib_qp_connect(struct ib_comm *c, struct ib_qp *q, int i, uint32_t rqpn, uint
 uint32_t ib_flow_label(uint32_t lqpn, uint32_t rqpn, int i);
 uint16_t ib_rocev2_sport(uint32_t lqpn, uint32_t rqpn, uint32_t flow_label);
 int ib_qp_post_recvs(struct ib_comm *c, struct ib_qp *q, uint32_t count);
-/* One signaled RDMA READ or WRITE of [addr, addr + len) (lkey) against raddr (rkey);
- * ibv_post_send's return. */
 int ib_qp_take_ece(struct ib_comm *c, struct ib_qp *q, const struct ibv_ece *peer);
+/* One RDMA READ or WRITE of [addr, addr + len) (lkey) against raddr (rkey), with send
+ * flags `flags` (IBV_SEND_SIGNALED for a completion); ibv_post_send's return. */
 int ib_qp_post_rdma(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, unsigned int flags,
 		    const void *addr, uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey);
 const char *ib_mtu_str(enum ibv_mtu mtu);
@@ -629,8 +643,9 @@ void ib_comm_bye(struct ib_comm *c, struct braid_link_bye *bye);
 
 /* ib_failover.c: a fused comm survives a NIC failure (docs/ib.md, failover) */
 #define IB_FO_WORDS (IB_RING * BRAID_MAX_RECVS) /* one per buffer of each ring slot */
-/* A sender's FIFO allocation: its entries, and on a fused comm the probes' landing words
- * (then one per QP for recovery's proofs, ib_recover.c). */
+/* A comm's FIFO allocation: its entries (the receiver's, which it writes from, per ring
+ * slot), and on a fused comm the sender's probes' landing words (then one per QP for
+ * recovery's proofs, ib_recover.c); the receiver leaves those unused. */
 static inline size_t ib_fifo_bytes(const struct ib_comm *c)
 {
 	return IB_RING * sizeof(*c->fifo) +

@@ -206,7 +206,7 @@ static int comm_build(struct ib_comm *c, int nqps, const uint8_t *rail_of)
 {
 	uint8_t rail[IB_MAX_QPS];
 	struct ib_hca *h = c->hca;
-	int per_qp = c->is_send ? ib_sq_depth(c) + 1 : IB_RQ_DEPTH + IB_RING + 8;
+	int per_qp = c->is_send ? ib_sq_depth(c) + 1 : IB_RQ_DEPTH + IB_RECV_SQ_DEPTH;
 	int flush = !c->is_send && flush_wanted(c) ? IB_FLUSH_DEPTH : 0;
 	int rc;
 

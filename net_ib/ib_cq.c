@@ -310,10 +310,13 @@ static void handle_wc(struct ib_comm *c, const struct ibv_wc *wc, uint64_t *now)
 		}
 		break;
 	case IB_WR_FIFO:
-		if (c->is_send) /* a failover probe (ib_failover.c) */
+		if (c->is_send) { /* a failover probe (ib_failover.c) */
 			ib_fo_probed(c, r);
-		else
+		} else {
 			r->pending--;
+			if ((int32_t)(r->seq + 1 - c->fifo_acked) > 0)
+				c->fifo_acked = r->seq + 1;
+		}
 		break;
 	case IB_WR_FLUSH:
 		if (c->is_send) /* a data QP's: recovery's proof READ (ib_recover.c) */

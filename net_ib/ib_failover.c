@@ -203,8 +203,8 @@ static void fifo_repost(struct ib_comm *c, struct ib_req *r)
 {
 	struct ib_qp *q = &c->qps[c->fifo_qp];
 	uint32_t slot = r->seq % IB_RING, len = (uint32_t)r->n * (uint32_t)sizeof(c->fifo[0][0]);
-	int rc = ib_qp_post_rdma(q->qp, ib_wr_id(r, IB_WR_FIFO), IBV_WR_RDMA_WRITE, 0,
-				 c->fifo[slot], len, c->fifo_src_mr->lkey,
+	int rc = ib_qp_post_rdma(q->qp, ib_wr_id(r, IB_WR_FIFO), IBV_WR_RDMA_WRITE,
+				 IBV_SEND_SIGNALED, c->fifo[slot], len, c->fifo_src_mr->lkey,
 				 c->rem_fifo_addr + (uint64_t)slot * sizeof(c->fifo[0]),
 				 c->rem_fifo_rkey);
 
@@ -308,7 +308,7 @@ void ib_fo_send_settled(struct ib_comm *c, struct ib_req *r)
 	}
 	q = &c->qps[qi];
 	c->fo_probe[r->fo_at] = 0;
-	rc = ib_qp_post_rdma(q->qp, ib_wr_id(r, IB_WR_FIFO), IBV_WR_RDMA_READ, 0,
+	rc = ib_qp_post_rdma(q->qp, ib_wr_id(r, IB_WR_FIFO), IBV_WR_RDMA_READ, IBV_SEND_SIGNALED,
 			     &c->fo_probe[r->fo_at], sizeof(uint32_t), c->fifo_mrs[q->rail]->lkey,
 			     c->rem_done_addr + (uint64_t)r->fo_at * sizeof(uint32_t),
 			     c->rem_done_rkey[q->peer_rail]);

@@ -127,8 +127,9 @@ int ib_flush_open(struct ib_comm *c, struct ib_rail *rl)
 static int post_flush(struct ib_comm *c, struct ib_rail *rl, struct ib_req *r, void *data,
 		      const struct ib_mr *m)
 {
-	int rc = ib_qp_post_rdma(rl->flush_qp, ib_wr_id(r, IB_WR_FLUSH), IBV_WR_RDMA_READ, 0,
-				 &rl->flush_byte, 1, rl->flush_mr->lkey, (uint64_t)(uintptr_t)data,
+	int rc = ib_qp_post_rdma(rl->flush_qp, ib_wr_id(r, IB_WR_FLUSH), IBV_WR_RDMA_READ,
+				 IBV_SEND_SIGNALED, &rl->flush_byte, 1, rl->flush_mr->lkey,
+				 (uint64_t)(uintptr_t)data,
 				 ib_mr_on(m, (int)(rl - c->rails))->rkey);
 
 	if (rc)

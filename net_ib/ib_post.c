@@ -478,7 +478,7 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 	struct ib_req *r;
 	struct ib_qp *q;
 	uint32_t slot = c->seq % IB_RING, len;
-	int rc;
+	int rc, sig;
 
 	if (ib_comm_error(c) || refuse_after_bye(c))
 		return c->error;
@@ -490,6 +490,14 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 		}
 	if (c->inflight >= IB_RING || c->slot[slot])
 		return ncclSuccess;
+	/* The slot's last FIFO write (IB_RING receives ago) may be unsignaled: its entries are
+	 * rewritten only once a completion says it was acknowledged, else a retransmission
+	 * could read them half rewritten (IB_FIFO_SIGNAL_EVERY). Almost always so already. */
+	if (__builtin_expect((int32_t)(c->seq - IB_RING - c->fifo_acked) >= 0, 0)) {
+		ib_progress(c);
+		if ((int32_t)(c->seq - IB_RING - c->fifo_acked) >= 0)
+			return c->error; /* NULL request: NCCL calls again */
+	}
 	q = &c->qps[c->fifo_qp];
 	r = braid_pool_get(&c->reqs);
 	if (!r)
@@ -522,9 +530,20 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 					 (c->seq & 0xffff) << 16, __ATOMIC_RELAXED);
 	}
 	len = (uint32_t)n * (uint32_t)sizeof(e[0]);
-	rc = ib_qp_post_rdma(q->qp, ib_wr_id(r, IB_WR_FIFO), IBV_WR_RDMA_WRITE,
-			     len <= q->max_inline ? IBV_SEND_INLINE : 0, e, len,
-			     c->fifo_src_mr->lkey,
+	/* Signaled once in IB_FIFO_SIGNAL_EVERY (always under failover, which reads the
+	 * completion), as NCCL's IB transport signals one write of its ring: the request
+	 * waits only for that one's completion, and otherwise completes when its data has
+	 * landed, which the sender wrote after it read this entry. The write's source is this
+	 * slot's entries (c->fifo), rewritten only by the slot's next receive: a write the
+	 * NIC sends again (its ACK lost) carries this slot's entries, which are not rewritten
+	 * before it is acknowledged (above). An unsignaled write names no request: only a
+	 * flush of the QP completes it, in error. */
+	sig = c->fo || c->seq % IB_FIFO_SIGNAL_EVERY == 0;
+	rc = ib_qp_post_rdma(q->qp, sig ? ib_wr_id(r, IB_WR_FIFO) : ib_wr_id(NULL, IB_WR_FIFO),
+			     IBV_WR_RDMA_WRITE,
+			     (sig ? IBV_SEND_SIGNALED : 0) |
+				     (len <= q->max_inline ? IBV_SEND_INLINE : 0),
+			     e, len, c->fifo_src_mr->lkey,
 			     c->rem_fifo_addr + (uint64_t)slot * sizeof(c->fifo[0]),
 			     c->rem_fifo_rkey);
 	if (rc) {
@@ -537,7 +556,7 @@ ncclResult_t ib_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
 		ib_comm_fail(c, ncclSystemError);
 		return c->error;
 	}
-	r->pending = n + 1;
+	r->pending = n + sig;
 	r->magic = BRAID_MAGIC_REQ;
 	c->slot[slot] = r;
 	c->inflight++;

@@ -70,7 +70,7 @@ int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int rail, int is_send)
 	ia.recv_cq = rl->cq;
 	ia.qp_type = IBV_QPT_RC;
 	/* sender: data writes; receiver: FIFO writes and the receives the data consumes */
-	ia.cap.max_send_wr = is_send ? ib_sq_depth(c) : IB_RING + 8;
+	ia.cap.max_send_wr = is_send ? ib_sq_depth(c) : IB_RECV_SQ_DEPTH;
 	ia.cap.max_recv_wr = is_send ? 1 : IB_RQ_DEPTH;
 	ia.cap.max_send_sge = 1;
 	ia.cap.max_recv_sge = 1;
@@ -161,7 +161,7 @@ int ib_qp_post_rdma(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, un
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = op;
-	wr.send_flags = IBV_SEND_SIGNALED | flags;
+	wr.send_flags = flags;
 	wr.wr.rdma.remote_addr = raddr;
 	wr.wr.rdma.rkey = rkey;
 	return ibv_post_send(qp, &wr, &bad);

@@ -398,9 +398,9 @@ static void reconnect(struct ib_comm *c, const struct rj_msg *m)
 
 		if (!(mask >> i & 1))
 			continue;
-		if (ib_qp_post_rdma(q->qp, ib_wr_id(q, IB_WR_FLUSH), IBV_WR_RDMA_READ, 0, w,
-				    sizeof(*w), c->fifo_mrs[k]->lkey, c->rem_done_addr,
-				    c->rem_done_rkey[q->peer_rail])) {
+		if (ib_qp_post_rdma(q->qp, ib_wr_id(q, IB_WR_FLUSH), IBV_WR_RDMA_READ,
+				    IBV_SEND_SIGNALED, w, sizeof(*w), c->fifo_mrs[k]->lkey,
+				    c->rem_done_addr, c->rem_done_rkey[q->peer_rail])) {
 			c->rj_failed = 1;
 			break;
 		}

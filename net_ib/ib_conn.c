@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "net_ib/ib.h"
+#include "net_ib/ib_fo.h"
 #include "net_ib/ib_wire.h"
 #include "plugin/clock.h"
 #include "plugin/comm_limit.h"

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "net_ib/ib.h"
+#include "net_ib/ib_fo.h"
 #include "plugin/clock.h"
 #include "plugin/judge.h"
 #include "plugin/log.h"

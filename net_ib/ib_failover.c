@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "net_ib/ib.h"
+#include "net_ib/ib_fo.h"
 #include "net_ib/ib_wire.h"
 #include "plugin/clock.h"
 #include "plugin/judge.h"

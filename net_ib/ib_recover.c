@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "net_ib/ib.h"
+#include "net_ib/ib_fo.h"
 #include "plugin/clock.h"
 #include "plugin/log.h"
 #include "plugin/params.h"

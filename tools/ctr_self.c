@@ -10,6 +10,28 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* 1 when this build reads m's layout; else 0, and why. */
+static int layout_read(const struct braid_ctr_region *m, const char *path, char *why,
+		       size_t why_len)
+{
+	if (m->magic != BRAID_CTR_MAGIC)
+		snprintf(why, why_len, "%s: not a braid counter region (magic %#llx)", path,
+			 (unsigned long long)m->magic);
+	else if (m->version != BRAID_CTR_VERSION)
+		snprintf(why, why_len, "%s has layout version %u, this braid reads %u", path,
+			 m->version, (unsigned)BRAID_CTR_VERSION);
+	else if (m->dev_rec_size != sizeof(struct braid_ctr_dev) ||
+		 m->comm_rec_size != sizeof(struct braid_ctr_comm))
+		snprintf(why, why_len,
+			 "%s: version %u with records of %u and %u bytes, this braid's are %zu "
+			 "and %zu (another build of the same version)",
+			 path, m->version, (unsigned)m->dev_rec_size, (unsigned)m->comm_rec_size,
+			 sizeof(struct braid_ctr_dev), sizeof(struct braid_ctr_comm));
+	else
+		return 1;
+	return 0;
+}
+
 int ctr_self_map(const struct braid_ctr_region **r, char *why, size_t why_len)
 {
 	const struct braid_ctr_region *m;
@@ -25,24 +47,27 @@ int ctr_self_map(const struct braid_ctr_region **r, char *why, size_t why_len)
 		snprintf(why, why_len, "%s: %s", path, strerror(err));
 		return -err;
 	}
-	if (fstat(fd, &st) || (size_t)st.st_size < sizeof(*m)) {
-		snprintf(why, why_len, "%s: %lld bytes, shorter than this braid's layout", path,
-			 (long long)st.st_size);
+	if (fstat(fd, &st)) {
+		err = errno;
+		snprintf(why, why_len, "%s: fstat: %s", path, strerror(err));
+		close(fd);
+		return -err;
+	}
+	if ((size_t)st.st_size < sizeof(*m)) {
+		snprintf(why, why_len, "%s: %lld bytes, shorter than this braid's layout (%zu)",
+			 path, (long long)st.st_size, sizeof(*m));
 		close(fd);
 		return -EPROTO;
 	}
 	m = mmap(NULL, sizeof(*m), PROT_READ, MAP_SHARED, fd, 0);
-	err = errno;
-	close(fd);
 	if (m == MAP_FAILED) {
+		err = errno;
 		snprintf(why, why_len, "%s: mmap: %s", path, strerror(err));
+		close(fd);
 		return -err;
 	}
-	if (m->magic != BRAID_CTR_MAGIC || m->version != BRAID_CTR_VERSION ||
-	    m->dev_rec_size != sizeof(struct braid_ctr_dev) ||
-	    m->comm_rec_size != sizeof(struct braid_ctr_comm)) {
-		snprintf(why, why_len, "%s has layout version %u, this braid reads %u", path,
-			 m->version, (unsigned)BRAID_CTR_VERSION);
+	close(fd);
+	if (!layout_read(m, path, why, why_len)) {
 		ctr_self_unmap(m);
 		return -EPROTO;
 	}

@@ -983,10 +983,11 @@ static void lane_down_takes_no_part(void **state)
 }
 
 /* The pick of a lane for a whole message (braid_stripe_pick; its probe is 64 picks away)
- * among lanes with backlogs: a
- * lane of weight 0 (follow mode: the measuring side gave it none) is never chosen while a
- * weighted lane is up, a lane down never, even when it is the round robin's turn; and the
- * finish times follow the weights (3:1: the heavy lane takes 3 of every 4). */
+ * among lanes with backlogs: a lane of weight 0 (follow mode: the measuring side gave it
+ * none, or it came back up since) is not chosen while a weighted lane is up, a lane down
+ * never, even when it is the round robin's turn; and the finish times follow the weights
+ * (3:1: the heavy lane takes 3 of every 4). With every lane idle, lanes take turns
+ * whatever their weights (small_to_soonest_done). */
 static void pick_by_weight_not_zero_not_down(void **state)
 {
 	struct braid_stripe_cfg cfg;
@@ -1013,6 +1014,18 @@ static void pick_by_weight_not_zero_not_down(void **state)
 	assert_int_equal(on[1], 0);
 	assert_int_equal(on[0], 31);
 	assert_int_equal(on[2], 9);
+
+	/* follow mode, lane 0 down and back up: weight 0 until the other side's next weights
+	 * (its inverse too), so with backlogs it is not picked */
+	braid_stripe_lane_down(&st, 0, 1);
+	braid_stripe_lane_down(&st, 0, 0);
+	braid_stripe_posted(&st, 0, MiB, 0);
+	for (int k = 0; k < 8; k++) {
+		int lane = braid_stripe_pick(&st, MiB);
+
+		assert_int_equal(lane, 2);
+		braid_stripe_posted(&st, lane, MiB, 0);
+	}
 
 	/* adaptive, lane 1 down and every turn tried as the start */
 	braid_stripe_init(&st, 3, NULL, NULL);

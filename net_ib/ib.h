@@ -520,6 +520,8 @@ uint64_t ib_retry_budget_ns(void);
 
 /* ib_qp.c */
 int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int rail, int is_send);
+/* RESET -> INIT with these access flags; 0 or ibv_modify_qp's errno, not logged. */
+int ib_qp_modify_init(struct ibv_qp *qp, const struct ib_dev *d, unsigned int access);
 /* RESET -> INIT (create, and recovery after a reset); 0 or -errno (WARNed). */
 int ib_qp_to_init(struct ib_comm *c, struct ib_qp *q);
 int ib_qp_connect(struct ib_comm *c, struct ib_qp *q, int i, uint32_t rqpn, uint32_t rpsn,

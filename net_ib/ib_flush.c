@@ -40,13 +40,7 @@ static int flush_qp_up(struct ib_rail *rl)
 	struct ibv_qp_attr a;
 	int rc;
 
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.pkey_index = (uint16_t)d->pkey_index;
-	a.port_num = (uint8_t)d->port;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_READ;
-	rc = ibv.modify_qp(rl->flush_qp, &a,
-			   IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	rc = ib_qp_modify_init(rl->flush_qp, d, IBV_ACCESS_REMOTE_READ);
 	if (rc)
 		return rc;
 	memset(&a, 0, sizeof(a));

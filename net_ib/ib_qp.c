@@ -92,19 +92,25 @@ int ib_qp_create(struct ib_comm *c, struct ib_qp *q, int rail, int is_send)
 	return ib_qp_to_init(c, q);
 }
 
-int ib_qp_to_init(struct ib_comm *c, struct ib_qp *q)
+int ib_qp_modify_init(struct ibv_qp *qp, const struct ib_dev *d, unsigned int access)
 {
-	const struct ib_dev *d = c->rails[q->rail].dev;
 	struct ibv_qp_attr a;
-	int rc;
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
 	a.pkey_index = (uint16_t)d->pkey_index;
 	a.port_num = (uint8_t)d->port;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-	rc = ibv.modify_qp(q->qp, &a,
-			   IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	a.qp_access_flags = access;
+	return ibv.modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+}
+
+int ib_qp_to_init(struct ib_comm *c, struct ib_qp *q)
+{
+	const struct ib_dev *d = c->rails[q->rail].dev;
+	int rc;
+
+	rc = ib_qp_modify_init(q->qp, d, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
 	if (rc) {
 		BRAID_WARN("ib: QP %#x on %s:%d to INIT failed: %s", q->qp->qp_num, d->name,
 			   d->port, strerror(rc));

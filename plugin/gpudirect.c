@@ -41,32 +41,36 @@ int braid_gdr_nccl_flush_disabled(void)
 	return nccl_param("NCCL_GDR_FLUSH_DISABLE", 0) != 0;
 }
 
+/* Why GPUDirect RDMA is off, and what turns it on. */
+static void say(struct braid_gdr_out *out, const char *why, const char *fix)
+{
+	snprintf(out->why, sizeof(out->why), "%s", why);
+	snprintf(out->fix, sizeof(out->fix), "%s", fix);
+}
+
 static void off_ib(const struct braid_gdr_in *in, struct braid_gdr_out *out)
 {
 	if ((in->ptr_support & NCCL_PTR_DMABUF) && in->nccl_dmabuf == BRAID_GDR_DMABUF_NO_DRIVER) {
-		snprintf(out->why, sizeof(out->why),
-			 "the NIC registers dma-bufs but the CUDA driver does not (NCCL needs driver "
-			 "11.7+ and CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED), and there is no peer "
-			 "memory (nvidia_peermem not loaded)");
-		snprintf(out->fix, sizeof(out->fix),
-			 "use an NVIDIA driver with dma-buf support (the open kernel modules), or "
-			 "load nvidia_peermem");
+		say(out,
+		    "the NIC registers dma-bufs but the CUDA driver does not (NCCL needs driver "
+		    "11.7+ and CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED), and there is no peer "
+		    "memory (nvidia_peermem not loaded)",
+		    "use an NVIDIA driver with dma-buf support (the open kernel modules), or "
+		    "load nvidia_peermem");
 		return;
 	}
 	if (in->ptr_support & NCCL_PTR_DMABUF) {
-		snprintf(out->why, sizeof(out->why),
-			 "dma-buf works but NCCL_DMABUF_ENABLE=0 turns NCCL's use of it off, and "
-			 "there is no peer memory (nvidia_peermem not loaded)");
-		snprintf(out->fix, sizeof(out->fix),
-			 "unset NCCL_DMABUF_ENABLE (or set it to 1), or load nvidia_peermem");
+		say(out,
+		    "dma-buf works but NCCL_DMABUF_ENABLE=0 turns NCCL's use of it off, and "
+		    "there is no peer memory (nvidia_peermem not loaded)",
+		    "unset NCCL_DMABUF_ENABLE (or set it to 1), or load nvidia_peermem");
 		return;
 	}
-	snprintf(out->why, sizeof(out->why),
-		 "no peer memory (nvidia_peermem not loaded) and no dma-buf (ibv_reg_dmabuf_mr "
-		 "not supported by the kernel or the verbs provider)");
-	snprintf(out->fix, sizeof(out->fix),
-		 "load nvidia_peermem (modprobe nvidia_peermem), or use a kernel, rdma-core and "
-		 "NIC driver with dma-buf support (Linux 5.12+, rdma-core 34+)");
+	say(out,
+	    "no peer memory (nvidia_peermem not loaded) and no dma-buf (ibv_reg_dmabuf_mr "
+	    "not supported by the kernel or the verbs provider)",
+	    "load nvidia_peermem (modprobe nvidia_peermem), or use a kernel, rdma-core and "
+	    "NIC driver with dma-buf support (Linux 5.12+, rdma-core 34+)");
 }
 
 void braid_gdr_decide(const struct braid_gdr_in *in, struct braid_gdr_out *out)
@@ -101,13 +105,12 @@ void braid_gdr_decide(const struct braid_gdr_in *in, struct braid_gdr_out *out)
 	} else {
 		out->mode = "none";
 		if (in->backend == BRAID_BACKEND_OFI) {
-			snprintf(out->why, sizeof(out->why),
-				 "no FI_HMEM: the provider does not report it for this domain, this "
-				 "libfabric registers no CUDA memory, or there is no CUDA driver "
-				 "(libcuda.so.1)");
-			snprintf(out->fix, sizeof(out->fix),
-				 "use a provider built with CUDA support that reports FI_HMEM (EFA), "
-				 "or on verbs NICs the ib backend (BRAID_BACKEND=ib)");
+			say(out,
+			    "no FI_HMEM: the provider does not report it for this domain, this "
+			    "libfabric registers no CUDA memory, or there is no CUDA driver "
+			    "(libcuda.so.1)",
+			    "use a provider built with CUDA support that reports FI_HMEM (EFA), "
+			    "or on verbs NICs the ib backend (BRAID_BACKEND=ib)");
 		} else {
 			off_ib(in, out);
 		}

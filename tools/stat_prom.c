@@ -54,59 +54,66 @@ static const char *u64(char *buf, size_t len, uint64_t v)
 #define INT(v) u64(num, sizeof(num), (uint64_t)(v))
 
 /* Each family is written by one function, for one process. */
-typedef void (*family_fn)(FILE *f, const struct ent *e, const char *name);
+struct family;
+typedef void (*family_fn)(FILE *f, const struct ent *e, const struct family *fm);
 
-static void fam_up(FILE *f, const struct ent *e, const char *name)
+struct family {
+	const char *name, *type, *help;
+	family_fn fn;
+	int field; /* fam_dev's enum dev_field, fam_lane's enum lane_field */
+};
+
+static void fam_up(FILE *f, const struct ent *e, const struct family *fm)
 {
-	sample(f, name, e->pid, "1", NO_LABELS);
+	sample(f, fm->name, e->pid, "1", NO_LABELS);
 }
 
-static void fam_start(FILE *f, const struct ent *e, const char *name)
+static void fam_start(FILE *f, const struct ent *e, const struct family *fm)
 {
 	char num[48];
 	uint64_t ns = e->r->start_time_ns;
 
 	snprintf(num, sizeof(num), "%llu.%09llu", (unsigned long long)(ns / 1000000000ULL),
 		 (unsigned long long)(ns % 1000000000ULL));
-	sample(f, name, e->pid, num, NO_LABELS);
+	sample(f, fm->name, e->pid, num, NO_LABELS);
 }
 
-static void fam_slow_path(FILE *f, const struct ent *e, const char *name)
+static void fam_slow_path(FILE *f, const struct ent *e, const struct family *fm)
 {
 	const struct braid_ctr_fallback *fb = &e->r->fallback;
 
-	sample(f, name, e->pid, fb->slow_path ? "1" : "0",
+	sample(f, fm->name, e->pid, fb->slow_path ? "1" : "0",
 	       LABELS({ "backend", fb->backend }, { "provider", fb->provider },
 		      { "reason", fb->why }));
 }
 
-static void fam_gpudirect(FILE *f, const struct ent *e, const char *name)
+static void fam_gpudirect(FILE *f, const struct ent *e, const struct family *fm)
 {
 	const struct braid_ctr_fallback *fb = &e->r->fallback;
 
-	sample(f, name, e->pid, fb->gpudirect ? "1" : "0",
+	sample(f, fm->name, e->pid, fb->gpudirect ? "1" : "0",
 	       LABELS({ "mode", fb->gpudirect_mode }, { "reason", fb->gpudirect_why }));
 }
 
-static void fam_gpudirect_regs(FILE *f, const struct ent *e, const char *name)
+static void fam_gpudirect_regs(FILE *f, const struct ent *e, const struct family *fm)
 {
 	const struct braid_ctr_fallback *fb = &e->r->fallback;
 	char num[24];
 
-	sample(f, name, e->pid, INT(fb->recv_regs_gpu), LABELS({ "memory", "gpu" }));
-	sample(f, name, e->pid, INT(fb->recv_regs_host), LABELS({ "memory", "host" }));
+	sample(f, fm->name, e->pid, INT(fb->recv_regs_gpu), LABELS({ "memory", "gpu" }));
+	sample(f, fm->name, e->pid, INT(fb->recv_regs_host), LABELS({ "memory", "host" }));
 }
 
 /* No sample until NCCL registered a receive buffer: not known yet. */
-static void fam_gpudirect_used(FILE *f, const struct ent *e, const char *name)
+static void fam_gpudirect_used(FILE *f, const struct ent *e, const struct family *fm)
 {
 	const struct braid_ctr_fallback *fb = &e->r->fallback;
 
 	if (fb->recv_regs_gpu || fb->recv_regs_host)
-		sample(f, name, e->pid, fb->recv_regs_gpu ? "1" : "0", NO_LABELS);
+		sample(f, fm->name, e->pid, fb->recv_regs_gpu ? "1" : "0", NO_LABELS);
 }
 
-static void fam_comms(FILE *f, const struct ent *e, const char *name)
+static void fam_comms(FILE *f, const struct ent *e, const struct family *fm)
 {
 	char num[24];
 	int n[3] = { 0, 0, 0 };
@@ -114,8 +121,8 @@ static void fam_comms(FILE *f, const struct ent *e, const char *name)
 	for (int i = 0; i < BRAID_CTR_MAX_COMMS; i++)
 		if (stat_comm_used(&e->r->comms[i]))
 			n[e->r->comms[i].kind]++;
-	sample(f, name, e->pid, INT(n[BRAID_CTR_COMM_SEND]), LABELS({ "kind", "send" }));
-	sample(f, name, e->pid, INT(n[BRAID_CTR_COMM_RECV]), LABELS({ "kind", "recv" }));
+	sample(f, fm->name, e->pid, INT(n[BRAID_CTR_COMM_SEND]), LABELS({ "kind", "send" }));
+	sample(f, fm->name, e->pid, INT(n[BRAID_CTR_COMM_RECV]), LABELS({ "kind", "recv" }));
 }
 
 enum dev_field {
@@ -167,50 +174,25 @@ static void devs(FILE *f, const struct ent *e, const char *name, enum dev_field 
 	}
 }
 
-static void fam_bytes(FILE *f, const struct ent *e, const char *name)
+static void fam_dev(FILE *f, const struct ent *e, const struct family *fm)
 {
-	devs(f, e, name, DEV_TX_BYTES, "tx");
-	devs(f, e, name, DEV_RX_BYTES, "rx");
+	devs(f, e, fm->name, fm->field, NULL);
 }
 
-static void fam_msgs(FILE *f, const struct ent *e, const char *name)
+static void fam_bytes(FILE *f, const struct ent *e, const struct family *fm)
 {
-	devs(f, e, name, DEV_TX_MSGS, "tx");
-	devs(f, e, name, DEV_RX_MSGS, "rx");
+	devs(f, e, fm->name, DEV_TX_BYTES, "tx");
+	devs(f, e, fm->name, DEV_RX_BYTES, "rx");
 }
 
-static void fam_completions(FILE *f, const struct ent *e, const char *name)
+static void fam_msgs(FILE *f, const struct ent *e, const struct family *fm)
 {
-	devs(f, e, name, DEV_COMPLETIONS, NULL);
-}
-
-static void fam_errors(FILE *f, const struct ent *e, const char *name)
-{
-	devs(f, e, name, DEV_ERRORS, NULL);
-}
-
-static void fam_strangers(FILE *f, const struct ent *e, const char *name)
-{
-	devs(f, e, name, DEV_STRANGERS, NULL);
-}
-
-static void fam_slow_lanes(FILE *f, const struct ent *e, const char *name)
-{
-	devs(f, e, name, DEV_SLOW_LANES, NULL);
-}
-
-static void fam_stalls(FILE *f, const struct ent *e, const char *name)
-{
-	devs(f, e, name, DEV_STALLS, NULL);
-}
-
-static void fam_av(FILE *f, const struct ent *e, const char *name)
-{
-	devs(f, e, name, DEV_AV_ENTRIES, NULL);
+	devs(f, e, fm->name, DEV_TX_MSGS, "tx");
+	devs(f, e, fm->name, DEV_RX_MSGS, "rx");
 }
 
 /* 1 when a lane of a comm on the NIC is flagged slow now. */
-static void fam_nic_slow(FILE *f, const struct ent *e, const char *name)
+static void fam_nic_slow(FILE *f, const struct ent *e, const struct family *fm)
 {
 	for (uint32_t d = 0; d < e->r->ndevs; d++) {
 		char idx[16];
@@ -224,12 +206,12 @@ static void fam_nic_slow(FILE *f, const struct ent *e, const char *name)
 			for (uint32_t k = 0; stat_comm_used(c) && k < stat_comm_nlanes(c); k++)
 				slow |= c->lanes[k].dev == (int32_t)d && c->lanes[k].slow;
 		}
-		sample(f, name, e->pid, slow ? "1" : "0",
+		sample(f, fm->name, e->pid, slow ? "1" : "0",
 		       LABELS({ "dev", idx }, { "nic", e->r->devs[d].name }));
 	}
 }
 
-static void fam_qps(FILE *f, const struct ent *e, const char *name)
+static void fam_qps(FILE *f, const struct ent *e, const struct family *fm)
 {
 	if (!stat_qps_readable(e))
 		return;
@@ -241,7 +223,7 @@ static void fam_qps(FILE *f, const struct ent *e, const char *name)
 
 		for (int q = 0; q < BRAID_CTR_MAX_QPS; q++)
 			n += e->r->qps[q].in_use && e->r->qps[q].dev == (int32_t)d;
-		sample(f, name, e->pid, INT(n),
+		sample(f, fm->name, e->pid, INT(n),
 		       LABELS({ "dev", idx }, { "nic", e->r->devs[d].name }));
 	}
 }
@@ -294,114 +276,78 @@ static void lanes(FILE *f, const struct ent *e, const char *name, enum lane_fiel
 	}
 }
 
-static void fam_lane_up(FILE *f, const struct ent *e, const char *name)
+static void fam_lane(FILE *f, const struct ent *e, const struct family *fm)
 {
-	lanes(f, e, name, LANE_UP);
+	lanes(f, e, fm->name, fm->field);
 }
 
-static void fam_lane_failovers(FILE *f, const struct ent *e, const char *name)
-{
-	lanes(f, e, name, LANE_FAILOVERS);
-}
-
-static void fam_lane_recoveries(FILE *f, const struct ent *e, const char *name)
-{
-	lanes(f, e, name, LANE_RECOVERIES);
-}
-
-static void fam_lane_bytes(FILE *f, const struct ent *e, const char *name)
-{
-	lanes(f, e, name, LANE_BYTES);
-}
-
-static void fam_lane_chunks(FILE *f, const struct ent *e, const char *name)
-{
-	lanes(f, e, name, LANE_CHUNKS);
-}
-
-static void fam_lane_rate(FILE *f, const struct ent *e, const char *name)
-{
-	lanes(f, e, name, LANE_RATE);
-}
-
-static void fam_lane_weight(FILE *f, const struct ent *e, const char *name)
-{
-	lanes(f, e, name, LANE_WEIGHT);
-}
-
-static void fam_lane_slow(FILE *f, const struct ent *e, const char *name)
-{
-	lanes(f, e, name, LANE_SLOW);
-}
-
-static const struct family {
-	const char *name, *type, *help;
-	family_fn fn;
-} families[] = {
+static const struct family families[] = {
 	{ "braid_up", "gauge",
-	  "1 for each running braid process (its counters file's lock is held).", fam_up },
+	  "1 for each running braid process (its counters file's lock is held).", fam_up, 0 },
 	{ "braid_process_start_time_seconds", "gauge",
-	  "When the process opened its counters, seconds since the Unix epoch.", fam_start },
+	  "When the process opened its counters, seconds since the Unix epoch.", fam_start, 0 },
 	{ "braid_slow_path", "gauge",
 	  "1 when the backend runs on a provider it considers slow (tcp, sockets, shm); "
 	  "reason: why this backend and provider.",
-	  fam_slow_path },
+	  fam_slow_path, 0 },
 	{ "braid_gpudirect", "gauge",
 	  "1 when NCCL uses GPUDirect RDMA with every device; mode peermem, dma-buf or none.",
-	  fam_gpudirect },
+	  fam_gpudirect, 0 },
 	{ "braid_gpudirect_recv_regs_total", "counter",
 	  "Receive buffers NCCL registered, by memory (gpu, host): GPUDirect RDMA is used "
 	  "where they are in GPU memory.",
-	  fam_gpudirect_regs },
+	  fam_gpudirect_regs, 0 },
 	{ "braid_gpudirect_used", "gauge",
 	  "1 when NCCL registered receive buffers in GPU memory (GPUDirect RDMA used), 0 when "
 	  "only in host memory (it copies through host memory); no sample before the first.",
-	  fam_gpudirect_used },
-	{ "braid_comms", "gauge", "NCCL comms open, by kind (send, recv).", fam_comms },
+	  fam_gpudirect_used, 0 },
+	{ "braid_comms", "gauge", "NCCL comms open, by kind (send, recv).", fam_comms, 0 },
 	{ "braid_bytes_total", "counter", "Payload bytes sent (tx) or received (rx) by a device.",
-	  fam_bytes },
+	  fam_bytes, 0 },
 	{ "braid_messages_total", "counter", "Messages sent (tx) or received (rx) by a device.",
-	  fam_msgs },
-	{ "braid_completions_total", "counter", "Requests completed on a device.",
-	  fam_completions },
+	  fam_msgs, 0 },
+	{ "braid_completions_total", "counter", "Requests completed on a device.", fam_dev,
+	  DEV_COMPLETIONS },
 	{ "braid_errors_total", "counter",
-	  "Errors counted on a device's comms (error completions, failed requests).", fam_errors },
+	  "Errors counted on a device's comms (error completions, failed requests).", fam_dev,
+	  DEV_ERRORS },
 	{ "braid_strangers_total", "counter",
-	  "Connections to a listen port of the device dropped: not a braid peer of it.",
-	  fam_strangers },
+	  "Connections to a listen port of the device dropped: not a braid peer of it.", fam_dev,
+	  DEV_STRANGERS },
 	{ "braid_slow_lanes_total", "counter",
-	  "Times the NIC ran under half the rate of the other NICs of a fused comm.",
-	  fam_slow_lanes },
+	  "Times the NIC ran under half the rate of the other NICs of a fused comm.", fam_dev,
+	  DEV_SLOW_LANES },
 	{ "braid_stalls_total", "counter",
 	  "Requests found still waiting BRAID_STALL_MS after they were posted (once each).",
-	  fam_stalls },
+	  fam_dev, DEV_STALLS },
 	{ "braid_nic_slow", "gauge",
-	  "1 when a comm striping over the NIC has it flagged slow now, else 0.", fam_nic_slow },
+	  "1 when a comm striping over the NIC has it flagged slow now, else 0.", fam_nic_slow, 0 },
 	{ "braid_av_entries", "gauge", "libfabric address vector entries in use (0 with verbs).",
-	  fam_av },
-	{ "braid_qps", "gauge", "Verbs queue pairs in use on a device (ib backend only).",
-	  fam_qps },
+	  fam_dev, DEV_AV_ENTRIES },
+	{ "braid_qps", "gauge", "Verbs queue pairs in use on a device (ib backend only).", fam_qps,
+	  0 },
 	{ "braid_lane_bytes_total", "counter",
-	  "Bytes a comm on a fused device sent over one of its NICs.", fam_lane_bytes },
+	  "Bytes a comm on a fused device sent over one of its NICs.", fam_lane, LANE_BYTES },
 	{ "braid_lane_chunks_total", "counter",
-	  "Chunks a comm on a fused device sent over one of its NICs.", fam_lane_chunks },
+	  "Chunks a comm on a fused device sent over one of its NICs.", fam_lane, LANE_CHUNKS },
 	{ "braid_lane_rate_bytes_per_second", "gauge",
-	  "Goodput striping measured on the NIC for the comm (0: not measured yet).",
-	  fam_lane_rate },
+	  "Goodput striping measured on the NIC for the comm (0: not measured yet).", fam_lane,
+	  LANE_RATE },
 	{ "braid_lane_weight_ratio", "gauge",
-	  "Share of a large message striping gives the NIC now, 0 to 1.", fam_lane_weight },
+	  "Share of a large message striping gives the NIC now, 0 to 1.", fam_lane, LANE_WEIGHT },
 	{ "braid_lane_slow", "gauge",
-	  "1 once the NIC was found under half the rate of the comm's other NICs.", fam_lane_slow },
+	  "1 once the NIC was found under half the rate of the comm's other NICs.", fam_lane,
+	  LANE_SLOW },
 	{ "braid_lane_up", "gauge",
 	  "1 while the NIC's port is up and it never failed under the comm or came back as "
 	  "often as it failed (net_ib), else 0.",
-	  fam_lane_up },
+	  fam_lane, LANE_UP },
 	{ "braid_lane_failovers_total", "counter",
 	  "Times the NIC failed under the comm and its traffic moved to the others (net_ib).",
-	  fam_lane_failovers },
+	  fam_lane, LANE_FAILOVERS },
 	{ "braid_lane_recoveries_total", "counter",
 	  "Times the NIC came back after a failure and rejoined the comm's stripe (net_ib).",
-	  fam_lane_recoveries },
+	  fam_lane, LANE_RECOVERIES },
 };
 
 void stat_prom_render(FILE *f, const struct scan *s)
@@ -414,7 +360,7 @@ void stat_prom_render(FILE *f, const struct scan *s)
 		fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", fm->name, fm->help, fm->name, fm->type);
 		for (size_t i = 0; i < s->n; i++)
 			if (stat_ent_running(&s->e[i]))
-				fm->fn(f, &s->e[i], fm->name);
+				fm->fn(f, &s->e[i], fm);
 	}
 	for (size_t i = 0; i < s->n; i++) {
 		if (stat_ent_running(&s->e[i]))

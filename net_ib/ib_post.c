@@ -142,11 +142,11 @@ static __attribute__((noinline)) int post_write_ar(struct ib_comm *c, int qi, st
 	return post_wr(c, q, &wr, len);
 }
 
-/* After the peer's goodbye no new request of this comm can ever complete: irecv looks
- * at the link every BRAID_LIVENESS_MS, not on its tick, to refuse a receive at once. */
+/* After the peer's goodbye no new request of this comm can ever complete: irecv refuses
+ * it (an idle comm at once, a busy one on its tick: braid_link_check_post). */
 static ncclResult_t refuse_after_bye(struct ib_comm *c)
 {
-	braid_link_check_timed(c->link, 0);
+	braid_link_check_post(c->link, !c->inflight);
 	if (!braid_judge_refuse_after_bye(c->link, c->is_send, ib_comm_who, c))
 		return ncclSuccess;
 	c->warned = 1;

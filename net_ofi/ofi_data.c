@@ -72,17 +72,18 @@ static void progress_lanes(struct ofi_comm *c, int from)
 /*
  * Look at the link, now and then: a peer that died hung up without a goodbye; a peer
  * whose comm failed in a way we cannot see said so; a peer that closed its comm said
- * goodbye, and that fails nothing by itself (requests decide, in check_request()). timed:
- * every BRAID_LIVENESS_MS (irecv); else on the link's tick too (braid_link_check).
+ * goodbye, and that fails nothing by itself (requests decide, in check_request()). idle:
+ * irecv on a comm with nothing in flight, every BRAID_LIVENESS_MS; else on the link's tick
+ * too (braid_link_check_post).
  */
-static void check_peer(struct ofi_comm *c, int timed)
+static void check_peer(struct ofi_comm *c, int idle)
 {
 	enum braid_link_state was = c->link->state, st;
 	struct ofi_dev *d = c->lane[0].dev;
 
 	if (c->error != ncclSuccess)
 		return;
-	st = timed ? braid_link_check_timed(c->link, 0) : braid_link_check(c->link, 0);
+	st = braid_link_check_post(c->link, idle);
 	/* A death or failure is reported again if the link saw it first elsewhere; a
 	 * goodbye is said once. */
 	if (st == was && st != BRAID_LINK_DEAD && st != BRAID_LINK_FAILED)
@@ -508,7 +509,7 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 			return ncclInvalidArgument;
 		}
 	}
-	check_peer(c, 1); /* timed: a goodbye or the peer's word before it announces */
+	check_peer(c, !c->inflight); /* a goodbye or the peer's word before it announces */
 	if (c->error != ncclSuccess || refuse_after_bye(c))
 		return c->error;
 	r = c->inflight < c->recv_max ? braid_pool_get(&c->reqs) : NULL;

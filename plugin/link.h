@@ -169,8 +169,7 @@ enum braid_link_state braid_link_check_timed(struct braid_link *lk, int now);
 /*
  * The same, and without `now` once in BRAID_TICK_CALLS calls only: for the calls of the
  * data path that can learn the peer's news a few calls late (isend, test(); most of them
- * read no clock). irecv, which must see a goodbye or the peer's word on its NICs before it
- * posts and announces a receive, calls braid_link_check_timed().
+ * read no clock). irecv calls braid_link_check_post().
  */
 static inline enum braid_link_state braid_link_check(struct braid_link *lk, int now)
 {
@@ -182,6 +181,17 @@ static inline enum braid_link_state braid_link_check(struct braid_link *lk, int 
 	if (!now)
 		lk->tick_left = BRAID_TICK_CALLS - 1;
 	return braid_link_check_timed(lk, now);
+}
+/*
+ * irecv's look before it announces a receive. A comm with nothing in flight looks every
+ * BRAID_LIVENESS_MS whatever the calls: nothing else looks at an idle comm's link, and
+ * its first irecv after the peer's goodbye is refused at once. With requests in flight,
+ * on the tick as isend and test(): no clock read per message, and the goodbye is seen a
+ * few calls later at most (docs/contract.md).
+ */
+static inline enum braid_link_state braid_link_check_post(struct braid_link *lk, int idle)
+{
+	return idle ? braid_link_check_timed(lk, 0) : braid_link_check(lk, 0);
 }
 /* The next braid_link_check or braid_link_check_timed looks at the peer whatever the
  * time (a backend that expects the peer's message soon). */

@@ -97,6 +97,19 @@ static void handle_wc_error(struct ib_comm *c, const struct ibv_wc *wc)
 		ib_comm_fail(c, wc_result(wc->status));
 		return;
 	}
+	/* The peer's goodbye leaves before its QPs go (ib_conn.c comm_free): work still
+	 * posted to them then fails as the close's echo, not a fault of the fabric (an abort
+	 * closes with requests in flight). The goodbye said what can never complete. */
+	if (braid_link_check_timed(c->link, 1) == BRAID_LINK_BYE) {
+		BRAID_INFO(NCCL_NET,
+			   "ib: %s comm %s:%d QP %#x: completion error after peer %s closed its "
+			   "comm: %s",
+			   ib_side(c), rail_of(c, qi)->dev->name, rail_of(c, qi)->dev->port,
+			   wc->qp_num, c->peer, ibv.wc_status_str(wc->status));
+		c->warned = 1;
+		ib_comm_fail(c, ncclRemoteError);
+		return;
+	}
 	if (wc->status == IBV_WC_WR_FLUSH_ERR) {
 		/* A flush is an echo: the cause may be an async event (e.g. an access error
 		 * this side served). Name that instead, when there is one. */

@@ -509,7 +509,9 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 			return ncclInvalidArgument;
 		}
 	}
-	check_peer(c, !c->inflight); /* a goodbye or the peer's word before it announces */
+	/* a goodbye or the peer's word before it announces: an idle comm at once, a busy one
+	 * on its tick (a receive announced on a lane the sender has down is moved: ofi_move.c) */
+	check_peer(c, !c->inflight);
 	if (c->error != ncclSuccess || refuse_after_bye(c))
 		return c->error;
 	r = c->inflight < c->recv_max ? braid_pool_get(&c->reqs) : NULL;

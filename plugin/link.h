@@ -185,9 +185,10 @@ static inline enum braid_link_state braid_link_check(struct braid_link *lk, int 
 /*
  * irecv's look before it announces a receive. A comm with nothing in flight looks every
  * BRAID_LIVENESS_MS whatever the calls: nothing else looks at an idle comm's link, and
- * its first irecv after the peer's goodbye is refused at once. With requests in flight,
- * on the tick as isend and test(): no clock read per message, and the goodbye is seen a
- * few calls later at most (docs/contract.md).
+ * its first irecv after the peer's goodbye is refused at once (unless the link was
+ * looked at less than BRAID_LIVENESS_MS before). With requests in flight, on the link's
+ * tick as isend: no clock read per message, and the goodbye is seen at most 8 calls
+ * later than a timed look would (docs/contract.md).
  */
 static inline enum braid_link_state braid_link_check_post(struct braid_link *lk, int idle)
 {

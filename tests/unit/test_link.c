@@ -302,6 +302,34 @@ static void data_path_checks_on_a_tick(void **state)
 	braid_listener_close(&l, &toy_ops);
 }
 
+/* irecv's look (braid_link_check_post): on an idle comm at once, whatever the tick, so its
+ * first receive after the peer's goodbye is refused; on a busy one on the tick. */
+static void irecv_looks_at_once_when_idle(void **state)
+{
+	unsigned char handle[NCCL_NET_HANDLE_MAXSIZE];
+	struct braid_listener l;
+	struct toy *client, *server;
+	int calls = 0;
+
+	(void)state;
+	setup_env();
+	assert_int_equal(braid_listener_open(&l, &toy_ops, 0, handle, NULL), ncclSuccess);
+	connect_pair(&l, handle, &client, &server);
+	assert_int_equal(braid_link_check(server->lk, 0), BRAID_LINK_UP); /* a look: tick 0 */
+	braid_link_close(client->lk, NULL);
+	free(client);
+	sleep_ms(20); /* the hang-up is in, the liveness interval long past */
+	/* busy: the calls before the tick's look return the state they know */
+	while (braid_link_check_post(server->lk, 0) == BRAID_LINK_UP && ++calls < 3)
+		;
+	assert_int_equal(calls, 3);
+	assert_int_equal(server->lk->state, BRAID_LINK_UP);
+	/* idle: the next call looks, though the tick has calls left */
+	assert_int_equal(braid_link_check_post(server->lk, 1), BRAID_LINK_DEAD);
+	toy_discard(server);
+	braid_listener_close(&l, &toy_ops);
+}
+
 struct got_msgs {
 	int n;
 	char last[32];
@@ -382,6 +410,7 @@ int main(void)
 		cmocka_unit_test(goodbye_says_what_was_done),
 		cmocka_unit_test(hangup_without_goodbye_is_death),
 		cmocka_unit_test(data_path_checks_on_a_tick),
+		cmocka_unit_test(irecv_looks_at_once_when_idle),
 		cmocka_unit_test(backend_messages),
 	};
 

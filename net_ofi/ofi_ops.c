@@ -6,6 +6,7 @@
  * comms NCCL never closed still have posted before each endpoint closes.
  */
 #include "net_ofi/ofi.h"
+#include "net_ofi/ofi_watch.h"
 #include "plugin/clock.h"
 #include "plugin/log.h"
 
@@ -34,6 +35,7 @@ static void dev_quiesce(struct ofi_dev *d)
 
 static void ofi_fini(void)
 {
+	ofi_watch_stop();
 	for (int d = 0; d < ofi.ndevs; d++) {
 		struct ofi_dev *dev = &ofi.devs[d];
 

@@ -40,7 +40,9 @@
 #                                             though the receiver had announced its
 #                                             buffer; no NIC failed
 #   a2 down while the comms are idle, up     the soak passes; pair 2 carries nothing
-#   6 s later                                 while a2 is down, and traffic after
+#   6 s later                                 while a2 is down, and traffic after; 1 s
+#                                             in, still idle, braid stat shows a2 and b2
+#                                             and their lanes down
 #   the same, a2 down on side a only (pair   the soak passes; side b learns it from a's
 #   2 through a bridge: b2 keeps carrier)    word over the link; a group b announced
 #                                             over b2 before the word has its parts there
@@ -408,10 +410,16 @@ done_case
 # parts on it: the receiver leaves it out of the receives it posts next (it reads its
 # interface down, or the sender says its own is), the data goes over pair 1, and nothing
 # fails; once it is up again the next receives take it back. Idle 3 s after connecting:
-# a2 goes down at once, traffic from 3 s, a2 up at 6 s.
+# a2 goes down at once, traffic from 3 s, a2 up at 6 s. braid stat 1 s in, while every
+# comm is still idle (nothing of theirs reads an interface then), shows a2 and b2 (which
+# loses its carrier) down, as devices and as the comms' lanes: the link watcher's word
+# (net_ofi/ofi_watch.c; before it, both read up until a comm waited).
 IDLE_MS=3000 run_case "$a2 down while the comms are idle, up again 6 s later" "$a1+$a2" \
-	"$b1+$b2" "$nsa" "$a2" 6000
+	"$b1+$b2" "$nsa" "$a2" 6000 stat
 soak_passed "with a NIC down from before its traffic"
+echo "  braid stat 1 s into the outage, the comms idle: devices / lanes: $during"
+want="$a1:up $a2:down $b1:up $b2:down / $a1:up $a2:down $b1:up $b2:down"
+[ "$during" = "$want" ] || bad "braid stat 1 s into the outage, the comms idle: want '$want'"
 ! grep -q "NCCL WARN .*$NIC_FAILED" "$log_a" "$log_b" || bad "a NIC counted as failed"
 echo "  pair 2 carried $((tx_at_up - tx_at_fault)) bytes while $a2 was down, $((tx_at_end - tx_at_up)) after"
 [ $((tx_at_up - tx_at_fault)) -lt 100000 ] || bad "pair 2 carried traffic while $a2 was down"

@@ -6,7 +6,10 @@
 # RATE_MBIT=N shapes each veth with tc (tbf) (RATE_MBIT2: the second pair's rate, if not
 # the same) and skips the conformance suite, and LANES=1 puts only the first pair in the
 # device: tests/bench/multirail-ofi.sh (not a test). PERF=0 skips braid perf
-# (tests/tsan/ofi-fused.sh: the ThreadSanitizer build has no braid command).
+# (tests/tsan/ofi-fused.sh: the ThreadSanitizer build has no braid command). LINK_CHURN=1
+# changes the second pair's txqueuelen every 20 ms while the conformance runs: a stream of
+# rtnetlink link events that changes nothing of the traffic, so the plugin's link watcher
+# (net_ofi/ofi_watch.c) reads the NICs while the comms use them (tests/tsan/ofi-fused.sh).
 set -u
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
@@ -33,9 +36,22 @@ if [ -z "${RATE_MBIT:-}" ]; then
 	ip netns exec "$nsb" "${side_b[@]}" "$CONF_BIN" --plugin "$so" --role b --dir "$tmp" \
 		--seed "$seed" "$@" &
 	pids+=($!)
+	if [ "${LINK_CHURN:-0}" = 1 ]; then
+		(
+			q=1000
+			while kill -0 "${pids[0]}" 2>/dev/null || kill -0 "${pids[1]}" 2>/dev/null; do
+				q=$((2001 - q))
+				ip -n "$nsa" link set "$a2" txqueuelen "$q"
+				ip -n "$nsb" link set "$b2" txqueuelen "$q"
+				sleep 0.02
+			done
+		) &
+		churn=$!
+	fi
 	wait "${pids[0]}"; rc_a=$?
 	wait "${pids[1]}"; rc_b=$?
 	pids=()
+	[ -z "${churn:-}" ] || wait "$churn"
 	echo "side a ($nsa): exit $rc_a; side b ($nsb): exit $rc_b"
 	[ "$rc_a" -eq 0 ] && [ "$rc_b" -eq 0 ] ||
 		die "conformance on a fused device across namespaces (seed $seed)"

@@ -429,7 +429,7 @@ struct ib_comm {
 	struct ib_qp_path qpath[IB_MAX_QPS]; /* the peer's port each QP reaches */
 
 	ncclResult_t error; /* sticky */
-	/* The first async event to hit the comm, through any of its HCAs (ib_dev.c
+	/* The first async event to hit the comm, through any of its HCAs (ib_async.c
 	 * mark_comm): its claimer alone writes why and qp, then publishes async_error. */
 	int async_claim; /* atomic: 1 once an event claimed the report */
 	int async_error; /* atomic: set last (an ncclResult_t); read it before the rest */
@@ -512,6 +512,9 @@ void ib_subnet_listener_rails(const struct braid_vdev *vd, const struct ib_wire 
 /* ib_async.c */
 /* Drain the HCA's async events (non-blocking) and mark the comms and ports they hit. */
 void ib_async_poll(struct ib_hca *h);
+/* The thread that drains them as they come: after the HCAs open, before they close. */
+void ib_async_start(void);
+void ib_async_stop(void);
 void ib_rail_register(struct ib_rail *rl);
 void ib_rail_unregister(struct ib_rail *rl);
 /* A QP's retry budget, ns: what an RC QP with traffic survives of a dead path

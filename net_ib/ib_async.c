@@ -1,12 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * Async events of an HCA: the comms whose rails live on it (the list the events are
- * matched against), and what each event does to them. Events are drained without blocking
- * from the data path (ib_check_health, a completion error), under the HCA lock.
+ * matched against), and what each event does to them. Events are drained without blocking,
+ * under the HCA lock, by a thread as they come and by the data path (ib_check_health, a
+ * completion error).
  */
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "net_ib/ib.h"
+#include "plugin/bg_thread.h"
 #include "plugin/clock.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
@@ -127,14 +133,112 @@ static void handle_event(struct ib_hca *h, const struct ibv_async_event *e)
 	}
 }
 
-void ib_async_poll(struct ib_hca *h)
+/* Caller holds h->lock; the events taken. */
+static int drain_events(struct ib_hca *h)
 {
 	struct ibv_async_event e;
+	int n = 0;
 
-	pthread_mutex_lock(&h->lock);
-	for (int i = 0; i < 64 && ibv.get_async_event(h->ctx, &e) == 0; i++) {
+	while (n < 64 && ibv.get_async_event(h->ctx, &e) == 0) {
 		handle_event(h, &e);
 		ibv.ack_async_event(&e);
+		n++;
 	}
+	return n;
+}
+
+void ib_async_poll(struct ib_hca *h)
+{
+	pthread_mutex_lock(&h->lock);
+	drain_events(h);
 	pthread_mutex_unlock(&h->lock);
+}
+
+/*
+ * A thread drains the HCAs' events as they come, as NCCL's IB transport has one per
+ * device (ncclIbAsyncThread): a port that goes down under idle comms is WARNed and shown
+ * in braid stat at once, not at the next wait of a comm on it. The data path drains them
+ * too (a completion error names the port at once); both under the HCA lock, which the
+ * thread only tries (a registration may hold it long, and a stop joins the thread at
+ * exit whoever holds it): busy, it looks again 10 ms later.
+ */
+static struct braid_bg async_bg = BRAID_BG_INIT;
+
+/* 1 when an HCA had events and its lock was busy, or had none though its fd was
+ * readable (a provider's partial read): both are looked at again 10 ms later. An fd in
+ * error with nothing to read (a device removed) is polled no more. */
+static int drain_ready(struct pollfd *p, int n)
+{
+	int again = 0, got;
+
+	for (int i = 0; i < n; i++) {
+		struct ib_hca *h = &ib.hcas[i];
+
+		if (!p[i].revents)
+			continue;
+		if (pthread_mutex_trylock(&h->lock)) {
+			again = 1;
+			continue;
+		}
+		got = drain_events(h);
+		pthread_mutex_unlock(&h->lock);
+		if (!got && (p[i].revents & (POLLERR | POLLHUP | POLLNVAL))) {
+			BRAID_INFO(NCCL_NET,
+				   "ib: %s: its async event file is in error: events are read no "
+				   "more by the thread",
+				   h->name);
+			p[i].fd = -1;
+		} else {
+			again |= !got;
+		}
+	}
+	return again;
+}
+
+static void *async_main(void *arg)
+{
+	struct pollfd *p = arg;
+	int n = ib.nhcas, again = 0;
+
+	p[n] = (struct pollfd){ .fd = async_bg.wake, .events = POLLIN };
+	for (;;) {
+		/* after a busy lock, only the wake fd for 10 ms: the HCAs' stay readable */
+		int rc = again ? poll(p + n, 1, 10) : poll(p, (nfds_t)n + 1, -1);
+
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc < 0) {
+			BRAID_WARN("ib: the async event thread stops: poll failed: %s",
+				   strerror(errno));
+			break;
+		}
+		if (p[n].revents)
+			break;
+		again = again ? 0 : drain_ready(p, n);
+	}
+	free(p);
+	return NULL;
+}
+
+void ib_async_start(void)
+{
+	struct pollfd *p = calloc((size_t)ib.nhcas + 1, sizeof(*p)); /* + the wake fd */
+	int rc;
+
+	if (!p)
+		return;
+	for (int i = 0; i < ib.nhcas; i++)
+		p[i] = (struct pollfd){ .fd = ib.hcas[i].ctx->async_fd, .events = POLLIN };
+	rc = braid_bg_start(&async_bg, async_main, p);
+	if (rc) {
+		BRAID_INFO(NCCL_INIT | NCCL_NET,
+			   "ib: no async event thread (%s): events are read when a comm waits",
+			   strerror(-rc));
+		free(p);
+	}
+}
+
+void ib_async_stop(void)
+{
+	(void)braid_bg_stop(&async_bg); /* -1 cannot happen with an eventfd (bg_thread.h) */
 }

@@ -198,6 +198,7 @@ static void hca_close(struct ib_hca *h)
 
 void ib_fini(void)
 {
+	ib_async_stop();
 	for (int i = 0; i < ib.nhcas; i++)
 		hca_close(&ib.hcas[i]);
 	free(ib.hcas);
@@ -530,6 +531,7 @@ int ib_init(const struct braid_backend_env *env, char *why, size_t whylen)
 	(void)nports;
 	order_devices();
 	record_fallback(ports);
+	ib_async_start();
 	return 0;
 }
 

@@ -45,12 +45,12 @@
  *
  * Files, each calling only those listed before it: ofi_dl.c, ofi_hmem.c (libfabric
  * itself); ofi_dev.c (provider and devices); ofi_live.c (the NICs a comm uses: at set-up,
- * and for each new group; a NIC gone silent); ofi_comm.c (the comm object); ofi_post.c
- * (posting a lane's part); ofi_cq.c (completions, progress, cancel); ofi_ep.c (a
- * device's shared endpoint, AV, announcement buffers); ofi_mr.c (registration);
- * ofi_stripe.c (a fused comm's weights); ofi_data.c (isend, irecv, test); ofi_conn.c
- * (listen, connect, accept, close); ofi_ops.c (the ops table, isend/irecv with the
- * profiler's handle, init, fini).
+ * and for each new group; a NIC gone silent); ofi_watch.c (a thread on the NICs' links);
+ * ofi_comm.c (the comm object); ofi_post.c (posting a lane's part); ofi_cq.c (completions,
+ * progress, cancel); ofi_ep.c (a device's shared endpoint, AV, announcement buffers);
+ * ofi_mr.c (registration); ofi_stripe.c (a fused comm's weights); ofi_data.c (isend,
+ * irecv, test); ofi_conn.c (listen, connect, accept, close); ofi_ops.c (the ops table,
+ * isend/irecv with the profiler's handle, init, fini).
  */
 #ifndef BRAID_OFI_H
 #define BRAID_OFI_H

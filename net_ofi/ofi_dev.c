@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "net_ofi/ofi.h"
-#include "net_ofi/ofi_watch.h"
 #include "net_ofi/ofi_hmem.h"
 #include "plugin/comm_limit.h"
 #include "plugin/cuda_dl.h"
@@ -399,7 +398,6 @@ int ofi_devs_init(const struct braid_backend_env *env, char *why, size_t whylen)
 	record_fallback(seen, named[0] != '\0');
 	BRAID_INFO(NCCL_INIT | NCCL_NET, "ofi: provider %s, %d device(s), libfabric API %u.%u",
 		   ofi.provider, ofi.ndevs, FI_MAJOR(ofi.api_version), FI_MINOR(ofi.api_version));
-	ofi_watch_start();
 	if (ofi.slow)
 		BRAID_WARN("SLOW PATH: running over libfabric provider %s (BRAID_OFI_PROVIDER): "
 			   "kernel sockets or shared memory, not NIC RDMA; expect a fraction of "

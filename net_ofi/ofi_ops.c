@@ -33,6 +33,15 @@ static void dev_quiesce(struct ofi_dev *d)
 			   d->name, left);
 }
 
+static int ofi_init(const struct braid_backend_env *env, char *why, size_t whylen)
+{
+	int rc = ofi_devs_init(env, why, whylen);
+
+	if (!rc)
+		ofi_watch_start();
+	return rc;
+}
+
 static void ofi_fini(void)
 {
 	ofi_watch_stop();
@@ -99,7 +108,7 @@ const struct braid_backend_ops braid_ofi_ops = {
 	.name = "ofi",
 	.kind = BRAID_BACKEND_OFI,
 	.max_nics = BRAID_VDEV_MAX_NICS, /* a comm: one lane per domain */
-	.init = ofi_devs_init,
+	.init = ofi_init,
 	.fini = ofi_fini,
 	.ndevs = ofi_ndevs,
 	.get_props = ofi_get_props,

@@ -16,92 +16,105 @@
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <poll.h>
-#include <pthread.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "net_ofi/ofi.h"
+#include "plugin/bg_thread.h"
 #include "plugin/log.h"
 
-/*
- * One watcher a process. start and stop run under the core's init lock (backend init and
- * fini), and the library destructor, which stops a watcher that a plugin unloaded
- * without finalize (ncclNet v8 to v10) left running, after every call into the plugin.
- */
+/* One watcher a process; start and stop run under the core's init lock (the backend's
+ * init and fini), the thread reads what start wrote before it began. */
 static struct {
-	pthread_t thread;
-	pid_t pid;         /* of the process that started it: a forked child has no thread */
-	int nl, wake;      /* the rtnetlink socket; an eventfd that tells the thread to end */
-	unsigned int *ifx; /* per device: its interface index, 0 when it is none */
+	struct braid_bg bg;
+	int nl;        /* the rtnetlink socket */
+	char *watched; /* per device: 1 when its name was an interface at start */
 	int ndevs;
-	int running;
-} watch = { .nl = -1, .wake = -1 };
+} watch = { .bg = BRAID_BG_INIT, .nl = -1 };
 
-/* d's interface read again, its counter set; d->lock orders it with ofi_live.c's edges. */
-static void dev_refresh(struct ofi_dev *d)
+/* d's interface read again and its counter set, under d->lock, which orders it with
+ * ofi_live.c's edges; 0, or -1 when the lock is busy (registration, set-up: try later).
+ * An interface that is gone (a veth deleted, its namespace too) is down. */
+static int dev_refresh(struct ofi_dev *d)
 {
 	int down;
 
-	pthread_mutex_lock(&d->lock);
-	down = ofi_dev_link_down(d);
+	if (pthread_mutex_trylock(&d->lock))
+		return -1;
+	down = !if_nametoindex(d->name) || ofi_dev_link_down(d);
 	__atomic_store_n(&d->ctr->port_down, (uint32_t)down, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&d->lock);
+	return 0;
 }
 
-/* ifindex 0: every device (at start, and after the socket overran: events were lost). */
-static void refresh(unsigned int ifindex)
+/* Every watched device, whatever interface the events named: a few ioctls, and an
+ * interface re-created under another index is still read. 0, or -1 if one was busy. */
+static int refresh_all(void)
 {
+	int rc = 0;
+
 	for (int i = 0; i < watch.ndevs; i++)
-		if (watch.ifx[i] && (!ifindex || watch.ifx[i] == ifindex))
-			dev_refresh(&ofi.devs[i]);
+		if (watch.watched[i] && dev_refresh(&ofi.devs[i]))
+			rc = -1;
+	return rc;
 }
 
-/* The link messages in one datagram. */
-static void take_messages(const void *buf, size_t len)
+/* What is queued on the socket, read and dropped: 1 if anything (or an overrun) came,
+ * 0 if nothing, -1 if the socket failed. */
+static int drain(void)
 {
-	for (const struct nlmsghdr *h = buf; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
-		const struct ifinfomsg *ifi = NLMSG_DATA(h);
+	char buf[8192];
+	int any = 0;
 
-		if ((h->nlmsg_type == RTM_NEWLINK || h->nlmsg_type == RTM_DELLINK) &&
-		    h->nlmsg_len >= NLMSG_LENGTH(sizeof(*ifi)) && ifi->ifi_index > 0)
-			refresh((unsigned int)ifi->ifi_index);
+	for (;;) {
+		ssize_t n = recv(watch.nl, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (n > 0 || (n < 0 && errno == ENOBUFS)) {
+			any = 1;
+		} else if (n < 0 && errno == EINTR) {
+			continue;
+		} else if (n < 0 && errno == EAGAIN) {
+			return any;
+		} else {
+			BRAID_WARN("ofi: the NICs' link watcher stops: reading rtnetlink failed: %s",
+				   n ? strerror(errno) : "socket closed");
+			return -1;
+		}
 	}
 }
 
+/* The socket says only that some link changed: every watched NIC is read again then, and
+ * again every 20 ms while a device's lock was busy (never a wait on it: a stop joins this
+ * thread at exit, whoever holds the lock). */
 static void *watch_main(void *arg)
 {
-	/* aligned for struct nlmsghdr; one datagram per read */
-	static _Alignas(struct nlmsghdr) char buf[16384];
 	struct pollfd p[2] = { { .fd = watch.nl, .events = POLLIN },
-			       { .fd = watch.wake, .events = POLLIN } };
+			       { .fd = watch.bg.wake, .events = POLLIN } };
+	int pending = 0;
 
 	(void)arg;
 	for (;;) {
-		ssize_t n;
+		int rc = poll(p, 2, pending ? 20 : -1);
 
-		if (poll(p, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
+		if (rc < 0 && errno != EINTR) {
 			BRAID_WARN("ofi: the NICs' link watcher stops: poll failed: %s",
 				   strerror(errno));
 			return NULL;
 		}
+		if (rc < 0)
+			continue;
 		if (p[1].revents)
 			return NULL;
-		n = recv(watch.nl, buf, sizeof(buf), MSG_DONTWAIT);
-		if (n > 0) {
-			take_messages(buf, (size_t)n);
-		} else if (n < 0 && errno == ENOBUFS) {
-			refresh(0);
-		} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-			BRAID_WARN("ofi: the NICs' link watcher stops: reading rtnetlink failed: %s",
-				   n ? strerror(errno) : "socket closed");
-			return NULL;
+		if (p[0].revents) {
+			rc = drain();
+			if (rc < 0)
+				return NULL;
+			pending |= rc;
 		}
+		if (pending)
+			pending = refresh_all() != 0;
 	}
 }
 
@@ -109,13 +122,10 @@ static void watch_close(void)
 {
 	if (watch.nl >= 0)
 		close(watch.nl);
-	if (watch.wake >= 0)
-		close(watch.wake);
-	free(watch.ifx);
-	watch.nl = watch.wake = -1;
-	watch.ifx = NULL;
+	free(watch.watched);
+	watch.nl = -1;
+	watch.watched = NULL;
 	watch.ndevs = 0;
-	watch.running = 0;
 }
 
 /* The rtnetlink socket, bound to link changes; -errno. */
@@ -138,64 +148,42 @@ void ofi_watch_start(void)
 {
 	int n = 0, rc;
 
-	if (watch.running && watch.pid != getpid())
-		watch_close(); /* inherited over fork: the thread stayed in the parent */
-	if (watch.running)
+	if (braid_bg_stop(&watch.bg)) /* a start without a stop: it runs on */
 		return;
-	watch.ifx = calloc((size_t)ofi.ndevs, sizeof(*watch.ifx));
-	if (!watch.ifx)
+	watch_close(); /* a forked child's copy */
+	watch.watched = calloc((size_t)ofi.ndevs, 1);
+	if (!watch.watched)
 		return;
 	watch.ndevs = ofi.ndevs;
 	for (int i = 0; i < ofi.ndevs; i++) {
-		const struct ofi_dev *d = &ofi.devs[i];
-
-		if (d->ctr && strlen(d->name) < IF_NAMESIZE)
-			watch.ifx[i] = if_nametoindex(d->name);
-		n += watch.ifx[i] != 0;
+		watch.watched[i] = if_nametoindex(ofi.devs[i].name) != 0;
+		n += watch.watched[i];
 	}
 	if (!n) { /* no NIC is an interface (EFA, shm): nothing to watch */
 		watch_close();
 		return;
 	}
 	watch.nl = netlink_open();
-	watch.wake = eventfd(0, EFD_CLOEXEC);
-	if (watch.nl < 0 || watch.wake < 0) {
+	if (watch.nl < 0) {
 		BRAID_INFO(NCCL_INIT | NCCL_NET,
 			   "ofi: no rtnetlink (%s): braid stat shows a NIC's link state as the "
 			   "comms waiting on it last read it",
-			   strerror(watch.nl < 0 ? -watch.nl : errno));
+			   strerror(-watch.nl));
 		watch_close();
 		return;
 	}
-	refresh(0); /* the state before the first event */
-	rc = pthread_create(&watch.thread, NULL, watch_main, NULL);
+	(void)refresh_all(); /* the state before the first event (a busy one: at the next) */
+	rc = braid_bg_start(&watch.bg, watch_main, NULL);
 	if (rc) {
-		BRAID_INFO(NCCL_INIT | NCCL_NET, "ofi: no link watcher thread: %s", strerror(rc));
+		BRAID_INFO(NCCL_INIT | NCCL_NET, "ofi: no link watcher thread: %s", strerror(-rc));
 		watch_close();
 		return;
 	}
-	watch.pid = getpid();
-	watch.running = 1;
 	BRAID_INFO(NCCL_INIT | NCCL_NET, "ofi: watching the links of %d NIC(s) (rtnetlink)", n);
 }
 
 void ofi_watch_stop(void)
 {
-	uint64_t one = 1;
-
-	if (!watch.running)
-		return;
-	if (watch.pid == getpid()) {
-		if (write(watch.wake, &one, sizeof(one)) == (ssize_t)sizeof(one))
-			pthread_join(watch.thread, NULL);
-		else /* cannot happen with an eventfd below its maximum; never hang on it */
-			pthread_detach(watch.thread);
-	}
-	watch_close();
-}
-
-/* A plugin unloaded without finalize (v8 to v10) must not leave the thread in freed code. */
-__attribute__((destructor)) static void ofi_watch_unload(void)
-{
-	ofi_watch_stop();
+	if (braid_bg_stop(&watch.bg) == 0) /* else it runs on: leave it what it reads */
+		watch_close();
 }

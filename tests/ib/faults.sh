@@ -105,6 +105,30 @@ if [ "$rc" -ne 0 ] || [ "$during" != "svroce0:1:up svroce1:1:down / svroce0:1:up
 	fail=1
 fi
 
+# The same outage under idle comms (CONF_SOAK_IDLE_MS: connected, then 4 s without a
+# call on them): nothing of theirs reads the device's events then, only net_ib's async
+# event thread (net_ib/ib_async.c), and braid stat shows svroce1 and its lanes down all
+# the same (before the thread: up, until a comm waited); the soak passes after.
+start=$(date +%s.%N)
+SOFTVERBS_DEVICES=svroce0:roce:1,svroce1:roce:1 BRAID_IB_HCA==svroce0,svroce1 \
+	BRAID_MERGE=svroce0+svroce1 SOFTVERBS_TIME_SCALE=1 \
+	SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS=svroce1:1500 SOFTVERBS_FAULT_PORT_UP_AFTER_MS=svroce1:3500 \
+	CONF_SOAK_IDLE_MS=4000 CONF_SOAK_TRANSFERS=1000 NCCL_DEBUG=WARN timeout 120 "$CONF_BIN" \
+	--plugin "$PLUGIN_SO" --api 11 --scenario soak >"$log" 2>&1 &
+conf=$!
+sleep 2.3
+during=$(lanes)
+wait $conf
+rc=$?
+secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
+echo "== fused device, svroce1 down from 1.5 to 3.5 s while the comms are idle: exit $rc after $secs s"
+echo "  braid stat during the outage: devices / lanes: $during"
+if [ "$rc" -ne 0 ] || [ "$during" != "svroce0:1:up svroce1:1:down / svroce0:1:up svroce1:1:down" ]; then
+	echo "FAIL: idle outage: want braid stat to show svroce1 and its lanes down while no comm waits"
+	tail -n 20 "$log"
+	fail=1
+fi
+
 # The same with adaptive routing: the data goes as unsignaled WRITEs, which complete (in
 # error) without a request of their own.
 for ar in "SOFTVERBS_FAULT_CUT_AFTER_BYTES=8000000 transport.retry.counter.exceeded" \

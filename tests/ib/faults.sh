@@ -78,26 +78,34 @@ fi
 # it is down `braid stat` shows it: the device's port_down and each comm's lane on it
 # not up (braid_lane_up 0), svroce0 up; both back after.
 command -v python3 >/dev/null || die "python3 is needed (braid stat's JSON is read with it)"
-start=$(date +%s.%N)
-SOFTVERBS_DEVICES=svroce0:roce:1,svroce1:roce:1 BRAID_IB_HCA==svroce0,svroce1 \
-	BRAID_MERGE=svroce0+svroce1 SOFTVERBS_TIME_SCALE=1 \
-	SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS=svroce1:1500 SOFTVERBS_FAULT_PORT_UP_AFTER_MS=svroce1:3500 \
-	CONF_SOAK_TRANSFERS=3000 NCCL_DEBUG=WARN timeout 120 "$CONF_BIN" --plugin "$PLUGIN_SO" \
-	--api 11 --scenario soak >"$log" 2>&1 &
-conf=$!
 desc() { local c; for c in $(pgrep -P "$1"); do echo "$c"; desc "$c"; done; }
 lanes() { # the devices' port state / the soak's comms' lanes, "name:up" each
 	local p
 	for p in $(desc $conf); do "$BRAID" stat --json --pid "$p"; done 2>/dev/null |
 		python3 "$(dirname "$0")/../stat/lane-states.py"
 }
-sleep 2.3
-during=$(lanes)
-wait $conf
-rc=$?
-secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
-echo "== fused device, svroce1 down from 1.5 to 3.5 s during a soak: exit $rc after $secs s"
-echo "  braid stat during the outage: devices / lanes: $during"
+# fused_outage WHAT [VAR=VALUE...]: a soak on svroce0+svroce1 with svroce1 down from 1.5
+# to 3.5 s (the extra environment added), braid stat's view at 2.3 s in $during; sets rc
+fused_outage() {
+	local what=$1 start secs
+
+	shift
+	start=$(date +%s.%N)
+	env SOFTVERBS_DEVICES=svroce0:roce:1,svroce1:roce:1 BRAID_IB_HCA==svroce0,svroce1 \
+		BRAID_MERGE=svroce0+svroce1 SOFTVERBS_TIME_SCALE=1 \
+		SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS=svroce1:1500 \
+		SOFTVERBS_FAULT_PORT_UP_AFTER_MS=svroce1:3500 NCCL_DEBUG=WARN "$@" timeout 120 \
+		"$CONF_BIN" --plugin "$PLUGIN_SO" --api 11 --scenario soak >"$log" 2>&1 &
+	conf=$!
+	sleep 2.3
+	during=$(lanes)
+	wait $conf
+	rc=$?
+	secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
+	echo "== fused device, svroce1 down from 1.5 to 3.5 s $what: exit $rc after $secs s"
+	echo "  braid stat during the outage: devices / lanes: $during"
+}
+fused_outage "during a soak" CONF_SOAK_TRANSFERS=3000
 grep -E 'WARN|soak done' "$log" | head -n 6
 if [ "$rc" -ne 0 ] || [ "$during" != "svroce0:1:up svroce1:1:down / svroce0:1:up svroce1:1:down" ]; then
 	echo "FAIL: fused flap: want the soak to pass and braid stat to show svroce1 and its lanes down"
@@ -109,20 +117,7 @@ fi
 # call on them): nothing of theirs reads the device's events then, only net_ib's async
 # event thread (net_ib/ib_async.c), and braid stat shows svroce1 and its lanes down all
 # the same (before the thread: up, until a comm waited); the soak passes after.
-start=$(date +%s.%N)
-SOFTVERBS_DEVICES=svroce0:roce:1,svroce1:roce:1 BRAID_IB_HCA==svroce0,svroce1 \
-	BRAID_MERGE=svroce0+svroce1 SOFTVERBS_TIME_SCALE=1 \
-	SOFTVERBS_FAULT_PORT_DOWN_AFTER_MS=svroce1:1500 SOFTVERBS_FAULT_PORT_UP_AFTER_MS=svroce1:3500 \
-	CONF_SOAK_IDLE_MS=4000 CONF_SOAK_TRANSFERS=1000 NCCL_DEBUG=WARN timeout 120 "$CONF_BIN" \
-	--plugin "$PLUGIN_SO" --api 11 --scenario soak >"$log" 2>&1 &
-conf=$!
-sleep 2.3
-during=$(lanes)
-wait $conf
-rc=$?
-secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
-echo "== fused device, svroce1 down from 1.5 to 3.5 s while the comms are idle: exit $rc after $secs s"
-echo "  braid stat during the outage: devices / lanes: $during"
+fused_outage "while the comms are idle" CONF_SOAK_IDLE_MS=4000 CONF_SOAK_TRANSFERS=1000
 if [ "$rc" -ne 0 ] || [ "$during" != "svroce0:1:up svroce1:1:down / svroce0:1:up svroce1:1:down" ]; then
 	echo "FAIL: idle outage: want braid stat to show svroce1 and its lanes down while no comm waits"
 	tail -n 20 "$log"

@@ -279,21 +279,30 @@ static void hangup_without_goodbye_is_death(void **state)
 /* The data path's check looks at the link once in BRAID_TICK_CALLS calls (after the
  * liveness interval, 1 ms here): a goodbye that came is seen by the 8th call at the
  * latest, and the calls between two looks return the state they know. */
-static void data_path_checks_on_a_tick(void **state)
+/* A pair whose client hung up after the server's last look (its tick restarted), the
+ * hang-up in and the liveness interval long past. */
+static struct toy *hung_up_pair(struct braid_listener *l)
 {
 	unsigned char handle[NCCL_NET_HANDLE_MAXSIZE];
-	struct braid_listener l;
 	struct toy *client, *server;
-	int calls = 0;
 
-	(void)state;
 	setup_env();
-	assert_int_equal(braid_listener_open(&l, &toy_ops, 0, handle, NULL), ncclSuccess);
-	connect_pair(&l, handle, &client, &server);
+	assert_int_equal(braid_listener_open(l, &toy_ops, 0, handle, NULL), ncclSuccess);
+	connect_pair(l, handle, &client, &server);
 	assert_int_equal(braid_link_check(server->lk, 0), BRAID_LINK_UP); /* a look: tick 0 */
 	braid_link_close(client->lk, NULL);
 	free(client);
-	sleep_ms(20); /* the hang-up is in, the liveness interval long past */
+	sleep_ms(20);
+	return server;
+}
+
+static void data_path_checks_on_a_tick(void **state)
+{
+	struct braid_listener l;
+	struct toy *server = hung_up_pair(&l);
+	int calls = 0;
+
+	(void)state;
 	while (braid_link_check(server->lk, 0) == BRAID_LINK_UP)
 		assert_true(++calls < (int)BRAID_TICK_CALLS);
 	assert_int_equal(calls, BRAID_TICK_CALLS - 1);
@@ -306,19 +315,11 @@ static void data_path_checks_on_a_tick(void **state)
  * first receive after the peer's goodbye is refused; on a busy one on the tick. */
 static void irecv_looks_at_once_when_idle(void **state)
 {
-	unsigned char handle[NCCL_NET_HANDLE_MAXSIZE];
 	struct braid_listener l;
-	struct toy *client, *server;
+	struct toy *server = hung_up_pair(&l);
 	int calls = 0;
 
 	(void)state;
-	setup_env();
-	assert_int_equal(braid_listener_open(&l, &toy_ops, 0, handle, NULL), ncclSuccess);
-	connect_pair(&l, handle, &client, &server);
-	assert_int_equal(braid_link_check(server->lk, 0), BRAID_LINK_UP); /* a look: tick 0 */
-	braid_link_close(client->lk, NULL);
-	free(client);
-	sleep_ms(20); /* the hang-up is in, the liveness interval long past */
 	/* busy: the calls before the tick's look return the state they know */
 	while (braid_link_check_post(server->lk, 0) == BRAID_LINK_UP && ++calls < 3)
 		;

@@ -6,7 +6,7 @@
  * NIC that went down under idle comms showed up in braid stat until a comm waited on it
  * (issue 19). The thread writes the device's port_down counter only (braid stat's device
  * state and its lanes'); failover, its bound and the WARNs stay with the comms' reads.
- * Nothing on the data path: a link change costs the thread one ioctl per device on it.
+ * Nothing on the data path: a link change costs the thread one ioctl per watched NIC.
  * No netlink here (a seccomp filter, no permission): no thread, as before, said at INFO.
  */
 #include "net_ofi/ofi_watch.h"

@@ -123,11 +123,11 @@ struct ofi_dev {
 	struct fi_info *info; /* our copy, for this domain */
 	int mr_local;         /* provider needs descriptors for local buffers */
 	int mr_endpoint;      /* MRs bind to one endpoint: no global registrations */
-	int mr_virt_addr;
-	int mr_prov_key;
+	int mr_virt_addr, mr_prov_key;
 	int mr_hmem;        /* FI_MR_HMEM: device buffers always need a registration */
 	uint64_t hmem_caps; /* info->caps when the provider reports FI_HMEM here (ofi_hmem.h), else 0 */
 	int numa_node;      /* of the NIC, from topo/; -1 unknown */
+	int is_iface;       /* its name was a network interface at init (ofi_live.c) */
 	char pci_path[256]; /* from topo/; "" unknown */
 	struct braid_ctr_dev *ctr;
 	pthread_mutex_t lock; /* opening, lane ids, the lane list, the AV table, the MR cache */
@@ -522,7 +522,7 @@ void ofi_comm_release(struct ofi_comm *c);
 /* ofi_live.c: the NICs a new comm uses, those up on both sides (set-up), and a NIC going
  * down under live comms */
 struct braid_handle;
-/* d's interface is down or has no carrier (0 for a domain that is no interface) */
+/* d's interface is down, has no carrier or is gone (0 for a domain that is no interface) */
 int ofi_dev_link_down(const struct ofi_dev *d);
 /* listen: the device's NICs, the down ones marked */
 void ofi_live_fill_handle(const struct braid_vdev *vd, struct braid_handle *h);

@@ -5,6 +5,7 @@
  * when named, and then says loudly that this is a slow path.
  */
 #include <errno.h>
+#include <net/if.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -255,6 +256,7 @@ static int add_device(struct fi_info *info)
 		return -ENOMEM;
 	d->info->next = NULL;
 	snprintf(d->name, sizeof(d->name), "%s", info->domain_attr->name);
+	d->is_iface = if_nametoindex(d->name) != 0;
 	probe_hmem(d);
 	ask_thread_domain(d->info);
 	mr_mode = d->info->domain_attr->mr_mode;

@@ -10,7 +10,8 @@
  *
  * "Down": the interface named like the libfabric domain (tcp;ofi_rxm and the sockets
  * providers name domains after interfaces) is not IFF_UP or has no carrier
- * (IFF_RUNNING; a veth whose peer went down loses it). A domain that is no interface
+ * (IFF_RUNNING; a veth whose peer went down loses it), or is gone (deleted; one
+ * re-created under the same name is read again). A domain that was no interface at init
  * (EFA's rdmap*, shm) is never down here.
  *
  * Under a live comm (ofi_live_watch): tcp;ofi_rxm sets no timeout of its own, and TCP
@@ -46,8 +47,10 @@ int ofi_dev_link_down(const struct ofi_dev *d)
 	struct ifreq ifr;
 	int fd, down = 0;
 
-	if (strlen(d->name) >= sizeof(ifr.ifr_name) || !if_nametoindex(d->name))
+	if (!d->is_iface || strlen(d->name) >= sizeof(ifr.ifr_name))
 		return 0;
+	if (!if_nametoindex(d->name)) /* deleted (a veth, its namespace): down for good */
+		return 1;
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return 0;
@@ -144,7 +147,7 @@ static void dev_link_read(struct ofi_dev *d, uint64_t now, uint64_t period_ns)
 	if (d->ctr)
 		__atomic_store_n(&d->ctr->port_down, (uint32_t)down, __ATOMIC_RELAXED);
 	if (down)
-		BRAID_WARN("ofi: NIC %s: its interface went down (not up, or no carrier) under a "
+		BRAID_WARN("ofi: NIC %s: its interface went down (not up, no carrier, or gone) under a "
 			   "live comm; what its comms have on it waits until it is back, and fails "
 			   "them once it has been down for %lld ms (BRAID_OFI_DOWN_TIMEOUT_MS); "
 			   "fused comms leave it out of their new receives",

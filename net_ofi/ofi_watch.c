@@ -14,9 +14,7 @@
 #include <errno.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
-#include <net/if.h>
 #include <poll.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -29,8 +27,7 @@
  * init and fini), the thread reads what start wrote before it began. */
 static struct {
 	struct braid_bg bg;
-	int nl;        /* the rtnetlink socket */
-	char *watched; /* per device: 1 when its name was an interface at start */
+	int nl; /* the rtnetlink socket */
 	int ndevs;
 } watch = { .bg = BRAID_BG_INIT, .nl = -1 };
 
@@ -43,7 +40,7 @@ static int dev_refresh(struct ofi_dev *d)
 
 	if (pthread_mutex_trylock(&d->lock))
 		return -1;
-	down = !if_nametoindex(d->name) || ofi_dev_link_down(d);
+	down = ofi_dev_link_down(d);
 	__atomic_store_n(&d->ctr->port_down, (uint32_t)down, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&d->lock);
 	return 0;
@@ -56,7 +53,7 @@ static int refresh_all(void)
 	int rc = 0;
 
 	for (int i = 0; i < watch.ndevs; i++)
-		if (watch.watched[i] && dev_refresh(&ofi.devs[i]))
+		if (ofi.devs[i].is_iface && dev_refresh(&ofi.devs[i]))
 			rc = -1;
 	return rc;
 }
@@ -88,29 +85,28 @@ static int drain(void)
 /* The socket says only that some link changed: every watched NIC is read again then, and
  * again every 20 ms while a device's lock was busy (never a wait on it: a stop joins this
  * thread at exit, whoever holds the lock). */
-static void *watch_main(void *arg)
+static void watch_loop(void)
 {
 	struct pollfd p[2] = { { .fd = watch.nl, .events = POLLIN },
 			       { .fd = watch.bg.wake, .events = POLLIN } };
 	int pending = 0;
 
-	(void)arg;
 	for (;;) {
 		int rc = poll(p, 2, pending ? 20 : -1);
 
 		if (rc < 0 && errno != EINTR) {
 			BRAID_WARN("ofi: the NICs' link watcher stops: poll failed: %s",
 				   strerror(errno));
-			return NULL;
+			return;
 		}
 		if (rc < 0)
 			continue;
 		if (p[1].revents)
-			return NULL;
+			return;
 		if (p[0].revents) {
 			rc = drain();
 			if (rc < 0)
-				return NULL;
+				return;
 			pending |= rc;
 		}
 		if (pending)
@@ -118,13 +114,22 @@ static void *watch_main(void *arg)
 	}
 }
 
+/* The socket is the thread's from its start: it closes it as it ends, which is also what
+ * an unload without finalize gets (ncclNet v8 to v10: bg_thread.c stops it at dlclose). */
+static void *watch_main(void *arg)
+{
+	(void)arg;
+	watch_loop();
+	close(watch.nl);
+	watch.nl = -1;
+	return NULL;
+}
+
 static void watch_close(void)
 {
 	if (watch.nl >= 0)
 		close(watch.nl);
-	free(watch.watched);
 	watch.nl = -1;
-	watch.watched = NULL;
 	watch.ndevs = 0;
 }
 
@@ -151,14 +156,9 @@ void ofi_watch_start(void)
 	if (braid_bg_stop(&watch.bg)) /* a start without a stop: it runs on */
 		return;
 	watch_close(); /* a forked child's copy */
-	watch.watched = calloc((size_t)ofi.ndevs, 1);
-	if (!watch.watched)
-		return;
 	watch.ndevs = ofi.ndevs;
-	for (int i = 0; i < ofi.ndevs; i++) {
-		watch.watched[i] = if_nametoindex(ofi.devs[i].name) != 0;
-		n += watch.watched[i];
-	}
+	for (int i = 0; i < ofi.ndevs; i++)
+		n += ofi.devs[i].is_iface;
 	if (!n) { /* no NIC is an interface (EFA, shm): nothing to watch */
 		watch_close();
 		return;

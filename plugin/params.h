@@ -39,14 +39,14 @@ enum braid_param_type {
 	X(OFI_DOWN_TIMEOUT_MS, "BRAID_OFI_DOWN_TIMEOUT_MS", BRAID_PARAM_INT, "30000", 100,         \
 	  3600000, NULL, NULL,                                                                     \
 	  "net_ofi: how long a NIC may carry nothing under a waiting comm before it counts as "    \
-	  "failed and the comm fails with a WARN naming it: its interface down (not up, or no "    \
-	  "carrier), or on a fused comm its part of a message, or the receiver's announcement, "   \
-	  "still out while the comm's other NICs delivered theirs (keep it above the time the "    \
-	  "slowest NIC needs to drain what it has in flight). A shorter outage is ridden out "     \
-	  "(TCP retransmits); without the bound a comm on tcp stalls silently for about 15 min "   \
-	  "(tcp_retries2). A send still waiting this long after the receiver announced its "       \
-	  "buffer (a black hole on a one-NIC comm, or a stopped peer) is WARNed, naming its NIC, " \
-	  "and fails nothing.")                                                                    \
+	  "failed and the comm fails with a WARN naming it: its interface down (not up, no "       \
+	  "carrier, or gone), or on a fused comm its part of a message, or the receiver's "        \
+	  "announcement, still out while the comm's other NICs delivered theirs (keep it above "   \
+	  "the time the slowest NIC needs to drain what it has in flight). A shorter outage is "   \
+	  "ridden out (TCP retransmits); without the bound a comm on tcp stalls silently for "     \
+	  "about 15 min (tcp_retries2). A send still waiting this long after the receiver "        \
+	  "announced its buffer (a black hole on a one-NIC comm, or a stopped peer) is WARNed, "   \
+	  "naming its NIC, and fails nothing.")                                                    \
 	X(SOCKET_IFNAME, "BRAID_SOCKET_IFNAME", BRAID_PARAM_STR, "", 0, 0, NULL,                   \
 	  "NCCL_SOCKET_IFNAME",                                                                    \
 	  "Interface(s) for the out-of-band TCP handshake: comma list of name prefixes, ^ to "     \

@@ -58,24 +58,30 @@ netns_two_pairs() { # NAME
 # addresses. A side's interface then goes down alone: the other keeps its carrier (its
 # peer is the bridge's port), as a port down on one end of a real fabric link.
 netns_pair2_via_bridge() {
-	local m
-
 	nsm=braid-fm-$id
 	ip -n "$nsa" link del "$a2" || die "removing the veth pair $a2/$b2"
 	ip netns add "$nsm" || die "cannot create a third network namespace"
 	ip -n "$nsm" link add br2 type bridge || die "a bridge in $nsm"
-	for m in a b; do
-		ip link add "bfm${m}2$id" type veth peer name "$(eval echo "\$${m}2")" ||
-			die "veth to the bridge"
-		ip link set "bfm${m}2$id" netns "$nsm" && ip link set "$(eval echo "\$${m}2")" \
-			netns "$(eval echo "\$ns$m")" || die "moving the bridge's veths"
-		ip -n "$nsm" link set "bfm${m}2$id" master br2 && ip -n "$nsm" link set "bfm${m}2$id" up ||
-			die "bridge port bfm${m}2$id"
-	done
 	ip -n "$nsm" link set br2 up || die "bridge up"
-	ip -n "$nsa" addr add 198.18.2.1/24 dev "$a2" && ip -n "$nsb" addr add 198.18.2.2/24 dev "$b2" ||
-		die "addresses on $a2, $b2"
-	ip -n "$nsa" link set "$a2" up && ip -n "$nsb" link set "$b2" up || die "$a2, $b2 up"
+	netns_bridge_port a
+	netns_bridge_port b
+}
+# Side a's or b's pair-2 interface ($a2, 198.18.2.1 or $b2, .2), a port of the bridge,
+# up; with MAC, that address (one deleted and made again keeps it, as a NIC after a
+# driver reset does, so the other side's neighbour entry stays right).
+netns_bridge_port() { # a|b [MAC]
+	local m=$1 ifc ns ip
+
+	eval "ifc=\$${m}2 ns=\$ns$m"
+	ip=198.18.2.$([ "$m" = a ] && echo 1 || echo 2)
+	ip link add "bfm${m}2$id" type veth peer name "$ifc" ${2:+address "$2"} ||
+		die "veth to the bridge"
+	ip link set "bfm${m}2$id" netns "$nsm" && ip link set "$ifc" netns "$ns" ||
+		die "moving the bridge's veths"
+	ip -n "$nsm" link set "bfm${m}2$id" master br2 && ip -n "$nsm" link set "bfm${m}2$id" up ||
+		die "bridge port bfm${m}2$id"
+	ip -n "$ns" addr add "$ip/24" dev "$ifc" && ip -n "$ns" link set "$ifc" up ||
+		die "$ifc: address and up"
 }
 netns_two_pairs_cleanup() {
 	for p in "${pids[@]+"${pids[@]}"}"; do kill "-${KILL_SIG:-KILL}" "$p" 2>/dev/null; done

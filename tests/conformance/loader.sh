@@ -2,7 +2,8 @@
 # NCCL's loading rules and the exported symbols: the plugin is found by NCCL_NET_PLUGIN
 # as a path, as NAME (libnccl-net-NAME.so) and unset (libnccl-net.so), and exports the
 # five ncclNetPlugin_v8..v12 tables and no other symbol; NCCL 2.30's lookup order
-# (v12 first, then v11 ...: tests/unit/load_plugin) finds v12 and initialises it.
+# (v12 first, then v11 ...: tests/unit/load_plugin) finds v12 and initialises it; an
+# unload without finalize leaves no link watcher's socket behind.
 set -u
 . "$(dirname "$0")/lib.sh"
 export BRAID_BACKEND=ofi BRAID_OFI_PROVIDER='tcp;ofi_rxm' BRAID_SOCKET_IFNAME=lo FI_TCP_IFACE=lo
@@ -32,4 +33,13 @@ rc=$?
 echo "$out" | head -3
 echo "$out" | grep -qx 'found ncclNetPlugin_v12' || die "NCCL 2.30 would not find v12 first"
 [ "$rc" -eq 0 ] && echo "$out" | grep -qx 'init: 0' || die "init through v12 failed (rc $rc)"
+# ncclNet v8 to v10 have no finalize: a process that unloads the plugin without it (the
+# loader's --dlclose) holds none of the plugin's rtnetlink link listeners afterwards, and
+# held one before (net_ofi's link watcher watches lo here)
+echo "== dlclose without finalize"
+out=$("$loader" "$PLUGIN_SO" --dlclose 2>&1)
+rc=$?
+echo "$out" | grep '^link listeners'
+echo "$out" | grep -qx 'link listeners after init: 1, after dlclose: 0' ||
+	die "want 'link listeners after init: 1, after dlclose: 0' (rc $rc)"
 echo "loader: all passed"

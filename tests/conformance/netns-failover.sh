@@ -49,6 +49,8 @@
 #                                             moved to b1 on a's ask (ofi_move.c)
 #   the same, a's comms idle 1.5 s longer    the soak passes, b moved parts off b2 and a
 #   (b's receives surely first)              sent them over a1
+#   a2 deleted (side a only) while idle,     the soak passes: a reads a2 down (gone) and
+#   made again 6 s later                      leaves it out; braid stat shows it down
 # Each process runs under timeout 60 (120 in the ten flaps; then KILL 5 s later): a hang
 # fails its case and the script still ends, in under 7 min at worst. Needs root.
 set -u
@@ -82,7 +84,7 @@ echo "seed $seed (CONF_SEED=$seed replays it), $transfers transfers a soak"
 
 fail=0 case_ok=1 n=0 rc_a=0 rc_b=0 secs=0 tx_at_fault=0 tx_at_up=0 tx_at_end=0
 bad() { echo "FAIL: $*"; case_ok=0; }
-txb() { ip netns exec "$1" cat "/sys/class/net/$2/statistics/tx_bytes"; }
+txb() { ip netns exec "$1" cat "/sys/class/net/$2/statistics/tx_bytes" 2>/dev/null || echo 0; }
 
 all_up() { # every interface up, with carrier on both ends (at most 5 s)
 	{ ip -n "$nsa" link set "$a1" up && ip -n "$nsa" link set "$a2" up &&
@@ -111,10 +113,12 @@ stat_lanes() { # [--kind send|recv]
 # "stat", braid stat's view STAT_MS (1000) into the outage goes into $during, and that of
 # the receive comms' lanes alone into $during_recv. ON_DOWN and ON_UP, if
 # set, are commands run right after the fault and right after its end (each end, with
-# FLAPS: flap_k says which). Sets rc_a, rc_b and secs (from the fault to the later exit).
+# FLAPS: flap_k says which). DELETE=1 (pair 2 through the bridge, ifc $a2 or $b2):
+# the interface is deleted instead of taken down, and made again, with its MAC, for
+# "up". Sets rc_a, rc_b and secs (from the fault to the later exit).
 run_case() {
 	local name=$1 ma=$2 mb=$3 ns=$4 ifc=$5 flap_ms=$6 how=${7:-down} dir fault started=0
-	local stat_ms=${STAT_MS:-1000}
+	local stat_ms=${STAT_MS:-1000} mac=''
 	during='' during_recv=''
 
 	n=$((n + 1))
@@ -158,6 +162,9 @@ run_case() {
 			{ ip netns exec "$ns" iptables -I INPUT -i "$ifc" -j DROP &&
 				ip netns exec "$ns" iptables -I OUTPUT -o "$ifc" -j DROP; } ||
 				die "iptables drop on $ifc"
+		elif [ "${DELETE:-0}" = 1 ]; then
+			mac=$(ip -n "$ns" -br link show "$ifc" | awk '{ print $3 }')
+			ip -n "$ns" link del "$ifc" || die "deleting $ifc"
 		else
 			ip -n "$ns" link set "$ifc" down || die "$ifc down"
 		fi
@@ -177,6 +184,8 @@ run_case() {
 			tx_at_up=$(( $(txb "$nsa" "$a2") + $(txb "$nsb" "$b2") ))
 			if [ "$how" = drop ]; then
 				ip netns exec "$ns" iptables -F || die "iptables -F in $ns"
+			elif [ "${DELETE:-0}" = 1 ]; then
+				netns_bridge_port "$([ "$ns" = "$nsa" ] && echo a || echo b)" "$mac"
 			else
 				ip -n "$ns" link set "$ifc" up || die "$ifc up"
 			fi
@@ -499,6 +508,26 @@ grep -q "NCCL WARN .*NIC $b2 (lane 1 of 2): announcing group [0-9]*: .*; it wait
 grep -q "NCCL WARN .*the sender's NIC on lane 1 is down: group [0-9]*'s parts on NIC $b2 (lane 1 of 2) moved to NIC $b1 (lane 0)" "$log_b" ||
 	bad "side b moved no parts off $b2"
 echo "  moves: b $(grep -c "moved to NIC $b1 (lane 0)" "$log_b"), a $(grep -c "the receiver moved its parts" "$log_a")"
+done_case
+
+# An interface deleted while the comms are idle (a NIC whose driver unbinds it, a veth
+# removed), on side a only, and made again 6 s later with its MAC: a reads it down (gone)
+# as it reads one that is down, leaves it out, and the soak passes over pair 1, as in
+# the bridge cases above. Before, the comms read a name that is no interface as up and
+# striped over it while braid stat's watcher read it down: the parts sent on it went
+# nowhere, and the comm failed 2 s after its other NIC delivered ("buffer N's part on it
+# is still out").
+CASE_DEBUG=INFO DELETE=1 IDLE_MS=3000 STAT_MS=4500 run_case "$a2 deleted on side a only while idle, made again 6 s later" \
+	"$a1+$a2" "$b1+$b2" "$nsa" "$a2" 6000 stat
+soak_passed "with one side's interface deleted"
+echo "  braid stat 4.5 s in: devices / lanes: $during; receive comms: ${during_recv#* / }"
+[ "${during%% / *}" = "$a1:up $a2:down $b1:up $b2:up" ] ||
+	bad "braid stat 4.5 s in: devices: want '$a1:up $a2:down $b1:up $b2:up'"
+! grep -q "NCCL WARN .*$NIC_FAILED" "$log_a" "$log_b" || bad "a NIC counted as failed"
+grep -q "NIC $a2 (lane 1 of 2) left out of new receives: its interface is down" "$log_a" ||
+	bad "side a's receives did not leave $a2 out"
+grep -q "NCCL WARN .*ofi: NIC $a2: its interface went down" "$log_a" ||
+	bad "no WARN on side a that $a2 went down"
 done_case
 
 # The same with BRAID_FAILOVER=0: nothing waits for a move, b's receive comms fail at

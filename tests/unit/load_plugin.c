@@ -5,11 +5,18 @@
  * prints which it found, and runs init (v11 or v12: the same call) with a logger that
  * prints every line. Exit status: 0 init succeeded, 1 init
  * failed (the lines say why), 2 the plugin did not even load.
+ *
+ * --dlclose: no finalize, then dlclose, as a process that uses v8 to v10 (which have no
+ * finalize) and unloads the plugin: prints how many rtnetlink sockets listening for link
+ * changes the process holds after init and after dlclose (net_ofi's link watcher holds
+ * one while it runs), and exits 1 if any is left after dlclose.
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nccl_net_abi.h"
 
@@ -26,6 +33,54 @@ static void print_log(ncclDebugLogLevel level, unsigned long flags, const char *
 	printf("\n");
 }
 
+static int own_socket(unsigned long inode)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int found = 0;
+
+	if (!d)
+		return 0;
+	while (!found && (e = readdir(d))) {
+		char path[300], link[64];
+		unsigned long ino;
+		ssize_t len;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		len = readlink(path, link, sizeof(link) - 1);
+		if (len <= 0)
+			continue;
+		link[len] = '\0';
+		found = sscanf(link, "socket:[%lu]", &ino) == 1 && ino == inode;
+	}
+	closedir(d);
+	return found;
+}
+
+/* This process's NETLINK_ROUTE sockets bound to RTMGRP_LINK (/proc/self/net/netlink lists
+ * the namespace's; its fds say which are ours). */
+static int link_listeners(void)
+{
+	FILE *f = fopen("/proc/self/net/netlink", "r");
+	char line[256];
+	int n = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long inode;
+		unsigned groups;
+		int proto;
+
+		if (sscanf(line, "%*s %d %*u %x %*d %*d %*d %*d %*d %lu", &proto, &groups,
+			   &inode) == 3 &&
+		    proto == 0 && (groups & 1) && own_socket(inode))
+			n++;
+	}
+	fclose(f);
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const order[] = { "ncclNetPlugin_v12", "ncclNetPlugin_v11",
@@ -37,8 +92,10 @@ int main(int argc, char **argv)
 	void *lib, *ctx = NULL;
 	ncclResult_t rc;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: %s PLUGIN.so\n", argv[0]);
+	int unload = argc == 3 && !strcmp(argv[2], "--dlclose");
+
+	if (argc != 2 && !unload) {
+		fprintf(stderr, "usage: %s PLUGIN.so [--dlclose]\n", argv[0]);
 		return 2;
 	}
 	lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -62,6 +119,14 @@ int main(int argc, char **argv)
 	/* ncclNet_v12_t's init is v11's, at the same offset (test_abi) */
 	rc = net->init(&ctx, 1, NULL, print_log, NULL);
 	printf("init: %d\n", rc);
+	if (rc == ncclSuccess && unload) {
+		int before = link_listeners(), after;
+
+		dlclose(lib);
+		after = link_listeners();
+		printf("link listeners after init: %d, after dlclose: %d\n", before, after);
+		return after ? 1 : 0;
+	}
 	if (rc == ncclSuccess)
 		net->finalize(ctx);
 	return rc == ncclSuccess ? 0 : 1;

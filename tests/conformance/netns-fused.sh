@@ -30,11 +30,15 @@ side_a=("${common[@]}" BRAID_SOCKET_IFNAME="=$a1" BRAID_MERGE="$merge_a")
 side_b=("${common[@]}" BRAID_SOCKET_IFNAME="=$b1" BRAID_MERGE="$merge_b")
 
 if [ -z "${RATE_MBIT:-}" ]; then
-	ip netns exec "$nsa" "${side_a[@]}" "$CONF_BIN" --plugin "$so" --role a --dir "$tmp" \
-		--seed "$seed" "$@" &
+	# LINK_CHURN: each side at INFO into a file (its other lines shown after), which must
+	# say that the link watcher started, so that a run where it did not cannot pass
+	churn_log=()
+	[ "${LINK_CHURN:-0}" = 1 ] && churn_log=(NCCL_DEBUG=INFO)
+	ip netns exec "$nsa" "${side_a[@]}" "${churn_log[@]}" "$CONF_BIN" --plugin "$so" --role a \
+		--dir "$tmp" --seed "$seed" "$@" 2>"$tmp/side_a.err" &
 	pids+=($!)
-	ip netns exec "$nsb" "${side_b[@]}" "$CONF_BIN" --plugin "$so" --role b --dir "$tmp" \
-		--seed "$seed" "$@" &
+	ip netns exec "$nsb" "${side_b[@]}" "${churn_log[@]}" "$CONF_BIN" --plugin "$so" --role b \
+		--dir "$tmp" --seed "$seed" "$@" 2>"$tmp/side_b.err" &
 	pids+=($!)
 	if [ "${LINK_CHURN:-0}" = 1 ]; then
 		(
@@ -52,9 +56,17 @@ if [ -z "${RATE_MBIT:-}" ]; then
 	wait "${pids[1]}"; rc_b=$?
 	pids=()
 	[ -z "${churn:-}" ] || wait "$churn"
+	grep -hv ' NCCL INFO ' "$tmp/side_a.err" "$tmp/side_b.err" >&2
 	echo "side a ($nsa): exit $rc_a; side b ($nsb): exit $rc_b"
 	[ "$rc_a" -eq 0 ] && [ "$rc_b" -eq 0 ] ||
 		die "conformance on a fused device across namespaces (seed $seed)"
+	if [ "${LINK_CHURN:-0}" = 1 ]; then
+		for side in a b; do
+			n=$(grep -c 'ofi: watching the links of 2 NIC(s)' "$tmp/side_$side.err")
+			echo "side $side: the link watcher started $n time(s)"
+			[ "$n" -gt 0 ] || die "side $side: the link watcher never started (no INFO line)"
+		done
+	fi
 fi
 
 [ "${PERF:-1}" = 0 ] && { echo "netns-fused: conformance passed (PERF=0: no braid perf)"; exit 0; }

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -20,13 +21,18 @@ static int layout_read(const struct braid_ctr_region *m, const char *path, char 
 	else if (m->version != BRAID_CTR_VERSION)
 		snprintf(why, why_len, "%s has layout version %u, this braid reads %u", path,
 			 m->version, (unsigned)BRAID_CTR_VERSION);
-	else if (m->dev_rec_size != sizeof(struct braid_ctr_dev) ||
-		 m->comm_rec_size != sizeof(struct braid_ctr_comm))
+	else if (m->header_size != offsetof(struct braid_ctr_region, devs) ||
+		 m->dev_rec_size != sizeof(struct braid_ctr_dev) ||
+		 m->comm_rec_size != sizeof(struct braid_ctr_comm) ||
+		 m->max_devs != BRAID_CTR_MAX_DEVS || m->max_comms != BRAID_CTR_MAX_COMMS)
 		snprintf(why, why_len,
-			 "%s: version %u with records of %u and %u bytes, this braid's are %zu "
-			 "and %zu (another build of the same version)",
-			 path, m->version, (unsigned)m->dev_rec_size, (unsigned)m->comm_rec_size,
-			 sizeof(struct braid_ctr_dev), sizeof(struct braid_ctr_comm));
+			 "%s: version %u with a header of %u bytes, records of %u and %u bytes "
+			 "for %u devices and %u comms; this braid's are %zu, %zu and %zu for %d "
+			 "and %d (another build of the same version)",
+			 path, m->version, (unsigned)m->header_size, (unsigned)m->dev_rec_size,
+			 (unsigned)m->comm_rec_size, (unsigned)m->max_devs, (unsigned)m->max_comms,
+			 offsetof(struct braid_ctr_region, devs), sizeof(struct braid_ctr_dev),
+			 sizeof(struct braid_ctr_comm), BRAID_CTR_MAX_DEVS, BRAID_CTR_MAX_COMMS);
 	else
 		return 1;
 	return 0;

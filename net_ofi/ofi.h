@@ -127,7 +127,7 @@ struct ofi_dev {
 	int mr_hmem;        /* FI_MR_HMEM: device buffers always need a registration */
 	uint64_t hmem_caps; /* info->caps when the provider reports FI_HMEM here (ofi_hmem.h), else 0 */
 	int numa_node;      /* of the NIC, from topo/; -1 unknown */
-	int is_iface;       /* its name was a network interface at init (ofi_live.c) */
+	int is_iface;       /* its name was a network interface at init (read: ofi_live.c) */
 	char pci_path[256]; /* from topo/; "" unknown */
 	struct braid_ctr_dev *ctr;
 	pthread_mutex_t lock; /* opening, lane ids, the lane list, the AV table, the MR cache */

@@ -11,8 +11,9 @@
  * "Down": the interface named like the libfabric domain (tcp;ofi_rxm and the sockets
  * providers name domains after interfaces) is not IFF_UP or has no carrier
  * (IFF_RUNNING; a veth whose peer went down loses it), or is gone (deleted; one
- * re-created under the same name is read again). A domain that was no interface at init
- * (EFA's rdmap*, shm) is never down here.
+ * re-created under the same name is read again), by name, in the calling thread's network
+ * namespace. A domain that was no interface at init (EFA's rdmap*, shm) is never down
+ * here.
  *
  * Under a live comm (ofi_live_watch): tcp;ofi_rxm sets no timeout of its own, and TCP
  * retransmits into a downed interface for about 15 min (tcp_retries2), so a comm on it
@@ -49,15 +50,15 @@ int ofi_dev_link_down(const struct ofi_dev *d)
 
 	if (!d->is_iface || strlen(d->name) >= sizeof(ifr.ifr_name))
 		return 0;
-	if (!if_nametoindex(d->name)) /* deleted (a veth, its namespace): down for good */
-		return 1;
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
+	if (fd < 0) /* no fd to ask with (EMFILE): no news, which is not "down" */
 		return 0;
 	memset(&ifr, 0, sizeof(ifr));
 	memcpy(ifr.ifr_name, d->name, strlen(d->name));
 	if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0)
 		down = !(ifr.ifr_flags & IFF_UP) || !(ifr.ifr_flags & IFF_RUNNING);
+	else /* gone (a veth deleted, its namespace too): down while it is */
+		down = errno == ENODEV;
 	close(fd);
 	return down;
 }

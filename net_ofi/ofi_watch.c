@@ -118,10 +118,13 @@ static void watch_loop(void)
  * an unload without finalize gets (ncclNet v8 to v10: bg_thread.c stops it at dlclose). */
 static void *watch_main(void *arg)
 {
+	int fd;
+
 	(void)arg;
 	watch_loop();
-	close(watch.nl);
+	fd = watch.nl; /* -1 first: a fork meanwhile must not close a reused number */
 	watch.nl = -1;
+	close(fd);
 	return NULL;
 }
 

@@ -70,17 +70,17 @@ netns_pair2_via_bridge() {
 # up; with MAC, that address (one deleted and made again keeps it, as a NIC after a
 # driver reset does, so the other side's neighbour entry stays right).
 netns_bridge_port() { # a|b [MAC]
-	local m=$1 ifc ns ip
+	local m=$1 ifc ns addr
 
 	eval "ifc=\$${m}2 ns=\$ns$m"
-	ip=198.18.2.$([ "$m" = a ] && echo 1 || echo 2)
+	addr=198.18.2.$([ "$m" = a ] && echo 1 || echo 2)
 	ip link add "bfm${m}2$id" type veth peer name "$ifc" ${2:+address "$2"} ||
 		die "veth to the bridge"
 	ip link set "bfm${m}2$id" netns "$nsm" && ip link set "$ifc" netns "$ns" ||
 		die "moving the bridge's veths"
 	ip -n "$nsm" link set "bfm${m}2$id" master br2 && ip -n "$nsm" link set "bfm${m}2$id" up ||
 		die "bridge port bfm${m}2$id"
-	ip -n "$ns" addr add "$ip/24" dev "$ifc" && ip -n "$ns" link set "$ifc" up ||
+	ip -n "$ns" addr add "$addr/24" dev "$ifc" && ip -n "$ns" link set "$ifc" up ||
 		die "$ifc: address and up"
 }
 netns_two_pairs_cleanup() {

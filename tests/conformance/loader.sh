@@ -34,12 +34,18 @@ echo "$out" | head -3
 echo "$out" | grep -qx 'found ncclNetPlugin_v12' || die "NCCL 2.30 would not find v12 first"
 [ "$rc" -eq 0 ] && echo "$out" | grep -qx 'init: 0' || die "init through v12 failed (rc $rc)"
 # ncclNet v8 to v10 have no finalize: a process that unloads the plugin without it (the
-# loader's --dlclose) holds none of the plugin's rtnetlink link listeners afterwards, and
-# held one before (net_ofi's link watcher watches lo here)
+# loader's --dlclose) holds one rtnetlink link listener fewer afterwards: net_ofi's link
+# watcher's (it watches lo here; where rtnetlink is refused it never ran: not checked)
 echo "== dlclose without finalize"
 out=$("$loader" "$PLUGIN_SO" --dlclose 2>&1)
 rc=$?
-echo "$out" | grep '^link listeners'
-echo "$out" | grep -qx 'link listeners after init: 1, after dlclose: 0' ||
-	die "want 'link listeners after init: 1, after dlclose: 0' (rc $rc)"
+line=$(echo "$out" | grep '^link listeners')
+echo "$line"
+read -r before after < <(echo "$line" | sed -E 's/.*after init: ([0-9]+), after dlclose: ([0-9]+).*/\1 \2/')
+[ -n "$line" ] && [ "$rc" -ne 2 ] || die "the loader's --dlclose did not run (rc $rc)"
+if [ "$before" = 0 ]; then
+	echo "no link watcher ran (no rtnetlink here?): nothing to check"
+elif [ "$after" -ne $((before - 1)) ]; then
+	die "dlclose left the link watcher's rtnetlink socket open ($before before, $after after)"
+fi
 echo "loader: all passed"

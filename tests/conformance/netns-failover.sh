@@ -84,7 +84,11 @@ echo "seed $seed (CONF_SEED=$seed replays it), $transfers transfers a soak"
 
 fail=0 case_ok=1 n=0 rc_a=0 rc_b=0 secs=0 tx_at_fault=0 tx_at_up=0 tx_at_end=0
 bad() { echo "FAIL: $*"; case_ok=0; }
-txb() { ip netns exec "$1" cat "/sys/class/net/$2/statistics/tx_bytes" 2>/dev/null || echo 0; }
+txb() { # NS IFACE: its tx bytes; 0 for the one DELETE=1 deleted, while it is gone
+	ip netns exec "$1" cat "/sys/class/net/$2/statistics/tx_bytes" 2>/dev/null && return
+	[ "${DELETE:-0}" = 1 ] && [ "$2" = "$a2" ] || die "no tx_bytes for $2 in $1"
+	echo 0
+}
 
 all_up() { # every interface up, with carrier on both ends (at most 5 s)
 	{ ip -n "$nsa" link set "$a1" up && ip -n "$nsa" link set "$a2" up &&
@@ -163,7 +167,9 @@ run_case() {
 				ip netns exec "$ns" iptables -I OUTPUT -o "$ifc" -j DROP; } ||
 				die "iptables drop on $ifc"
 		elif [ "${DELETE:-0}" = 1 ]; then
-			mac=$(ip -n "$ns" -br link show "$ifc" | awk '{ print $3 }')
+			: "${nsm:?DELETE=1 needs pair 2 through the bridge (netns_pair2_via_bridge)}"
+			mac=$(ip netns exec "$ns" cat "/sys/class/net/$ifc/address")
+			[ -n "$mac" ] || die "no MAC for $ifc"
 			ip -n "$ns" link del "$ifc" || die "deleting $ifc"
 		else
 			ip -n "$ns" link set "$ifc" down || die "$ifc down"
@@ -528,6 +534,8 @@ grep -q "NIC $a2 (lane 1 of 2) left out of new receives: its interface is down" 
 	bad "side a's receives did not leave $a2 out"
 grep -q "NCCL WARN .*ofi: NIC $a2: its interface went down" "$log_a" ||
 	bad "no WARN on side a that $a2 went down"
+echo "  pair 2 carried $((tx_at_end - tx_at_up)) bytes after $a2 was made again"
+[ $((tx_at_end - tx_at_up)) -gt 1000000 ] || bad "pair 2 carried nothing after $a2 was made again"
 done_case
 
 # The same with BRAID_FAILOVER=0: nothing waits for a move, b's receive comms fail at

@@ -4,6 +4,7 @@
 #ifndef BRAID_TESTS_UNIT_OFI_FAKE_H
 #define BRAID_TESTS_UNIT_OFI_FAKE_H
 
+#include <net/if.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@ static struct ofi_comm *fake_comm(int nlanes, const char *name0, const char *nam
 	for (int k = 0; k < nlanes; k++) {
 		memset(&devs[k], 0, sizeof(devs[k]));
 		snprintf(devs[k].name, sizeof(devs[k].name), "%s", names[k]);
+		devs[k].is_iface = if_nametoindex(names[k]) != 0; /* as ofi_dev.c at init */
 		pthread_mutex_init(&devs[k].lock, NULL);
 		c->lane[k].dev = &devs[k];
 		c->lane[k].k = (uint8_t)k;

@@ -162,6 +162,32 @@ static void no_interface_or_up_is_never_down(void **state)
 	free(c);
 }
 
+/* An interface that was one at init and is gone (deleted since) reads down, and a comm
+ * waiting on it fails at the bound, naming it; a name that never was one stays up. */
+static void deleted_interface_is_down(void **state)
+{
+	struct ofi_comm *c = fake_comm(2, "lo", "braidgone0");
+
+	(void)state;
+	set_env("2000", "100");
+	assert_int_equal(devs[0].is_iface, 1);
+	assert_int_equal(devs[1].is_iface, 0);
+	assert_int_equal(ofi_dev_link_down(&devs[1]), 0); /* never an interface: EFA, shm */
+	devs[1].is_iface = 1;                             /* one at init, deleted since */
+	assert_int_equal(ofi_dev_link_down(&devs[1]), 1);
+	assert_int_equal(ofi_dev_link_down(&devs[0]), 0);
+	assert_int_equal(ofi_live_watch(c, 1000 * MS, 2), 0);
+	assert_int_equal(devs[1].link_down_ns, 1000 * MS);
+	assert_non_null(strstr(unit_log, "ofi: NIC braidgone0: its interface went down"));
+	for (uint64_t t = 1100; t < 3000;
+	     t += 100) /* read each period: an outage, not a stale mark */
+		assert_int_equal(ofi_live_watch(c, t * MS, 2), 0);
+	assert_int_equal(ofi_live_watch(c, 3100 * MS, 2), -1);
+	assert_non_null(strstr(unit_log, "NIC braidgone0 (lane 1 of 2) failed: its interface has "
+					 "been down for 2.1 s"));
+	free(c);
+}
+
 /* A NIC seen down, then not read for a while (no comm waited on it): the old mark is not
  * taken as a long outage; a fresh read decides. A recent read that saw it down counts. */
 static void stale_or_recent_down_mark(void **state)
@@ -411,6 +437,7 @@ int main(void)
 		cmocka_unit_test(late_announcement_fails_the_sender_at_the_bound),
 		cmocka_unit_test(no_interface_or_up_is_never_down),
 		cmocka_unit_test(stale_or_recent_down_mark),
+		cmocka_unit_test(deleted_interface_is_down),
 		cmocka_unit_test(send_waiting_is_named_once),
 		cmocka_unit_test(receiver_leaves_a_down_lane_out),
 		cmocka_unit_test(receiver_keeps_a_lane_out_on_no_news),

@@ -37,7 +37,8 @@ echo "$out" | grep -qx 'found ncclNetPlugin_v12' || die "NCCL 2.30 would not fin
 # loader's --dlclose) holds one rtnetlink link listener fewer afterwards: net_ofi's link
 # watcher's (it watches lo here; where rtnetlink is refused it never ran: not checked)
 echo "== dlclose without finalize"
-out=$("$loader" "$PLUGIN_SO" --dlclose 2>&1)
+# (no finalize frees nothing: under ASan that is no leak of the plugin's to report)
+out=$(ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" "$loader" "$PLUGIN_SO" --dlclose 2>&1)
 rc=$?
 line=$(echo "$out" | grep '^link listeners')
 echo "$line"

@@ -125,6 +125,7 @@ int main(int argc, char **argv)
 		dlclose(lib);
 		after = link_listeners();
 		printf("link listeners after init: %d, after dlclose: %d\n", before, after);
+		fflush(stdout); /* LeakSanitizer's exit flushes nothing */
 		return after ? 1 : 0;
 	}
 	if (rc == ncclSuccess)

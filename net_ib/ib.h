@@ -393,6 +393,10 @@ struct ib_comm {
 	 * rails). rail_dead: the rails that failed; the comm fails once all have. */
 	uint8_t fo;
 	uint8_t rail_dead;
+	/* receiver: the QPs themselves in error (or reset by a failed recovery): no receive
+	 * is reposted there. A rail fails on its first QP's error; its other QPs may still
+	 * carry the sender's writes until the sender's own QP there fails. */
+	uint16_t qp_err;
 	int fo_busy;                /* sender: sends being probed or replayed */
 	struct ib_fo_send *fo_send; /* sender: [IB_RING * BRAID_MAX_RECVS] */
 	uint32_t *fo_probe;         /* sender: where probes land (after the FIFO) */

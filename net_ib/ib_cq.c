@@ -350,9 +350,11 @@ static void handle_wc(struct ib_comm *c, const struct ibv_wc *wc, uint64_t *now)
 	}
 }
 
-/* The receive queues that used up a batch get it back. A QP of a dead rail, or one being
- * drained for recovery, keeps its mark and is passed over: recovery posts its receives
- * (ib_recover.c), and one reposted there below the batch loses the mark here. */
+/* The receive queues that used up a batch get it back. A QP in error, or one being drained
+ * for recovery, keeps its mark and is passed over: recovery posts its receives
+ * (ib_recover.c), and one reposted there below the batch loses the mark here. A sound QP
+ * of a failed rail still gets them: the sender may write there until its own QP on the
+ * rail fails, and a receive queue run dry would hold its writes in RNR retries for ever. */
 static __attribute__((noinline)) void repost_recvs(struct ib_comm *c)
 {
 	for (uint16_t due = c->rq_due; due; due &= (uint16_t)(due - 1)) {
@@ -363,7 +365,7 @@ static __attribute__((noinline)) void repost_recvs(struct ib_comm *c)
 			c->rq_due &= (uint16_t) ~(1u << i);
 			continue;
 		}
-		if ((c->rail_dead >> q->rail | c->rj_draining >> i) & 1)
+		if (((c->qp_err | c->rj_draining) >> i) & 1)
 			continue;
 		rc = ib_qp_post_recvs(c, q, q->rq_reposts);
 		q->rq_reposts = 0;

@@ -173,7 +173,9 @@ static int rail_failed(struct ib_comm *c, int k, const struct ibv_wc *wc, int qi
 
 	c->rail_dead |= (uint8_t)(1u << k);
 	left = __builtin_popcount(rails_alive(c));
-	if (!left)
+	/* a receiver whose FIFO QP was on k needs a QP to write them on: none left where the
+	 * other rails' QPs are all being drained for recovery */
+	if (!left || (!c->is_send && c->qps[c->fifo_qp].rail == k && live_qp(c, 0) < 0))
 		return 0;
 	c->rail_down_ns[k] = braid_now_ns();
 	c->rail_down_bytes[k] = ib_fo_other_bytes(c, k);
@@ -257,6 +259,8 @@ int ib_fo_wc_error(struct ib_comm *c, const struct ibv_wc *wc, int qi)
 		return 0;
 	if (qi >= 0 && c->qps[qi].ctr && !draining)
 		braid_ctr_add(&c->qps[qi].ctr->errors, 1);
+	if (qi >= 0)
+		c->qp_err |= (uint16_t)(1u << qi);
 	switch (kind) {
 	case IB_WR_SEND: /* a data write, or (no request) an adaptive-routing one's data */
 		if (r)
@@ -328,11 +332,10 @@ static int replay_chunk(struct ib_comm *c, struct ib_req *r, struct ib_fo_send *
 			size_t off)
 {
 	int qi = live_qp(c, c->next_qp++);
-	struct ib_qp *q = &c->qps[qi];
+	struct ib_qp *q;
 	struct ibv_sge sge = {
 		.addr = (uintptr_t)(s->data + off),
 		.length = s->clen[j],
-		.lkey = ib_mr_on(s->m, q->rail)->lkey,
 	};
 	struct ibv_send_wr wr = {
 		.wr_id = ib_wr_id(r, IB_WR_SEND),
@@ -344,6 +347,10 @@ static int replay_chunk(struct ib_comm *c, struct ib_req *r, struct ib_fo_send *
 	};
 	struct ibv_send_wr *bad;
 
+	if (qi < 0) /* every rail dead or being drained since the probe went */
+		return -ENETDOWN;
+	q = &c->qps[qi];
+	sge.lkey = ib_mr_on(s->m, q->rail)->lkey;
 	wr.wr.rdma.remote_addr = s->raddr + off;
 	wr.wr.rdma.rkey = s->rkey[q->peer_rail];
 	s->qp[j] = (uint8_t)qi;
@@ -359,6 +366,11 @@ void ib_fo_probed(struct ib_comm *c, struct ib_req *r)
 	int n = 0, rc;
 
 	r->pending = 0;
+	if (c->error) { /* the comm failed (its last rail) while the probe was out */
+		send_finished(c, r);
+		braid_judge_req_fail(&r->status, c->error);
+		return;
+	}
 	if (s->seq == r->seq && (w >> 16) == (r->seq & 0xffff))
 		landed = w & 0xffff;
 	r->qlanes = 0; /* replays measure no QP, nor mark one */

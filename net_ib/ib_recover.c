@@ -355,6 +355,7 @@ static void rejoined(struct ib_comm *c)
 	m.out_ms = htonl(out_ms);
 	send_msg(c, &m);
 	c->rail_dead &= (uint8_t) ~(1u << k);
+	c->qp_err &= (uint16_t)~mask;
 	c->rj_stage = RJ_IDLE;
 	c->rj_rail = -1;
 	c->rj_wait_ns = RJ_WAIT_FIRST_NS;
@@ -481,12 +482,14 @@ static void receiver_finish(struct ib_comm *c)
 				continue;
 			c->qps[i].rq_reposts = IB_RQ_DEPTH;
 			c->rail_dead |= (uint8_t)(1u << c->qps[i].rail);
+			c->qp_err |= (uint16_t)(1u << i);
 		}
 		answer_no(c, c->rj_attempt, 0, "reconnecting its QPs on %s failed: %s",
 			  c->rails[c->qps[__builtin_ctz(mask)].rail].dev->name, strerror(-rc));
 		return;
 	}
 	c->rail_dead &= (uint8_t)~rails;
+	c->qp_err &= (uint16_t)~mask;
 	c->rj_waiting = mask;
 	for (int i = 0; i < IB_MAX_QPS; i++)
 		m.psn[i] = htonl(lpsn[i]);
@@ -611,8 +614,10 @@ static void receiver_take(struct ib_comm *c, const struct rj_msg *m)
 		/* some may be in ERR already: their NIC is out here until the next try, so
 		 * their flushed work requests count as a failed NIC's */
 		for (int i = 0; i < c->nqps; i++)
-			if (mask >> i & 1)
+			if (mask >> i & 1) {
 				c->rail_dead |= (uint8_t)(1u << c->qps[i].rail);
+				c->qp_err |= (uint16_t)(1u << i);
+			}
 		c->rj_draining = 0;
 		c->rj_flush_draining = 0;
 		c->rj_markers = 0;

@@ -120,11 +120,9 @@ struct ofi_lane;
 
 struct ofi_dev {
 	char name[64];
-	struct fi_info *info; /* our copy, for this domain */
-	int mr_local;         /* provider needs descriptors for local buffers */
-	int mr_endpoint;      /* MRs bind to one endpoint: no global registrations */
-	int mr_virt_addr, mr_prov_key;
-	int mr_hmem;        /* FI_MR_HMEM: device buffers always need a registration */
+	struct fi_info *info;      /* our copy, for this domain */
+	int mr_local, mr_endpoint; /* descriptors for local buffers; MRs bound to an endpoint */
+	int mr_virt_addr, mr_prov_key, mr_hmem; /* FI_MR_HMEM: device buffers need an MR */
 	uint64_t hmem_caps; /* info->caps when the provider reports FI_HMEM here (ofi_hmem.h), else 0 */
 	int numa_node;      /* of the NIC, from topo/; -1 unknown */
 	int is_iface;       /* its name was a network interface at init (read: ofi_live.c) */
@@ -618,8 +616,10 @@ int ofi_dev_progress(struct ofi_dev *d);
 /* Closing: l's backlog is posted no more (its requests may hold buffers NCCL has
  * deregistered already, as ncclCommAbort does). */
 void ofi_lane_undefer(struct ofi_lane *l);
-/* Take r out of l's backlog: what waits there is never posted now. */
+/* Take r out of l's backlog: what waits there is never posted now. ofi_req_unpost: out of
+ * every lane's (ep_lock not held); 1 if a lane has some of r with the provider, else 0. */
 void ofi_lane_backlog_drop(struct ofi_lane *l, const struct ofi_req *r);
+int ofi_req_unpost(struct ofi_comm *c, struct ofi_req *r);
 /* Closing: fi_cancel everything l has posted, off the deferred list. */
 void ofi_lane_cancel(struct ofi_lane *l);
 /* ncclCommAbort deregisters memory under operations still posted (ofi_dereg_mr): l's

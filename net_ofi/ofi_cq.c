@@ -438,6 +438,24 @@ void ofi_lane_backlog_drop(struct ofi_lane *l, const struct ofi_req *r)
 		ofi_lane_undefer(l);
 }
 
+/* Posting r failed on a lane after others had taken their part (ofi_data.c): no
+ * progress may post it from a backlog once it is back in the pool; what a lane has with
+ * the provider keeps it in use until the comm closes, where it is cancelled and reaped. */
+int ofi_req_unpost(struct ofi_comm *c, struct ofi_req *r)
+{
+	int held = 0;
+
+	for (int k = 0; k < c->nlanes; k++) {
+		struct ofi_lane *l = &c->lane[k];
+
+		pthread_mutex_lock(&l->dev->ep_lock);
+		ofi_lane_backlog_drop(l, r);
+		held |= r->l[k].pending > 0;
+		pthread_mutex_unlock(&l->dev->ep_lock);
+	}
+	return held;
+}
+
 int ofi_lane_drop_mr(struct ofi_lane *l, const struct ofi_mr *m)
 {
 	const struct braid_pool *reqs = &l->comm->reqs;

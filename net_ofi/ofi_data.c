@@ -402,6 +402,12 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 		ofi_mr_users_add(m, 1);
 		return c->error;
 	}
+	if (rc < 0 && ofi_req_unpost(c, r)) {
+		r->magic =
+			BRAID_MAGIC_REQ; /* some of it is with the provider until the comm closes */
+		ofi_mr_users_add(m, 1);
+		return c->error;
+	}
 	if (rc) {
 		braid_pool_put(&c->reqs, r);
 		return c->error;
@@ -531,7 +537,7 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 	cut_recv(c, r, tags);
 	rc = post_lanes(c, r, 0);
 	if (rc) {
-		if (rc > 0 || !r->l[0].posted) {
+		if (rc > 0 || !ofi_req_unpost(c, r)) {
 			ofi_req_hold_mrs(r, -1);
 			braid_pool_put(&c->reqs, r);
 		} else { /* some of it is with the provider until the comm closes */

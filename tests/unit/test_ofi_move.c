@@ -325,6 +325,32 @@ static void sender_takes_moved_parts(void **state)
 	free(c);
 }
 
+/* A request whose posting failed on one lane after the others had taken their part
+ * (isend/irecv, ofi_data.c): it leaves every lane's backlog, where the device's progress
+ * would post it from the pool after it was handed out again, and it is held (kept in use
+ * until the comm closes, where it is cancelled) only while a lane has some of it with the
+ * provider. Before, isend put it back in the pool in every case, irecv whenever lane 0
+ * had not posted it. */
+static void failed_post_leaves_every_backlog(void **state)
+{
+	struct ofi_comm *c = fake_comm(2, "fake0", "fake1");
+	struct ofi_req other = { 0 }, r = { 0 };
+
+	(void)state;
+	ofi_lane_defer(&c->lane[0], &other);
+	ofi_lane_defer(&c->lane[0], &r);
+	ofi_lane_defer(&c->lane[1], &r);
+	assert_int_equal(ofi_req_unpost(c, &r), 0);
+	assert_int_equal(c->lane[0].backlog_tail - c->lane[0].backlog_head, 1);
+	assert_ptr_equal(c->lane[0].backlog[c->lane[0].backlog_head % OFI_BACKLOG], &other);
+	assert_int_equal(ofi_lane_backlogged(&c->lane[1]), 0);
+	assert_ptr_equal(devs[1].deferred, NULL); /* lane 1 is off its device's list */
+	assert_ptr_equal(devs[0].deferred, &c->lane[0]);
+	r.l[0].pending = 1; /* lane 0's part is with the provider */
+	assert_int_equal(ofi_req_unpost(c, &r), 1);
+	free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -332,6 +358,7 @@ int main(void)
 		cmocka_unit_test(receiver_ignores_an_ask_for_a_completed_group),
 		cmocka_unit_test(receiver_skips_an_ask_for_a_lane_it_moved),
 		cmocka_unit_test(sender_asks_for_an_announced_lane_down_here),
+		cmocka_unit_test(failed_post_leaves_every_backlog),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

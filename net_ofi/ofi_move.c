@@ -466,6 +466,19 @@ static void move_failed(struct ofi_comm *c, const char *why)
 	braid_link_report_error(c->link, ncclSystemError, why);
 }
 
+/* The first lane of live whose NIC is not down here, where another lane's parts can go;
+ * -1 if none. */
+static int move_target(const struct ofi_comm *c, uint32_t live)
+{
+	for (; live; live &= live - 1) {
+		int j = __builtin_ctz(live);
+
+		if (!ofi_dev_link_down(c->lane[j].dev))
+			return j;
+	}
+	return -1;
+}
+
 static void move_serve(struct ofi_comm *c, const struct ofi_move_req *q)
 {
 	struct ofi_req *r = group_req(c, q->seq);
@@ -480,8 +493,9 @@ static void move_serve(struct ofi_comm *c, const struct ofi_move_req *q)
 		return;
 	}
 	for (int k = 0; k < c->nlanes; k++) {
-		uint32_t live = r ? r->lanes & ~q->lanes & ~c->peer_down : 0;
-		int j = live ? __builtin_ctz(live) : -1, rc = 1;
+		/* not onto a lane whose NIC is down here, nor one its parts moved off */
+		int j = r ? move_target(c, r->lanes & ~q->lanes & ~c->peer_down & ~r->moved) : -1;
+		int rc = 1;
 
 		/* moved unasked already (ofi_move_own, both ends' NICs down): that MOVED,
 		 * ahead on the link, answers; a refusal after it would be a protocol error */
@@ -525,20 +539,12 @@ void ofi_move_own(struct ofi_comm *c)
 	for (int k = 0; k < c->nlanes && c->move_on && c->error == ncclSuccess; k++) {
 		for (uint32_t i = 0; (lanes >> k & 1) && i < c->reqs.nelem; i++) {
 			struct ofi_req *r = braid_pool_at(&c->reqs, i);
-			uint32_t live;
-			int j = -1, rc;
+			int j, rc;
 
 			if (!braid_pool_is_used(&c->reqs, i) || r->magic != BRAID_MAGIC_REQ ||
 			    r->is_send || !(r->lanes >> k & 1) || (r->moved >> k & 1))
 				continue;
-			live = r->lanes & ~(1u << k) & ~c->peer_down;
-			while (live && j < 0) {
-				int cand = __builtin_ctz(live);
-
-				live &= live - 1;
-				if (!ofi_dev_link_down(c->lane[cand].dev))
-					j = cand;
-			}
+			j = move_target(c, r->lanes & ~(1u << k) & ~c->peer_down & ~r->moved);
 			if (j < 0 || (rc = move_lane(c, r, k, j, 1)) > 0)
 				continue;
 			if (rc < 0) {

@@ -325,6 +325,54 @@ static void sender_takes_moved_parts(void **state)
 	free(c);
 }
 
+/* The sender asks to move a group's parts off lane 1 (its NIC there is down) while the
+ * receiver's own NIC on lane 0, the only other lane, is down too (its interface gone):
+ * the receiver refuses, and the group waits for lane 1 within the bound. Before, it moved
+ * them onto lane 0, where nothing can come. */
+static void receiver_refuses_a_move_onto_a_lane_down_here(void **state)
+{
+	struct ofi_comm *c = fake_comm(2, "braidgone0", "fake1");
+	struct braid_link lk = { 0 };
+	const uint32_t ask[3] = { 0x6f666d71u /* "ofmq" */, 7, 2 }; /* group 7, lane 1 */
+	const uint32_t moved_magic = 0x6f666d76u;                   /* "ofmv" */
+	uint8_t got[512];
+	const uint8_t *mv;
+	struct ofi_req *r;
+	ssize_t n;
+	int sv[2];
+
+	(void)state;
+	set_env("2000", "100");
+	unit_log_reset();
+	devs[0].is_iface = 1; /* an interface at init, deleted since: down here */
+	c->link = &lk;
+	ofi_move_attach(c);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	braid_oob_chan_init(&lk.chan, sv[0]);
+	assert_int_equal(braid_pool_init(&c->reqs, OFI_RECV_REQ_SIZE(2), 4, -1), 0);
+	r = braid_pool_get(&c->reqs);
+	assert_non_null(r);
+	r->magic = BRAID_MAGIC_REQ;
+	r->lanes = 3;
+	r->n = 1;
+	ofi_req_recv(r)->rl[0].ann.seq = ofi_req_recv(r)->rl[1].ann.seq = 7;
+	ofi_req_recv(r)->rl[1].ann.n = 1;
+	c->seq = 8; /* group 7 posted and in flight */
+	lk.on_msg(lk.msg_arg, ask, sizeof(ask));
+	assert_int_equal(c->error, ncclSuccess);
+	assert_int_equal(r->moved, 0);
+	n = read(sv[1], got, sizeof(got));
+	mv = n > 0 ? memmem(got, (size_t)n, &moved_magic, sizeof(moved_magic)) : NULL;
+	assert_non_null(mv); /* the link's frame, then { "ofmv", group, from, via, ok, ... } */
+	assert_int_equal(mv[4], 7);  /* group 7 (little-endian) */
+	assert_int_equal(mv[8], 1);  /* from lane 1 */
+	assert_int_equal(mv[10], 0); /* refused */
+	braid_pool_fini(&c->reqs);
+	close(sv[0]);
+	close(sv[1]);
+	free(c);
+}
+
 /* A request whose posting failed on one lane after the others had taken their part
  * (isend/irecv, ofi_data.c): it leaves every lane's backlog, where the device's progress
  * would post it from the pool after it was handed out again, and it is held (kept in use
@@ -359,6 +407,7 @@ int main(void)
 		cmocka_unit_test(receiver_skips_an_ask_for_a_lane_it_moved),
 		cmocka_unit_test(sender_asks_for_an_announced_lane_down_here),
 		cmocka_unit_test(failed_post_leaves_every_backlog),
+		cmocka_unit_test(receiver_refuses_a_move_onto_a_lane_down_here),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

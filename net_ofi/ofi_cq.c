@@ -198,6 +198,8 @@ static __attribute__((cold, noinline)) void moved_completion(struct ofi_dev *d, 
 
 	if (op->type == OFI_OP_SEND_MOVED) {
 		braid_ctr_count(op->l->ctr, d->ctr, BRAID_CTR(tx_bytes), r->slen[op->from]);
+		if (op->counts) /* the message's counting part, wherever it went */
+			braid_ctr_count(op->l->ctr, d->ctr, BRAID_CTR(tx_msgs), 1);
 		return;
 	}
 	d->rx_posted--;
@@ -212,6 +214,8 @@ static __attribute__((cold, noinline)) void moved_completion(struct ofi_dev *d, 
 		r->l[op->lane].done_mask |= (uint8_t)(1u << op->idx);
 	}
 	braid_ctr_count(op->l->ctr, d->ctr, BRAID_CTR(rx_bytes), len);
+	if (op->counts)
+		braid_ctr_count(op->l->ctr, d->ctr, BRAID_CTR(rx_msgs), 1);
 }
 
 /* A completion from the shared CQ, for whichever lane posted the operation. Messages are

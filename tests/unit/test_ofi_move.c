@@ -352,6 +352,7 @@ static void receiver_refuses_a_move_onto_a_lane_down_here(void **state)
 	assert_int_equal(braid_pool_init(&c->reqs, OFI_RECV_REQ_SIZE(2), 4, -1), 0);
 	r = braid_pool_get(&c->reqs);
 	assert_non_null(r);
+	memset(r, 0, OFI_RECV_REQ_SIZE(2)); /* the pool hands out poisoned memory */
 	r->magic = BRAID_MAGIC_REQ;
 	r->lanes = 3;
 	r->n = 1;

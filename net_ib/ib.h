@@ -397,7 +397,8 @@ struct ib_comm {
 	 * is reposted there. A rail fails on its first QP's error; its other QPs may still
 	 * carry the sender's writes until the sender's own QP there fails. */
 	uint16_t qp_err;
-	int fo_busy;                /* sender: sends being probed or replayed */
+	uint8_t flush_err; /* receiver: rails whose flush QP failed, until recovery restarts it */
+	int fo_busy;       /* sender: sends being probed or replayed */
 	struct ib_fo_send *fo_send; /* sender: [IB_RING * BRAID_MAX_RECVS] */
 	uint32_t *fo_probe;         /* sender: where probes land (after the FIFO) */
 	struct ibv_mr *fifo_mrs[BRAID_VDEV_MAX_NICS]; /* the FIFO (either side's) on every rail */

@@ -273,6 +273,7 @@ int ib_fo_wc_error(struct ib_comm *c, const struct ibv_wc *wc, int qi)
 			fifo_repost(c, r);
 		break;
 	case IB_WR_FLUSH: /* done on the other rails: NCCL's transport ignores it too */
+		c->flush_err |= (uint8_t)(1u << k); /* until recovery restarts it */
 		r->pending--;
 		break;
 	default: /* a receive flushed from the dead QP: counted back, never posted again */
@@ -306,9 +307,9 @@ void ib_fo_send_settled(struct ib_comm *c, struct ib_req *r)
 	}
 	/* Probe: read the receiver's word for this buffer over a surviving rail. */
 	qi = live_qp(c, c->next_qp);
-	if (qi < 0 || c->error) {
-		send_finished(c, r);
+	if (qi < 0 || c->error) { /* failed first: send_finished counts a success only */
 		braid_judge_req_fail(&r->status, c->error ? c->error : ncclRemoteError);
+		send_finished(c, r);
 		return;
 	}
 	q = &c->qps[qi];
@@ -318,9 +319,9 @@ void ib_fo_send_settled(struct ib_comm *c, struct ib_req *r)
 			     c->rem_done_addr + (uint64_t)r->fo_at * sizeof(uint32_t),
 			     c->rem_done_rkey[q->peer_rail]);
 	if (rc) {
-		send_finished(c, r);
 		fo_fail(c, "posting a probe", rc);
 		braid_judge_req_fail(&r->status, c->error);
+		send_finished(c, r);
 		return;
 	}
 	r->fo = IB_FO_PROBING;
@@ -367,8 +368,8 @@ void ib_fo_probed(struct ib_comm *c, struct ib_req *r)
 
 	r->pending = 0;
 	if (c->error) { /* the comm failed (its last rail) while the probe was out */
-		send_finished(c, r);
 		braid_judge_req_fail(&r->status, c->error);
+		send_finished(c, r);
 		return;
 	}
 	if (s->seq == r->seq && (w >> 16) == (r->seq & 0xffff))
@@ -386,9 +387,9 @@ void ib_fo_probed(struct ib_comm *c, struct ib_req *r)
 		n++;
 	}
 	if (!n) {
-		send_finished(c, r);
 		if (c->error)
 			braid_judge_req_fail(&r->status, c->error);
+		send_finished(c, r);
 		return;
 	}
 	BRAID_TRACE("ib: failover: send comm to %s: group %u buffer %u: %d of %u chunks again "

@@ -134,6 +134,28 @@ static int post_flush(struct ib_comm *c, struct ib_rail *rl, struct ib_req *r, v
 	return rc;
 }
 
+/* Whether rail k takes a flush: not once its flush QP failed or while recovery drains it
+ * (ib_recover.c). A failed NIC (failover) still does while its port is up and one of its
+ * QPs is sound: a path cut for one QP leaves the others carrying the sender's writes
+ * (ib_cq.c repost_recvs), which a GPUDirect receive must see flushed through that NIC.
+ * With its port down, no write comes, and a READ there would wait out the retry budget. */
+static int rail_flushes(const struct ib_comm *c, int k)
+{
+	const struct ib_rail *rl = &c->rails[k];
+	uint16_t sound = 0;
+
+	if (!rl->flush_qp || ((c->flush_err | c->rj_flush_draining) >> k & 1))
+		return 0;
+	if (!(c->rail_dead >> k & 1))
+		return 1;
+	if (__atomic_load_n(&rl->dev->down_ns, __ATOMIC_ACQUIRE))
+		return 0;
+	for (int i = 0; i < c->nqps; i++)
+		if (c->qps[i].rail == k && !(c->qp_err >> i & 1))
+			sound |= (uint16_t)(1u << i);
+	return sound != 0;
+}
+
 ncclResult_t ib_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
 		       void **request)
 {
@@ -166,8 +188,7 @@ ncclResult_t ib_iflush(void *recv_comm, int n, void **data, const int *sizes, vo
 	}
 	ib_req_start(r, c, IB_REQ_FLUSH, 0);
 	for (int k = 0; k < c->nrails; k++) {
-		/* a failed NIC's flush QP, or one recovery drains (ib_recover.c), takes none */
-		if (!c->rails[k].flush_qp || ((c->rail_dead | c->rj_flush_draining) >> k & 1))
+		if (!rail_flushes(c, k))
 			continue;
 		if (post_flush(c, &c->rails[k], r, data[last], mhandles[last])) {
 			if (!r->pending) {

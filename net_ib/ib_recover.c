@@ -455,9 +455,13 @@ static void receiver_finish(struct ib_comm *c)
 	c->rj_draining = 0;
 	make_psns(lpsn, mask);
 	rc = reset_qps(c, mask);
-	for (int k = 0; !rc && k < c->nrails; k++)
-		if (c->rj_flush_draining >> k & 1)
-			rc = ib_flush_restart(c, &c->rails[k]);
+	for (int k = 0; !rc && k < c->nrails; k++) {
+		if (!(c->rj_flush_draining >> k & 1))
+			continue;
+		rc = ib_flush_restart(c, &c->rails[k]);
+		if (!rc)
+			c->flush_err &= (uint8_t) ~(1u << k);
+	}
 	c->rj_flush_draining = 0;
 	for (int i = 0; i < c->nqps; i++)
 		if (mask >> i & 1)

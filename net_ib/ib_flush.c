@@ -142,7 +142,6 @@ static int post_flush(struct ib_comm *c, struct ib_rail *rl, struct ib_req *r, v
 static int rail_flushes(const struct ib_comm *c, int k)
 {
 	const struct ib_rail *rl = &c->rails[k];
-	uint16_t sound = 0;
 
 	if (!rl->flush_qp || ((c->flush_err | c->rj_flush_draining) >> k & 1))
 		return 0;
@@ -152,8 +151,8 @@ static int rail_flushes(const struct ib_comm *c, int k)
 		return 0;
 	for (int i = 0; i < c->nqps; i++)
 		if (c->qps[i].rail == k && !(c->qp_err >> i & 1))
-			sound |= (uint16_t)(1u << i);
-	return sound != 0;
+			return 1;
+	return 0;
 }
 
 ncclResult_t ib_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,

@@ -398,13 +398,10 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 	/* parts moved to other lanes go once the rest has (their lanes read posted above) */
 	if (!rc && __builtin_expect(r->moved != 0, 0) && ofi_move_post_send(c, r)) {
 		comm_fail(c, ncclSystemError);
-		r->magic = BRAID_MAGIC_REQ; /* the rest is with the provider until the comm closes */
-		ofi_mr_users_add(m, 1);
-		return c->error;
+		rc = -1;
 	}
-	if (rc < 0 && ofi_req_unpost(c, r)) {
-		r->magic =
-			BRAID_MAGIC_REQ; /* some of it is with the provider until the comm closes */
+	if (rc < 0 && ofi_req_unpost(c, r)) { /* some of it is with the provider until close */
+		r->magic = BRAID_MAGIC_REQ;
 		ofi_mr_users_add(m, 1);
 		return c->error;
 	}

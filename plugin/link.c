@@ -604,6 +604,8 @@ enum braid_link_state braid_link_check_timed(struct braid_link *lk, int now)
 	if (!now && t < lk->next_check_ns)
 		return lk->state;
 	lk->next_check_ns = t + ms_to_ns(braid_param_int(BRAID_P_LIVENESS_MS));
+	if (lk->chan.tx_off < lk->chan.tx_len) /* a message the socket would not take at once */
+		braid_oob_chan_flush(&lk->chan);
 	if (poll(&p, 1, 0) <= 0)
 		return lk->state;
 	/* What the peer said comes before its hang-up. */
@@ -661,9 +663,12 @@ static int post_and_flush(struct braid_link *lk, uint16_t type, const void *payl
 	rc = flush_until(lk, until);
 	if (!rc)
 		rc = braid_oob_chan_post(&lk->chan, type, payload, len);
-	if (!rc)
-		rc = flush_until(lk, until);
-	return rc;
+	if (rc)
+		return rc; /* nothing taken: the caller may repeat it */
+	rc = flush_until(lk, until);
+	/* Taken: what the socket would not take yet goes at the next send or check. Saying
+	 * -EAGAIN here would have the caller repeat a message that is already on its way. */
+	return rc == -EAGAIN ? 0 : rc;
 }
 
 int braid_link_send(struct braid_link *lk, const void *msg, uint32_t len)

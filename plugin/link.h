@@ -206,8 +206,11 @@ void braid_link_report_error(struct braid_link *lk, int code, const char *why);
 /*
  * A backend's message to the peer comm after set-up (net_ib's NIC recovery), at most
  * BRAID_LINK_BLOB bytes, in order with the goodbye. Only when the peer said at set-up that
- * it takes them: one without an on_msg fails its comm with a protocol error. 0, or -errno
- * when the socket would not take it within 100 ms.
+ * it takes them: one without an on_msg fails its comm with a protocol error. 0 once the
+ * link has it: it goes out whole and once, now or at the next send or check, unless the
+ * link dies. -EAGAIN when a message before it has still not left after 100 ms (a peer
+ * that does not read): this one was not taken, and the caller may repeat it. Other -errno:
+ * the socket failed.
  */
 int braid_link_send(struct braid_link *lk, const void *msg, uint32_t len);
 /* Close the link; with a goodbye when bye is not NULL (a comm that was set up). Frees lk. */

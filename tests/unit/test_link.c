@@ -381,6 +381,92 @@ static void backend_messages(void **state)
 	braid_listener_close(&l, &toy_ops);
 }
 
+struct numbered {
+	int n, dup, gap;
+};
+
+static void take_numbered(void *arg, const void *msg, uint32_t len)
+{
+	struct numbered *g = arg;
+	int i = -1;
+
+	assert_true(len >= sizeof(i));
+	memcpy(&i, msg, sizeof(i));
+	g->dup += i < g->n;
+	g->gap += i > g->n;
+	if (i >= g->n)
+		g->n = i + 1;
+}
+
+/*
+ * A peer that does not read for a while: a message the socket would not take within
+ * braid_link_send's 100 ms is still the link's (0), and goes out once, in order, at the next
+ * send or check; only a send that could not even stage its message (-EAGAIN, the one
+ * before still out) is the caller's to repeat. Before, a timed-out flush of a staged
+ * message said -EAGAIN, and the caller's repeat put it on the wire twice (net_ofi: a
+ * duplicate ask to move, which the receiver's answer turned into a protocol error).
+ */
+static void a_slow_reader_gets_each_message_once(void **state)
+{
+	unsigned char handle[NCCL_NET_HANDLE_MAXSIZE];
+	struct braid_listener l;
+	struct toy *client, *server;
+	struct numbered got = { 0 };
+	char msg[BRAID_LINK_BLOB] = { 0 };
+	int small = 4096, sent = 0, refused = 0, want = 0;
+
+	(void)state;
+	setup_env();
+	assert_int_equal(braid_listener_open(&l, &toy_ops, 0, handle, NULL), ncclSuccess);
+	connect_pair(&l, handle, &client, &server);
+	server->lk->on_msg = take_numbered;
+	server->lk->msg_arg = &got;
+	setsockopt(client->lk->chan.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	setsockopt(server->lk->chan.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	/* the server reads nothing until the socket has refused the client twice */
+	while (refused < 2 && sent < 1000) {
+		int rc;
+
+		memcpy(msg, &sent, sizeof(sent));
+		rc = braid_link_send(client->lk, msg, sizeof(msg));
+		if (rc == 0)
+			sent++;
+		else
+			refused += rc == -EAGAIN;
+		assert_true(rc == 0 || rc == -EAGAIN);
+	}
+	assert_int_equal(refused, 2);
+	/* what was taken arrives once the server reads, without another send */
+	for (int i = 0; i < 2000 && got.n < sent; i++) {
+		assert_int_equal(braid_link_check(server->lk, 1), BRAID_LINK_UP);
+		braid_link_check(client->lk, 1); /* pushes what is staged */
+		sleep_ms(1);
+	}
+	assert_int_equal(got.n, sent);
+	/* the refused message again, as a backend repeats it, and one more */
+	for (want = sent + 2; sent < want;) {
+		int rc;
+
+		memcpy(msg, &sent, sizeof(sent));
+		rc = braid_link_send(client->lk, msg, sizeof(msg));
+		assert_true(rc == 0 || (rc == -EAGAIN && refused++ < 20));
+		sent += rc == 0;
+		braid_link_check(server->lk, 1);
+	}
+	for (int i = 0; i < 2000 && got.n < want; i++) {
+		assert_int_equal(braid_link_check(server->lk, 1), BRAID_LINK_UP);
+		braid_link_check(client->lk, 1);
+		sleep_ms(1);
+	}
+	assert_int_equal(got.dup, 0);
+	assert_int_equal(got.gap, 0);
+	assert_int_equal(got.n, want);
+	braid_link_close(client->lk, NULL);
+	free(client);
+	toy_discard(server);
+	braid_listener_close(&l, &toy_ops);
+}
+
 static void bye_window(void **state)
 {
 	struct braid_link_bye b;
@@ -413,6 +499,7 @@ int main(void)
 		cmocka_unit_test(data_path_checks_on_a_tick),
 		cmocka_unit_test(irecv_looks_at_once_when_idle),
 		cmocka_unit_test(backend_messages),
+		cmocka_unit_test(a_slow_reader_gets_each_message_once),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

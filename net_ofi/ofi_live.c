@@ -239,19 +239,24 @@ static int split_too_long(uint64_t *since_ns, uint64_t now)
 	       (uint64_t)braid_param_int(BRAID_P_OFI_DOWN_TIMEOUT_MS) * 1000000ULL;
 }
 
-/* The lanes of the group of receive r with a part of some buffer posted on them. */
+/* The lanes of the group of receive r with a part of some buffer posted on them. A lane
+ * whose parts moved (ofi_move.c) carries nothing any more; the lane they moved to does,
+ * while one is out. */
 static uint32_t recv_carriers(const struct ofi_comm *c, struct ofi_req *r)
 {
 	const struct ofi_recv_part *recv = ofi_req_recv(r);
 	uint32_t carry = 0;
 
-	for (int k = 0; k < c->nlanes; k++)
+	for (int k = 0; k < c->nlanes; k++) {
+		if (__atomic_load_n(&r->l[k].moved_wait, __ATOMIC_RELAXED))
+			carry |= 1u << k;
 		for (int i = 0; (r->lanes >> k & 1) && i < r->n; i++)
 			if (recv->rl[k].ann.e[i].flags & OFI_PART_POSTED) {
 				carry |= 1u << k;
 				break;
 			}
-	return carry;
+	}
+	return carry & ~(uint32_t)r->moved;
 }
 
 /*

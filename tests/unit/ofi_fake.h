@@ -16,14 +16,15 @@
 
 #define MS 1000000ULL
 
-static struct ofi_dev devs[2];
+static struct ofi_dev devs[3];
 
 static struct ofi_comm *fake_comm(int nlanes, const char *name0, const char *name1)
 {
-	struct ofi_comm *c = calloc(1, sizeof(*c) + 2 * sizeof(c->lane[0]));
-	const char *names[2] = { name0, name1 ? name1 : "" };
+	struct ofi_comm *c = calloc(1, sizeof(*c) + 3 * sizeof(c->lane[0]));
+	const char *names[3] = { name0, name1 ? name1 : "", "fake2" };
 
 	assert_non_null(c);
+	assert_true(nlanes <= 3);
 	c->nlanes = nlanes;
 	snprintf(c->peer, sizeof(c->peer), "198.18.1.1:4000");
 	c->inflight = 3;

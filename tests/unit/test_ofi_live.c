@@ -63,6 +63,50 @@ static void late_part_fails_the_comm_at_the_bound(void **state)
 	free(c);
 }
 
+/*
+ * Three lanes, lane 0's part moved to lane 1 (ofi_move.c): lane 0 carries nothing any
+ * more, and a part still out is lane 1's (the moved one, or its own) or lane 2's. The
+ * WARN names the lane that holds it, never the lane the part moved off.
+ */
+static void late_part_after_a_move_names_the_lane_that_holds_it(void **state)
+{
+	struct ofi_comm *c = fake_comm(3, "fake0", "fake1");
+	struct ofi_req *r = calloc(1, sizeof(*r) + sizeof(struct ofi_recv_part) +
+					      3 * sizeof(struct ofi_recv_lane));
+
+	(void)state;
+	assert_non_null(r);
+	set_env("2000", "100");
+	r->first = 5;
+	r->n = 1;
+	r->lanes = 7;
+	for (int k = 0; k < 3; k++)
+		ofi_req_recv(r)->rl[k].ann.e[0].flags = OFI_PART_POSTED;
+	r->moved = 1;
+	r->l[1].moved_wait = 1; /* lane 0's part, out on lane 1 */
+	/* lane 2 in; lane 1 holds its own part and the moved one */
+	assert_int_equal(ofi_live_parts(c, r, 4, 1000 * MS), 0);
+	assert_int_equal(ofi_live_parts(c, r, 4, 3000 * MS), -1);
+	assert_non_null(strstr(unit_log, "NIC fake1 (lane 1 of 3) failed"));
+	/* lane 1 in with the moved part too; lane 2 is the late one */
+	r->l[1].moved_wait = 0;
+	r->split_ns = 0;
+	unit_log_reset();
+	assert_int_equal(ofi_live_parts(c, r, 2, 1000 * MS), 0);
+	assert_int_equal(ofi_live_parts(c, r, 2, 3000 * MS), -1);
+	assert_non_null(strstr(unit_log, "NIC fake2 (lane 2 of 3) failed"));
+	/* a part posted only through the move: lane 1 has none of its own */
+	ofi_req_recv(r)->rl[1].ann.e[0].flags = 0;
+	r->l[1].moved_wait = 1;
+	r->split_ns = 0;
+	unit_log_reset();
+	assert_int_equal(ofi_live_parts(c, r, 4, 1000 * MS), 0);
+	assert_int_equal(ofi_live_parts(c, r, 4, 3000 * MS), -1);
+	assert_non_null(strstr(unit_log, "NIC fake1 (lane 1 of 3) failed"));
+	free(r);
+	free(c);
+}
+
 /* A message under the stripe threshold goes whole to one lane, and the other lane posts
  * no receive for it: that lane is done at once, long before a late sender sends. Its
  * being done says nothing of the other lane's path: a receive waiting for a slow rank
@@ -432,6 +476,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(late_part_fails_the_comm_at_the_bound),
+		cmocka_unit_test(late_part_after_a_move_names_the_lane_that_holds_it),
 		cmocka_unit_test(every_part_in_or_one_lane_never_fails),
 		cmocka_unit_test(small_message_waits_for_a_late_sender),
 		cmocka_unit_test(late_announcement_fails_the_sender_at_the_bound),

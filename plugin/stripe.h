@@ -80,7 +80,7 @@ struct braid_stripe_lane {
 	uint64_t win_ns;      /* ...and the busy time they took */
 	double rate;          /* moving average of samples, bytes/s; 0 not measured yet */
 	double weight;        /* share of a split message; the lanes' weights sum to 1 */
-	double inv_weight;    /* 1 / weight (1e30 at 0): a pick's finish times, no division */
+	double inv_weight;    /* 1 / weight (1e30 at 0, infinite down): a pick's finish times */
 	/* totals, for counters */
 	uint64_t bytes_posted, chunks_posted;
 	uint64_t bytes_completed, chunks_completed;

@@ -4,6 +4,8 @@
  * message under the threshold, and one that finds every lane busy (braid_stripe_pick).
  * Apart from stripe.c, which measures and cuts.
  */
+#include <math.h>
+
 #include "plugin/stripe.h"
 
 #include "plugin/stripe_int.h"
@@ -17,7 +19,10 @@ void braid_stripe_weights_set(struct braid_stripe *st)
 	for (int i = 0; i < st->nlanes; i++) {
 		double w = st->lane[i].weight;
 
-		st->lane[i].inv_weight = w > 0 ? 1 / w : STRIPE_INV_WEIGHT_ZERO;
+		/* down: an infinite finish time, never picked (no test of down in the pick) */
+		st->lane[i].inv_weight = st->lane[i].down ? HUGE_VAL
+					 : w > 0          ? 1 / w
+							  : STRIPE_INV_WEIGHT_ZERO;
 	}
 }
 
@@ -30,33 +35,40 @@ void braid_stripe_weights_set(struct braid_stripe *st)
  * cuts when it posts) put every other one on a lane a quarter as fast, and R + R/4
  * carried half of R alone.
  */
-int braid_stripe_pick_one(struct braid_stripe *st, size_t size)
+/* The lane of [a, end) that would be done first, if sooner than *b's finish time *bt; of
+ * equal backlogs the heavier (the same bytes over a smaller inverse), of idle ones the
+ * first (*bo, the chosen lane's bytes outstanding, is 0: the turn stays). A lane down has
+ * an infinite finish time, or NaN (no bytes): never sooner. */
+static inline const struct braid_stripe_lane *
+pick_over(const struct braid_stripe_lane *a, const struct braid_stripe_lane *end, size_t size,
+	  const struct braid_stripe_lane *b, double *bt, uint64_t *bo)
 {
-	const struct braid_stripe_lane *b = &st->lane[st->rr], *a = b, *end = st->lane + st->nlanes;
-	/* every message of a stream sent whole (braid_stripe_pick) comes here: each lane's
-	 * finish time once, by the weight's inverse, and a walk by pointer (a lane is no
-	 * power of two in size: indexing cost more than the comparison); signed: one
-	 * instruction to convert (never 2^63 bytes) */
-	double bt = (double)(int64_t)(b->outstanding + size) * b->inv_weight;
-	int bdown = b->down, best;
+	for (; a < end; a++) {
+		/* signed: one instruction to convert (never 2^63 bytes) */
+		double at = (double)(int64_t)(a->outstanding + size) * a->inv_weight;
 
-	for (int k = 1; k < st->nlanes; k++) {
-		double at;
-
-		if (++a == end)
-			a = st->lane;
-		if (a->down)
-			continue;
-		at = (double)(int64_t)(a->outstanding + size) * a->inv_weight;
-		if (bdown || (a->outstanding == b->outstanding
-				      ? a->outstanding && a->inv_weight < b->inv_weight
-				      : at < bt)) {
+		if (at < *bt && (a->outstanding | *bo)) {
 			b = a;
-			bt = at;
-			bdown = 0;
+			*bt = at;
+			*bo = a->outstanding;
 		}
 	}
-	best = (int)(b - st->lane);
+	return b;
+}
+
+int braid_stripe_pick_one(struct braid_stripe *st, size_t size)
+{
+	/* every message of a stream sent whole (braid_stripe_pick) comes here: in turn from
+	 * the round robin's lane, in two runs rather than one that wraps, each lane's finish
+	 * time once, by the weight's inverse */
+	const struct braid_stripe_lane *lane = st->lane, *turn = lane + st->rr, *b = turn;
+	double bt = HUGE_VAL;
+	uint64_t bo = 1; /* the first lane up is taken whatever its backlog */
+	int best;
+
+	b = pick_over(turn, lane + st->nlanes, size, b, &bt, &bo);
+	b = pick_over(lane, turn, size, b, &bt, &bo);
+	best = (int)(b - lane);
 	st->rr = best + 1 == st->nlanes ? 0 : best + 1;
 	return best;
 }

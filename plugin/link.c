@@ -666,8 +666,7 @@ static int post_and_flush(struct braid_link *lk, uint16_t type, const void *payl
 	if (rc)
 		return rc; /* nothing taken: the caller may repeat it */
 	rc = flush_until(lk, until);
-	/* Taken: what the socket would not take yet goes at the next send or check. Saying
-	 * -EAGAIN here would have the caller repeat a message that is already on its way. */
+	/* taken: the rest goes at the next send or check (-EAGAIN: the caller sends it twice) */
 	return rc == -EAGAIN ? 0 : rc;
 }
 

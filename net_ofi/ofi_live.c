@@ -240,23 +240,24 @@ static int split_too_long(uint64_t *since_ns, uint64_t now)
 }
 
 /* The lanes of the group of receive r with a part of some buffer posted on them. A lane
- * whose parts moved (ofi_move.c) carries nothing any more; the lane they moved to does,
- * while one is out. */
+ * whose parts moved (ofi_move.c) carries nothing any more; the lane each moved part went
+ * to does, in flight or landed (it delivered, and says the sender sent). */
 static uint32_t recv_carriers(const struct ofi_comm *c, struct ofi_req *r)
 {
 	const struct ofi_recv_part *recv = ofi_req_recv(r);
-	uint32_t carry = 0;
+	uint32_t carry = 0, via = 0;
 
-	for (int k = 0; k < c->nlanes; k++) {
-		if (__atomic_load_n(&r->l[k].moved_wait, __ATOMIC_RELAXED))
+	for (int k = 0; k < c->nlanes; k++)
+		for (int i = 0; (r->lanes >> k & 1) && i < r->n; i++) {
+			if (!(recv->rl[k].ann.e[i].flags & OFI_PART_POSTED))
+				continue;
 			carry |= 1u << k;
-		for (int i = 0; (r->lanes >> k & 1) && i < r->n; i++)
-			if (recv->rl[k].ann.e[i].flags & OFI_PART_POSTED) {
-				carry |= 1u << k;
+			if (r->moved >> k & 1)
+				via |= 1u << recv->rl[k].op[i].lane;
+			else
 				break;
-			}
-	}
-	return carry & ~(uint32_t)r->moved;
+		}
+	return (carry & ~(uint32_t)r->moved) | via;
 }
 
 /*

@@ -83,7 +83,8 @@ static void late_part_after_a_move_names_the_lane_that_holds_it(void **state)
 	for (int k = 0; k < 3; k++)
 		ofi_req_recv(r)->rl[k].ann.e[0].flags = OFI_PART_POSTED;
 	r->moved = 1;
-	r->l[1].moved_wait = 1; /* lane 0's part, out on lane 1 */
+	ofi_req_recv(r)->rl[0].op[0].lane = 1; /* lane 0's part, out on lane 1 */
+	r->l[1].moved_wait = 1;
 	/* lane 2 in; lane 1 holds its own part and the moved one */
 	assert_int_equal(ofi_live_parts(c, r, 4, 1000 * MS), 0);
 	assert_int_equal(ofi_live_parts(c, r, 4, 3000 * MS), -1);
@@ -103,6 +104,15 @@ static void late_part_after_a_move_names_the_lane_that_holds_it(void **state)
 	assert_int_equal(ofi_live_parts(c, r, 4, 1000 * MS), 0);
 	assert_int_equal(ofi_live_parts(c, r, 4, 3000 * MS), -1);
 	assert_non_null(strstr(unit_log, "NIC fake1 (lane 1 of 3) failed"));
+	/* ...and landed there (lane 1 done, by the moved part alone): it delivered, so lane
+	 * 2's part still out is late; before, lane 1 stopped counting as a carrier once the
+	 * part landed and nothing was ever late */
+	r->l[1].moved_wait = 0;
+	r->split_ns = 0;
+	unit_log_reset();
+	assert_int_equal(ofi_live_parts(c, r, 2, 1000 * MS), 0);
+	assert_int_equal(ofi_live_parts(c, r, 2, 3000 * MS), -1);
+	assert_non_null(strstr(unit_log, "NIC fake2 (lane 2 of 3) failed"));
 	free(r);
 	free(c);
 }

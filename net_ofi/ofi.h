@@ -21,7 +21,7 @@
  * the request's per-lane state (struct ofi_req_lane). A call takes each lane's ep_lock
  * at most once; a request's comm-wide fields are the calling thread's alone. A completion
  * finds its lane through its context (ofi_op -> lane), never through a lookup; a
- * completion error fails its lane's comm only. Set-up, lane ids, the AV table and the
+ * completion error fails its lane's comm only. A comm's link is its own thread's. Set-up, lane ids, the AV table and the
  * registration cache use the device's lock (taken before ep_lock where both are held).
  *
  * Data protocol: receiver-driven, like NCCL's IB transport, over libfabric tag matching:
@@ -322,8 +322,8 @@ struct ofi_lane {
 	int closing;                /* ep_lock: the comm closes: errors are expected */
 	int mr_dropped;             /* ep_lock: ofi_lane_drop_mr cancelled some: expected */
 	int drop_stuck;             /* ep_lock: some outlived its reap: it waits no more */
-	/* ep_lock: the comm's profiler events (ofi_prof.c; NULL: none), here so that a post
-	 * or a completion tests the lane it has at hand */
+	int tell_trunc;             /* atomic: ETRUNC seen; the comm's thread tells the peer */
+	/* ep_lock: profiler events (ofi_prof.c; NULL: none), at a post's or completion's hand */
 	struct braid_prof_comm *prof;
 	int parked;                   /* closed with operations outstanding */
 	ncclResult_t error;           /* ep_lock: sticky, from completions and posting */

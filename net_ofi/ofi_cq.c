@@ -181,9 +181,10 @@ static int handle_cq_error(struct ofi_dev *d)
 		   ofi_strerror(e.err),
 		   fi_cq_strerror(d->cq, e.prov_errno, e.err_data, buf, sizeof(buf)));
 	ofi_lane_fail(l, ncclRemoteError);
-	if (e.err == FI_ETRUNC) /* the peer sent past an announced size: it must know */
-		braid_link_report_error(l->comm->link, ncclRemoteError,
-					"a message larger than the receive buffer it was sent to");
+	/* the peer sent past an announced size: it must know, told by the comm's own thread
+	 * when the comm fails (ofi_data.c) */
+	if (e.err == FI_ETRUNC)
+		__atomic_store_n(&l->tell_trunc, 1, __ATOMIC_RELEASE);
 	return 0;
 }
 

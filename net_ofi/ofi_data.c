@@ -15,10 +15,15 @@
 #include "plugin/log.h"
 #include "plugin/params.h"
 
-/* The first failure of a comm is sticky: every later call reports it (plugin/judge.c). */
+/* The first failure of a comm is sticky: every later call reports it (plugin/judge.c). Its
+ * thread, which alone writes the link, tells what a completion left for the peer (ofi_cq.c). */
 static void comm_fail(struct ofi_comm *c, ncclResult_t why)
 {
 	braid_judge_comm_fail(&c->error, why, c->ctr, c->lane[0].dev->ctr);
+	for (int k = 0; k < c->nlanes; k++)
+		if (__atomic_exchange_n(&c->lane[k].tell_trunc, 0, __ATOMIC_ACQ_REL))
+			braid_link_report_error(c->link, ncclRemoteError,
+						"a message larger than its receive buffer");
 }
 
 /* How the judgement's WARNs name the comm. */
@@ -314,8 +319,7 @@ static int post_lanes(struct ofi_comm *c, struct ofi_req *r, int idx)
 	return 0;
 }
 
-/* The lanes the current group leaves out move on to the next group (the CQ reader takes a
- * lane's announcements for the groups from its seq on); again after a retry: the same. */
+/* The lanes the group leaves out move on to the next (the CQ reader's window, ofi_cq.c). */
 static __attribute__((noinline)) void lanes_left_out_follow(struct ofi_comm *c)
 {
 	for (int k = 0; k < c->nlanes; k++) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "net_ofi/ofi.h"
+#include "net_ofi/ofi_lanes.h"
 #include "plugin/comm_limit.h"
 #include "plugin/conn.h"
 #include "plugin/handle.h"

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "net_ofi/ofi.h"
+#include "net_ofi/ofi_lanes.h"
 #include "plugin/clock.h"
 #include "plugin/judge.h"
 #include "plugin/log.h"
@@ -319,20 +320,6 @@ static int post_lanes(struct ofi_comm *c, struct ofi_req *r, int idx)
 	return 0;
 }
 
-/* The lanes the group leaves out move on to the next (the CQ reader's window, ofi_cq.c). */
-static __attribute__((noinline)) void lanes_left_out_follow(struct ofi_comm *c)
-{
-	for (int k = 0; k < c->nlanes; k++) {
-		struct ofi_lane *l = &c->lane[k];
-
-		if (c->gmask >> k & 1)
-			continue;
-		pthread_mutex_lock(&l->dev->ep_lock);
-		l->seq = c->seq + 1;
-		pthread_mutex_unlock(&l->dev->ep_lock);
-	}
-}
-
 ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 		       void **request)
 {
@@ -397,7 +384,7 @@ ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *
 	/* The lanes the group leaves out move on before its last buffer goes: the receiver
 	 * needs nothing from them to complete the group and announce its next ones there. */
 	if (c->gmask != ofi_all_lanes(c) && (g->used | 1u << idx) == (1u << g->ann.n) - 1)
-		lanes_left_out_follow(c);
+		ofi_live_send_left_out(c);
 	rc = post_lanes(c, r, idx);
 	/* parts moved to other lanes go once the rest has (their lanes read posted above) */
 	if (!rc && __builtin_expect(r->moved != 0, 0) && ofi_move_post_send(c, r)) {

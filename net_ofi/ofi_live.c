@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "net_ofi/ofi.h"
+#include "net_ofi/ofi_lanes.h"
 #include "plugin/clock.h"
 #include "plugin/handle.h"
 #include "plugin/log.h"
@@ -528,4 +529,18 @@ int ofi_live_take_word(struct ofi_comm *c, const void *msg, uint32_t len)
 	c->peer_down = m.down & ofi_all_lanes(c);
 	c->lanes_next_ns = 0; /* the next group takes it in */
 	return 1;
+}
+
+/* The lanes the group leaves out move on to the next (the CQ reader's window, ofi_cq.c). */
+void ofi_live_send_left_out(struct ofi_comm *c)
+{
+	for (int k = 0; k < c->nlanes; k++) {
+		struct ofi_lane *l = &c->lane[k];
+
+		if (c->gmask >> k & 1)
+			continue;
+		pthread_mutex_lock(&l->dev->ep_lock);
+		l->seq = c->seq + 1;
+		pthread_mutex_unlock(&l->dev->ep_lock);
+	}
 }

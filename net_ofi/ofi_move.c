@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "net_ofi/ofi.h"
+#include "net_ofi/ofi_lanes.h"
 #include "plugin/clock.h"
 #include "plugin/judge.h"
 #include "plugin/log.h"

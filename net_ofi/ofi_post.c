@@ -5,6 +5,7 @@
  * runs under the lane's device's ep_lock; none allocates.
  */
 #include "net_ofi/ofi.h"
+#include "net_ofi/ofi_lanes.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
 

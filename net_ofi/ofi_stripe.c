@@ -6,6 +6,7 @@
  * comm's calls carry none of it.
  */
 #include "net_ofi/ofi.h"
+#include "net_ofi/ofi_lanes.h"
 #include "plugin/clock.h"
 #include "plugin/log.h"
 

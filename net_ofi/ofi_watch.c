@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "net_ofi/ofi.h"
+#include "net_ofi/ofi_lanes.h"
 #include "plugin/bg_thread.h"
 #include "plugin/log.h"
 

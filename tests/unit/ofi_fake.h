@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "net_ofi/ofi.h"
+#include "net_ofi/ofi_lanes.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
 #include "tests/unit/unit.h"

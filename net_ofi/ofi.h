@@ -21,8 +21,9 @@
  * the request's per-lane state (struct ofi_req_lane). A call takes each lane's ep_lock
  * at most once; a request's comm-wide fields are the calling thread's alone. A completion
  * finds its lane through its context (ofi_op -> lane), never through a lookup; a
- * completion error fails its lane's comm only. A comm's link is its own thread's. Set-up, lane ids, the AV table and the
- * registration cache use the device's lock (taken before ep_lock where both are held).
+ * completion error fails its lane's comm only. A comm's link is its own thread's. Set-up,
+ * lane ids, the AV table and the registration cache use the device's lock (taken before
+ * ep_lock where both are held).
  *
  * Data protocol: receiver-driven, like NCCL's IB transport, over libfabric tag matching:
  * net_ofi/ofi_wire.h describes it with what travels (tags, announcements, blobs).
@@ -49,10 +50,11 @@
  * Files, each calling only those listed before it: ofi_dl.c, ofi_hmem.c (libfabric
  * itself); ofi_dev.c (provider and devices); ofi_live.c (the NICs a comm uses: at set-up,
  * and for each new group; a NIC gone silent); ofi_watch.c (a thread on the NICs' links);
- * ofi_comm.c (the comm object); ofi_post.c (posting a lane's part); ofi_cq.c (completions,
- * progress, cancel); ofi_ep.c (a device's shared endpoint, AV, announcement buffers);
- * ofi_mr.c (registration); ofi_stripe.c (a fused comm's weights); ofi_data.c (isend,
- * irecv, test); ofi_conn.c (listen, connect, accept, close); ofi_ops.c (the ops table,
+ * ofi_comm.c (the comm object); ofi_prof.c (profiler events); ofi_post.c (posting a
+ * lane's part); ofi_cq.c (completions, progress, cancel); ofi_ep.c (a device's shared
+ * endpoint, AV, announcement buffers); ofi_mr.c (registration); ofi_stripe.c (a fused
+ * comm's weights); ofi_move.c (parts moved off a NIC down); ofi_data.c (isend, irecv,
+ * test); ofi_conn.c (listen, connect, accept, close); ofi_ops.c (the ops table,
  * isend/irecv with the profiler's handle, init, fini).
  */
 #ifndef BRAID_OFI_H

@@ -16,15 +16,21 @@
 #include "plugin/log.h"
 #include "plugin/params.h"
 
-/* The first failure of a comm is sticky: every later call reports it (plugin/judge.c). Its
- * thread, which alone writes the link, tells what a completion left for the peer (ofi_cq.c). */
-static void comm_fail(struct ofi_comm *c, ncclResult_t why)
+/* What a completion left for the peer to hear (ofi_cq.c), told by the comm's thread, which
+ * alone writes its link: when the comm fails, or at the latest before its goodbye. */
+static void tell_peer(struct ofi_comm *c)
 {
-	braid_judge_comm_fail(&c->error, why, c->ctr, c->lane[0].dev->ctr);
 	for (int k = 0; k < c->nlanes; k++)
 		if (__atomic_exchange_n(&c->lane[k].tell_trunc, 0, __ATOMIC_ACQ_REL))
 			braid_link_report_error(c->link, ncclRemoteError,
 						"a message larger than its receive buffer");
+}
+
+/* The first failure of a comm is sticky: every later call reports it (plugin/judge.c). */
+static void comm_fail(struct ofi_comm *c, ncclResult_t why)
+{
+	braid_judge_comm_fail(&c->error, why, c->ctr, c->lane[0].dev->ctr);
+	tell_peer(c);
 }
 
 /* How the judgement's WARNs name the comm. */
@@ -160,8 +166,8 @@ static ncclResult_t check_request(struct ofi_comm *c, struct ofi_req *r, uint8_t
 			braid_link_look_soon(c->link); /* the sender asks again soon (ofi_move.c) */
 		if (__builtin_expect(c->own_moves != 0, 0))
 			ofi_move_own(c); /* announcements stuck on a NIC down here */
-		if (!r->is_send && (lanes_done & ~r->moved) && c->error == ncclSuccess &&
-		    ofi_live_parts(c, r, lanes_done & ~r->moved, now))
+		if (!r->is_send && lanes_done && c->error == ncclSuccess &&
+		    ofi_live_parts(c, r, lanes_done, now))
 			comm_fail(c, ncclSystemError);
 		if (r->is_send)
 			ofi_live_send_waits(c, r, lanes_done, now);
@@ -660,6 +666,7 @@ void ofi_comm_bye(struct ofi_comm *c, struct braid_link_bye *bye)
 		}
 		pthread_mutex_unlock(&l->dev->ep_lock);
 	}
+	tell_peer(c); /* ahead of the goodbye */
 	if (failed) {
 		braid_bye_init(bye, 0, 0);
 		return;

@@ -113,6 +113,18 @@ static void late_part_after_a_move_names_the_lane_that_holds_it(void **state)
 	assert_int_equal(ofi_live_parts(c, r, 2, 1000 * MS), 0);
 	assert_int_equal(ofi_live_parts(c, r, 2, 3000 * MS), -1);
 	assert_non_null(strstr(unit_log, "NIC fake2 (lane 2 of 3) failed"));
+	/* test() passes every lane done, a moved-off one's too: lane 0 counts for nothing.
+	 * Then lane 1's own part moves to lane 2 as well: lane 1 carries lane 0's part (in)
+	 * and lane 2 its own and lane 1's (out): late is lane 2, never lane 1, nor nothing
+	 * (done masked by the moved lanes left lane 1's delivery out) */
+	ofi_req_recv(r)->rl[1].ann.e[0].flags = OFI_PART_POSTED;
+	ofi_req_recv(r)->rl[1].op[0].lane = 2;
+	r->moved = 3;
+	r->split_ns = 0;
+	unit_log_reset();
+	assert_int_equal(ofi_live_parts(c, r, 3, 1000 * MS), 0);
+	assert_int_equal(ofi_live_parts(c, r, 3, 3000 * MS), -1);
+	assert_non_null(strstr(unit_log, "NIC fake2 (lane 2 of 3) failed"));
 	free(r);
 	free(c);
 }

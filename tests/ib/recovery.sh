@@ -11,7 +11,7 @@
 #                                         and recovers twice (F R F R: the 2nd failover
 #                                         shows the NIC carried traffic again), each
 #                                         receive comm recovers twice, each recovery within
-#                                         RECOVERY_S (1.5 s) of its port-up
+#                                         RECOVERY_S (1.5 s, 3.5 s under ASan) of its port-up
 #   svroce1 flaps ten times               passes; as above, ten times; no growth in each
 #   (down 0.8 s of every 1.8 s)           process's live QPs and open descriptors from
 #                                         recoveries 2-4 to recoveries 8-10
@@ -38,6 +38,11 @@ SEND_COMMS=2 RECV_COMMS=2
 # From port-up (the process's own: UP ms after its first device open) to the recovery WARN:
 # recovery is tried every 0.2 to 0.5 s once the port is ACTIVE again.
 RECOVERY_S=1.5
+# Under ASan everything runs at about a quarter of the speed: a first recovery was seen
+# 6.55 s after launch against the 5.5 s this window gave it (once in three ASan runs here,
+# 2026-12-07), so there it gets 3.5 s. What the case checks stays: F then R in turn, none
+# before its fault, each within a bound.
+is_san_build && RECOVERY_S=3.5
 # Lines are stamped with seconds since the soak was launched, which is before each process
 # opens its first device: a fault's time, counted from that open, is this much later at most
 # (startup of the conformance binary, its fork, the plugin's init, on a loaded machine).

@@ -9,7 +9,8 @@ UNIT_COMMON := $(BUILD)/obj/$(UNIT_DIR)/unit_log.o
 UNIT_NAMES := test_params test_handle test_pool test_filter test_abi test_counters test_core \
 	test_mr_cache test_numa test_link test_fsroot test_gpudirect test_stripe test_stripe_qps \
 	test_vdev \
-	test_require test_ncclib_env test_gid test_net_ids test_judge test_ofi_live test_ofi_move
+	test_require test_ncclib_env test_gid test_net_ids test_judge test_ofi_live test_ofi_move \
+	test_ofi_cq
 UNIT_BINS := $(addprefix $(UNIT_OUT)/,$(UNIT_NAMES))
 # Plugin objects without the exported adapters: tests call the core directly.
 UNIT_PLUGIN_OBJS = $(filter-out $(BUILD)/obj/plugin/api_%,$(PLUGIN_OBJS))

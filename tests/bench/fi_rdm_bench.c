@@ -4,8 +4,10 @@
  * forks its peer), FI_EP_RDM tagged messages on the named provider, measured the same
  * way braid perf measures: streaming bandwidth with a window of sends in flight (the
  * receiver pre-posts its window, says "go", acknowledges the last message), and 8-byte
- * ping-pong latency (half round trip). Links -lfabric directly: it is a benchmark, not
- * the plugin.
+ * ping-pong latency (half round trip). --rma streams with fi_writedata into the
+ * receiver's registered buffer instead (the receiver posts nothing and counts the remote
+ * CQ data), the shape net_ib has and issue 17 asks net_ofi to weigh. Links -lfabric
+ * directly: it is a benchmark, not the plugin.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -14,6 +16,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 #include <sched.h>
 #include <signal.h>
@@ -41,8 +44,11 @@ struct bench {
 	struct fid_cq *cq;
 	struct fid_av *av;
 	fi_addr_t peer;
-	char *buf;  /* data */
-	char *ctrl; /* 64 bytes: control and latency messages, 2 halves */
+	char *buf;            /* data */
+	char *ctrl;           /* 64 bytes: control and latency messages, 2 halves */
+	bool rma;             /* stream with fi_writedata (the sender) into the peer's buffer */
+	uint64_t rkey, raddr; /* --rma, sender: the receiver's buffer */
+	int rdata;            /* --rma, receiver: remote CQ data completions read */
 	struct fid_mr *mr;
 	void *desc;
 	struct fi_context data_ctx[MAX_WINDOW];
@@ -93,7 +99,9 @@ static void progress(struct bench *b)
 	for (ssize_t i = 0; i < n; i++) {
 		struct fi_context *c = e[i].op_context;
 
-		if (c == &b->ctrl_send_ctx)
+		if (e[i].flags & FI_REMOTE_CQ_DATA)
+			b->rdata++;
+		else if (c == &b->ctrl_send_ctx)
 			b->ctrl_send_done = 1;
 		else if (c == &b->ctrl_recv_ctx)
 			b->ctrl_recv_done = 1;
@@ -153,7 +161,7 @@ static void setup(struct bench *b, const char *prov)
 	long rc;
 
 	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_TAGGED;
+	hints->caps = FI_TAGGED | (b->rma ? FI_RMA : 0);
 	hints->mode = FI_CONTEXT;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
 				      FI_MR_PROV_KEY;
@@ -185,7 +193,33 @@ static void setup(struct bench *b, const char *prov)
 		die("malloc", 0);
 	memset(b->buf, 0x5a, b->size);
 	memset(b->ctrl, 0, 64);
-	if (b->info->domain_attr->mr_mode & FI_MR_LOCAL) {
+	if (b->rma) {
+		/* the receiver's buffer for the sender's writes: its key and address over
+		 * the socket pair */
+		uint64_t ka[2];
+
+		rc = fi_mr_reg(b->domain, b->buf, b->size,
+			       FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE, 0, 2, 0, &b->mr,
+			       NULL);
+		if (rc)
+			die("fi_mr_reg(rma)", rc);
+		if (b->info->domain_attr->mr_mode & FI_MR_ENDPOINT) {
+			if ((rc = fi_mr_bind(b->mr, &b->ep->fid, 0)) || (rc = fi_mr_enable(b->mr)))
+				die("fi_mr_bind", rc);
+		}
+		b->desc = fi_mr_desc(b->mr);
+		ka[0] = fi_mr_key(b->mr);
+		ka[1] = b->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR
+				? (uint64_t)(uintptr_t)b->buf
+				: 0;
+		if (write(b->sock, ka, sizeof(ka)) != sizeof(ka) ||
+		    read(b->sock, ka, sizeof(ka)) != sizeof(ka))
+			die("key exchange", 0);
+		b->rkey = ka[0];
+		b->raddr = ka[1];
+		if (b->info->mode & FI_RX_CQ_DATA)
+			die("the provider wants a receive per remote CQ data (FI_RX_CQ_DATA)", 0);
+	} else if (b->info->domain_attr->mr_mode & FI_MR_LOCAL) {
 		/* one registration is enough: register the data buffer; control separately */
 		struct fid_mr *cmr;
 
@@ -216,9 +250,15 @@ static double stream(struct bench *b, int n)
 			while (posted < n && posted - done < w) {
 				int slot = posted % w;
 
-				RETRY(fi_tsend(b->ep, b->buf, b->size, b->desc, b->peer, TAG_DATA,
-					       &b->data_ctx[slot]),
-				      "fi_tsend(data)");
+				if (b->rma)
+					RETRY(fi_writedata(b->ep, b->buf, b->size, b->desc,
+							   (uint64_t)posted, b->peer, b->raddr,
+							   b->rkey, &b->data_ctx[slot]),
+					      "fi_writedata(data)");
+				else
+					RETRY(fi_tsend(b->ep, b->buf, b->size, b->desc, b->peer,
+						       TAG_DATA, &b->data_ctx[slot]),
+					      "fi_tsend(data)");
 				posted++;
 			}
 			progress(b);
@@ -230,6 +270,14 @@ static double stream(struct bench *b, int n)
 		}
 		wait_flag(b, &b->ctrl_recv_done, "ack");
 		return now_us() - t0;
+	}
+	if (b->rma) { /* nothing to post: count the writes' remote CQ data */
+		b->rdata = 0;
+		ctrl_send(b, 8);
+		while (b->rdata < n)
+			progress(b);
+		ctrl_send(b, 8);
+		return 0;
 	}
 	for (; posted < w && posted < n; posted++)
 		RETRY(fi_trecv(b->ep, b->buf, b->size, NULL, FI_ADDR_UNSPEC, TAG_DATA, 0,
@@ -308,11 +356,11 @@ static int run(struct bench *b, const char *prov, size_t lat_size)
 {
 	setup(b, prov);
 	if (b->sender)
-		printf("# fi_rdm_bench: provider %s (fabric %s, domain %s), FI_EP_RDM tagged, "
+		printf("# fi_rdm_bench: provider %s (fabric %s, domain %s), FI_EP_RDM %s, "
 		       "window %d\n#%12s %8s %12s %10s %10s %12s\n",
 		       b->info->fabric_attr->prov_name, b->info->fabric_attr->name,
-		       b->info->domain_attr->name, b->window, "bytes", "iters", "time(us)", "GB/s",
-		       "Gbit/s", "msg/s");
+		       b->info->domain_attr->name, b->rma ? "fi_writedata" : "tagged", b->window,
+		       "bytes", "iters", "time(us)", "GB/s", "Gbit/s", "msg/s");
 	stream(b, b->warmup);
 	double usec = stream(b, b->iters);
 
@@ -343,6 +391,7 @@ int main(int argc, char **argv)
 		{ "window", required_argument, NULL, 'W' },
 		{ "lat-size", required_argument, NULL, 'l' },
 		{ "lat-iters", required_argument, NULL, 'L' },
+		{ "rma", no_argument, NULL, 'r' },
 		{ 0 },
 	};
 	struct bench b = { .size = 4 << 20,
@@ -364,10 +413,12 @@ int main(int argc, char **argv)
 		case 'W': b.window = atoi(optarg); break;
 		case 'l': lat_size = strtoull(optarg, NULL, 0); break;
 		case 'L': b.lat_iters = atoi(optarg); break;
+		case 'r': b.rma = true; break;
 		default:
 			fprintf(stderr,
 				"usage: fi_rdm_bench [--provider P] [--size B] [--iters N] "
-				"[--warmup N] [--window W] [--lat-size B (<= 32)] [--lat-iters N]\n");
+				"[--warmup N] [--window W] [--lat-size B (<= 32)] [--lat-iters N] "
+				"[--rma]\n");
 			return 2;
 		}
 	}

@@ -6,8 +6,9 @@
  * receiver pre-posts its window, says "go", acknowledges the last message), and 8-byte
  * ping-pong latency (half round trip). --rma streams with fi_writedata into the
  * receiver's registered buffer instead (the receiver posts nothing and counts the remote
- * CQ data), the shape net_ib has and issue 17 asks net_ofi to weigh. Links -lfabric
- * directly: it is a benchmark, not the plugin.
+ * CQ data), the shape net_ib has and issue 17 asks net_ofi to weigh; --verify checks
+ * that each write's data is in place when its CQ data is read, and that every CQ data
+ * comes once. Links -lfabric directly: it is a benchmark, not the plugin.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -32,6 +33,7 @@
 #define TAG_DATA 1
 #define TAG_CTRL 2
 #define MAX_WINDOW 64
+#define VERIFY_SLOTS 32 /* --verify: message i is written to slot i % VERIFY_SLOTS */
 #define TIMEOUT_US (60 * 1e6)
 
 struct bench {
@@ -49,6 +51,11 @@ struct bench {
 	bool rma;             /* stream with fi_writedata (the sender) into the peer's buffer */
 	uint64_t rkey, raddr; /* --rma, sender: the receiver's buffer */
 	int rdata;            /* --rma, receiver: remote CQ data completions read */
+	/* --verify: the slots of the buffer, and the receiver's findings */
+	bool verify;
+	uint32_t slots;
+	uint8_t *seen; /* per message of the stream: its CQ data came */
+	int seen_n, in_place, lapped, early, bad_data;
 	struct fid_mr *mr;
 	void *desc;
 	struct fi_context data_ctx[MAX_WINDOW];
@@ -72,6 +79,36 @@ static void die(const char *what, long rc)
 	fprintf(stderr, "fi_rdm_bench: %s: %s (%ld)\n", what,
 		rc < 0 ? fi_strerror((int)-rc) : strerror(errno), rc);
 	exit(1);
+}
+
+/* Message seq's stamp, in the first and last 8 bytes of its slot. */
+static void stamp(char *p, size_t size, uint64_t seq)
+{
+	seq++; /* 0 is no message's */
+	memcpy(p, &seq, sizeof(seq));
+	memcpy(p + size - sizeof(seq), &seq, sizeof(seq));
+}
+
+/* --verify, receiver: message seq's CQ data came; its slot holds its stamps (or a later
+ * message's, which wrote the slot since: lapped), never an earlier one's (early: the CQ
+ * data came before the data). */
+static void verify_write(struct bench *b, uint64_t seq)
+{
+	const char *p = b->buf + (seq % b->slots) * b->size;
+	uint64_t first, last;
+
+	if (seq >= (uint64_t)b->seen_n || b->seen[seq]++) {
+		b->bad_data++;
+		return;
+	}
+	memcpy(&first, p, sizeof(first));
+	memcpy(&last, p + b->size - sizeof(last), sizeof(last));
+	if (first < seq + 1 || last < seq + 1)
+		b->early++;
+	else if (first == seq + 1 && last == seq + 1)
+		b->in_place++;
+	else
+		b->lapped++;
 }
 
 /* Read completions; mark what finished. */
@@ -99,9 +136,11 @@ static void progress(struct bench *b)
 	for (ssize_t i = 0; i < n; i++) {
 		struct fi_context *c = e[i].op_context;
 
-		if (e[i].flags & FI_REMOTE_CQ_DATA)
+		if (e[i].flags & FI_REMOTE_CQ_DATA) {
 			b->rdata++;
-		else if (c == &b->ctrl_send_ctx)
+			if (b->verify)
+				verify_write(b, e[i].data);
+		} else if (c == &b->ctrl_send_ctx)
 			b->ctrl_send_done = 1;
 		else if (c == &b->ctrl_recv_ctx)
 			b->ctrl_recv_done = 1;
@@ -187,18 +226,19 @@ static void setup(struct bench *b, const char *prov)
 		die("address exchange", 0);
 	if (fi_av_insert(b->av, peer, 1, &b->peer, 0, NULL) != 1)
 		die("fi_av_insert", 0);
-	b->buf = aligned_alloc(4096, (b->size + 4095) & ~(size_t)4095);
+	b->slots = b->verify ? VERIFY_SLOTS : 1;
+	b->buf = aligned_alloc(4096, (b->size * b->slots + 4095) & ~(size_t)4095);
 	b->ctrl = aligned_alloc(64, 64 + 4096);
 	if (!b->buf || !b->ctrl)
 		die("malloc", 0);
-	memset(b->buf, 0x5a, b->size);
+	memset(b->buf, b->verify ? 0 : 0x5a, b->size * b->slots);
 	memset(b->ctrl, 0, 64);
 	if (b->rma) {
 		/* the receiver's buffer for the sender's writes: its key and address over
 		 * the socket pair */
 		uint64_t ka[2];
 
-		rc = fi_mr_reg(b->domain, b->buf, b->size,
+		rc = fi_mr_reg(b->domain, b->buf, b->size * b->slots,
 			       FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE, 0, 2, 0, &b->mr,
 			       NULL);
 		if (rc)
@@ -250,10 +290,15 @@ static double stream(struct bench *b, int n)
 			while (posted < n && posted - done < w) {
 				int slot = posted % w;
 
+				size_t off = (size_t)posted % b->slots * b->size;
+
+				if (b->verify)
+					stamp(b->buf + off, b->size, (uint64_t)posted);
 				if (b->rma)
-					RETRY(fi_writedata(b->ep, b->buf, b->size, b->desc,
-							   (uint64_t)posted, b->peer, b->raddr,
-							   b->rkey, &b->data_ctx[slot]),
+					RETRY(fi_writedata(b->ep, b->buf + off, b->size, b->desc,
+							   (uint64_t)posted, b->peer,
+							   b->raddr + off, b->rkey,
+							   &b->data_ctx[slot]),
 					      "fi_writedata(data)");
 				else
 					RETRY(fi_tsend(b->ep, b->buf, b->size, b->desc, b->peer,
@@ -273,10 +318,25 @@ static double stream(struct bench *b, int n)
 	}
 	if (b->rma) { /* nothing to post: count the writes' remote CQ data */
 		b->rdata = 0;
+		b->seen_n = n;
+		b->seen = calloc((size_t)n, 1);
+		b->in_place = b->lapped = b->early = b->bad_data = 0;
+		if (!b->seen)
+			die("malloc", 0);
 		ctrl_send(b, 8);
 		while (b->rdata < n)
 			progress(b);
 		ctrl_send(b, 8);
+		free(b->seen);
+		if (b->verify) {
+			printf("# verify: %d writes: %d in place at their CQ data, %d overwritten by "
+			       "a later write since, %d before their data (early), %d CQ data "
+			       "twice or unknown\n",
+			       n, b->in_place, b->lapped, b->early, b->bad_data);
+			fflush(stdout);
+			if (b->early || b->bad_data || b->in_place + b->lapped != n)
+				exit(1);
+		}
 		return 0;
 	}
 	for (; posted < w && posted < n; posted++)
@@ -392,6 +452,7 @@ int main(int argc, char **argv)
 		{ "lat-size", required_argument, NULL, 'l' },
 		{ "lat-iters", required_argument, NULL, 'L' },
 		{ "rma", no_argument, NULL, 'r' },
+		{ "verify", no_argument, NULL, 'V' },
 		{ 0 },
 	};
 	struct bench b = { .size = 4 << 20,
@@ -414,13 +475,21 @@ int main(int argc, char **argv)
 		case 'l': lat_size = strtoull(optarg, NULL, 0); break;
 		case 'L': b.lat_iters = atoi(optarg); break;
 		case 'r': b.rma = true; break;
+		case 'V': b.verify = true; break;
 		default:
 			fprintf(stderr,
 				"usage: fi_rdm_bench [--provider P] [--size B] [--iters N] "
 				"[--warmup N] [--window W] [--lat-size B (<= 32)] [--lat-iters N] "
-				"[--rma]\n");
+				"[--rma [--verify]]\n");
 			return 2;
 		}
+	}
+	if (b.verify && (!b.rma || b.size < 16 || b.window > VERIFY_SLOTS / 2)) {
+		fprintf(stderr,
+			"fi_rdm_bench: --verify needs --rma, --size >= 16 and --window "
+			"<= %d\n",
+			VERIFY_SLOTS / 2);
+		return 2;
 	}
 	if (b.window < 1 || b.window > MAX_WINDOW || lat_size > 32 || b.iters < 1) {
 		fprintf(stderr, "fi_rdm_bench: window 1..%d, lat-size <= 32, iters >= 1\n",

@@ -56,6 +56,7 @@ struct bench {
 	uint32_t slots;
 	uint8_t *seen; /* per message of the stream: its CQ data came */
 	int seen_n, in_place, lapped, early, bad_data;
+	int len_seen; /* completions whose len is the write's size */
 	struct fid_mr *mr;
 	void *desc;
 	struct fi_context data_ctx[MAX_WINDOW];
@@ -92,11 +93,12 @@ static void stamp(char *p, size_t size, uint64_t seq)
 /* --verify, receiver: message seq's CQ data came; its slot holds its stamps (or a later
  * message's, which wrote the slot since: lapped), never an earlier one's (early: the CQ
  * data came before the data). */
-static void verify_write(struct bench *b, uint64_t seq)
+static void verify_write(struct bench *b, uint64_t seq, size_t len)
 {
 	const char *p = b->buf + (seq % b->slots) * b->size;
 	uint64_t first, last;
 
+	b->len_seen += len == b->size;
 	if (seq >= (uint64_t)b->seen_n || b->seen[seq]++) {
 		b->bad_data++;
 		return;
@@ -139,7 +141,7 @@ static void progress(struct bench *b)
 		if (e[i].flags & FI_REMOTE_CQ_DATA) {
 			b->rdata++;
 			if (b->verify)
-				verify_write(b, e[i].data);
+				verify_write(b, e[i].data, e[i].len);
 		} else if (c == &b->ctrl_send_ctx)
 			b->ctrl_send_done = 1;
 		else if (c == &b->ctrl_recv_ctx)
@@ -320,7 +322,7 @@ static double stream(struct bench *b, int n)
 		b->rdata = 0;
 		b->seen_n = n;
 		b->seen = calloc((size_t)n, 1);
-		b->in_place = b->lapped = b->early = b->bad_data = 0;
+		b->in_place = b->lapped = b->early = b->bad_data = b->len_seen = 0;
 		if (!b->seen)
 			die("malloc", 0);
 		ctrl_send(b, 8);
@@ -331,8 +333,8 @@ static double stream(struct bench *b, int n)
 		if (b->verify) {
 			printf("# verify: %d writes: %d in place at their CQ data, %d overwritten by "
 			       "a later write since, %d before their data (early), %d CQ data "
-			       "twice or unknown\n",
-			       n, b->in_place, b->lapped, b->early, b->bad_data);
+			       "twice or unknown; %d completions give the write's length\n",
+			       n, b->in_place, b->lapped, b->early, b->bad_data, b->len_seen);
 			fflush(stdout);
 			if (b->early || b->bad_data || b->in_place + b->lapped != n)
 				exit(1);

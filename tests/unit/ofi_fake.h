@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Fake fused comms for net_ofi's unit tests (test_ofi_live.c, test_ofi_move.c): each test
- * binary includes this once; the comm's lanes sit on the fake devices devs[]. */
+/* Fake fused comms for net_ofi's unit tests (test_ofi_live.c, test_ofi_move.c,
+ * test_ofi_cq.c): each test binary includes this once; the comm's lanes sit on the fake
+ * devices devs[]. */
 #ifndef BRAID_TESTS_UNIT_OFI_FAKE_H
 #define BRAID_TESTS_UNIT_OFI_FAKE_H
 
@@ -34,6 +35,7 @@ static struct ofi_comm *fake_comm(int nlanes, const char *name0, const char *nam
 		snprintf(devs[k].name, sizeof(devs[k].name), "%s", names[k]);
 		devs[k].is_iface = if_nametoindex(names[k]) != 0; /* as ofi_dev.c at init */
 		pthread_mutex_init(&devs[k].lock, NULL);
+		pthread_mutex_init(&devs[k].ep_lock, NULL);
 		c->lane[k].dev = &devs[k];
 		c->lane[k].k = (uint8_t)k;
 	}

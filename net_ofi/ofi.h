@@ -597,14 +597,15 @@ int ofi_dev_lanes_left(const struct ofi_dev *d, const void *arg);
 ncclResult_t ofi_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
 ncclResult_t ofi_dereg_mr(void *comm, void *mhandle);
 void ofi_mr_cache_purge(struct ofi_dev *d);
+/* No flush READ yet: a request for one into GPU memory is told once (a WARN). */
+ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
+			void **request);
 
 /* ofi_data.c */
 ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 		       void **request);
 ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
 		       void **mhandles, void **request);
-ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
-			void **request);
 ncclResult_t ofi_test(void *request, int *done, int *sizes);
 /* Closing: what c tells its peer in its goodbye (progresses every lane). */
 void ofi_comm_bye(struct ofi_comm *c, struct braid_link_bye *bye);

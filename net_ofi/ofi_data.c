@@ -556,15 +556,6 @@ ncclResult_t ofi_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 	return ncclSuccess;
 }
 
-ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
-			void **request)
-{
-	/* Host memory only (ptrSupport = HOST): nothing in flight to a GPU, nothing to flush. */
-	(void)recv_comm, (void)n, (void)data, (void)sizes, (void)mhandles;
-	*request = NULL;
-	return ncclSuccess;
-}
-
 /* ---- test ---- */
 /* Receiver: what arrived in each buffer, and each lane's bytes for the stripe. */
 static void receiver_completed(struct ofi_comm *c, struct ofi_req *r, int *sizes)

@@ -3,7 +3,8 @@
  * Memory registration: NCCL's handle holds the buffer's registration on the device of
  * each lane of the comm, each through that device's cache (plugin/mr_cache.h). When the
  * provider binds MRs to endpoints (FI_MR_ENDPOINT), registrations bind to the device's
- * shared endpoint, so they are device-wide and cached all the same.
+ * shared endpoint, so they are device-wide and cached all the same. And the flush NCCL asks
+ * for after a receive into GPU memory.
  */
 #include <stdlib.h>
 
@@ -214,4 +215,35 @@ void ofi_mr_cache_purge(struct ofi_dev *d)
 {
 	/* Registrations NCCL never released (it does not always, at exit). */
 	braid_mr_cache_drain(&d->cache, dev_mr_release);
+}
+
+/*
+ * NCCL asks for a flush only after a receive the NIC wrote into GPU memory, where the GPU
+ * might otherwise read bytes still on their way (ncclTopoNeedFlush: compute capability
+ * under 9.0, or a DataDirect NIC). net_ib reads the buffer back (ib_flush.c); net_ofi has
+ * no such read yet, and its ptrSupport offers CUDA wherever the provider has FI_HMEM. So
+ * the first such request says it, once per process: a job that may read stale bytes is
+ * told how to stay safe.
+ */
+ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
+			void **request)
+{
+	static int warned;
+	const struct ofi_comm *c = recv_comm;
+
+	(void)data;
+	*request = NULL;
+	for (int i = 0; i < n; i++) {
+		const struct ofi_mr *m = to_ofi_mr(mhandles[i]);
+
+		if (!m || m->magic != BRAID_MAGIC_MR || m->range.type != NCCL_PTR_CUDA ||
+		    sizes[i] <= 0 || __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+			continue;
+		BRAID_WARN("ofi: receive comm from %s: NCCL asked to flush a receive into GPU "
+			   "memory, and net_ofi has no GPUDirect flush: the GPU may read bytes the "
+			   "NIC has not finished writing. Set NCCL_NET_GDR_LEVEL=LOC to receive "
+			   "through host memory on this system (said once)",
+			   c->peer);
+	}
+	return ncclSuccess;
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /* Fake fused comms for net_ofi's unit tests (test_ofi_live.c, test_ofi_move.c,
- * test_ofi_cq.c): each test binary includes this once; the comm's lanes sit on the fake
- * devices devs[]. */
+ * test_ofi_cq.c, test_ofi_flush.c): each test binary includes this once; the comm's lanes
+ * sit on the fake devices devs[]. */
 #ifndef BRAID_TESTS_UNIT_OFI_FAKE_H
 #define BRAID_TESTS_UNIT_OFI_FAKE_H
 

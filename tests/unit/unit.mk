@@ -10,7 +10,7 @@ UNIT_NAMES := test_params test_handle test_pool test_filter test_abi test_counte
 	test_mr_cache test_numa test_link test_fsroot test_gpudirect test_stripe test_stripe_qps \
 	test_vdev \
 	test_require test_ncclib_env test_gid test_net_ids test_judge test_ofi_live test_ofi_move \
-	test_ofi_cq
+	test_ofi_cq test_ofi_flush
 UNIT_BINS := $(addprefix $(UNIT_OUT)/,$(UNIT_NAMES))
 # Plugin objects without the exported adapters: tests call the core directly.
 UNIT_PLUGIN_OBJS = $(filter-out $(BUILD)/obj/plugin/api_%,$(PLUGIN_OBJS))

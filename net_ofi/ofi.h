@@ -52,9 +52,9 @@
  * and for each new group; a NIC gone silent); ofi_watch.c (a thread on the NICs' links);
  * ofi_comm.c (the comm object); ofi_prof.c (profiler events); ofi_post.c (posting a
  * lane's part); ofi_cq.c (completions, progress, cancel); ofi_ep.c (a device's shared
- * endpoint, AV, announcement buffers); ofi_mr.c (registration); ofi_stripe.c (a fused
- * comm's weights); ofi_move.c (parts moved off a NIC down); ofi_data.c (isend, irecv,
- * test); ofi_conn.c (listen, connect, accept, close); ofi_ops.c (the ops table,
+ * endpoint, AV, announcement buffers); ofi_mr.c (registration, iflush); ofi_stripe.c (a
+ * fused comm's weights); ofi_move.c (parts moved off a NIC down); ofi_data.c (isend,
+ * irecv, test); ofi_conn.c (listen, connect, accept, close); ofi_ops.c (the ops table,
  * isend/irecv with the profiler's handle, init, fini).
  */
 #ifndef BRAID_OFI_H

@@ -220,10 +220,11 @@ void ofi_mr_cache_purge(struct ofi_dev *d)
 /*
  * NCCL asks for a flush only after a receive the NIC wrote into GPU memory, where the GPU
  * might otherwise read bytes still on their way (ncclTopoNeedFlush: compute capability
- * under 9.0, or a DataDirect NIC). net_ib reads the buffer back (ib_flush.c); net_ofi has
- * no such read yet, and its ptrSupport offers CUDA wherever the provider has FI_HMEM. So
- * the first such request says it, once per process: a job that may read stale bytes is
- * told how to stay safe.
+ * under 9.0, a GPU that reaches its CPU over C2C with the NIC close by, or
+ * NCCL_NET_FORCE_FLUSH=1; not when NCCL flushes through gdrcopy itself). net_ib reads the
+ * buffer back (ib_flush.c); net_ofi has no such read yet, and its ptrSupport offers CUDA
+ * wherever the provider has FI_HMEM. So the first such request says it, once per
+ * process: a job that may read stale bytes is told how to stay safe.
  */
 ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
 			void **request)
@@ -231,18 +232,21 @@ ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, v
 	static int warned;
 	const struct ofi_comm *c = recv_comm;
 
-	(void)data;
+	(void)data, (void)sizes; /* NCCL flushes only what brought bytes, and sizes[] is
+				 * numbered by its subs, not by the buffers here */
 	*request = NULL;
 	for (int i = 0; i < n; i++) {
 		const struct ofi_mr *m = to_ofi_mr(mhandles[i]);
 
 		if (!m || m->magic != BRAID_MAGIC_MR || m->range.type != NCCL_PTR_CUDA ||
-		    sizes[i] <= 0 || __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+		    __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
 			continue;
 		BRAID_WARN("ofi: receive comm from %s: NCCL asked to flush a receive into GPU "
 			   "memory, and net_ofi has no GPUDirect flush: the GPU may read bytes the "
 			   "NIC has not finished writing. Set NCCL_NET_GDR_LEVEL=LOC to receive "
-			   "through host memory on this system (said once)",
+			   "through host memory, or NCCL_GDRCOPY_ENABLE=1 "
+			   "NCCL_GDRCOPY_FLUSH_ENABLE=1 for NCCL's own flush (needs gdrcopy) "
+			   "(said once)",
 			   c->peer);
 	}
 	return ncclSuccess;

@@ -4,8 +4,8 @@
  * wrote into GPU memory (ncclTopoNeedFlush: GPUs under compute capability 9.0, or a
  * DataDirect NIC), and net_ofi has no flush READ yet while its ptrSupport offers CUDA on
  * an FI_HMEM provider. So it must say so, once, naming the peer and the way out
- * (NCCL_NET_GDR_LEVEL=LOC), and still answer with no request, as before; host memory and
- * empty receives need no flush and say nothing.
+ * (NCCL_NET_GDR_LEVEL=LOC), and still answer with no request, as before; host memory, a
+ * handle that is not a registration and an empty flush say nothing.
  */
 #include <string.h>
 
@@ -27,11 +27,13 @@ static void a_flush_into_gpu_memory_is_told_once(void **state)
 	struct ofi_mr host = { .magic = BRAID_MAGIC_MR, .range = { .type = NCCL_PTR_HOST } };
 	struct ofi_mr gpu = { .magic = BRAID_MAGIC_MR, .range = { .type = NCCL_PTR_CUDA } };
 	struct ofi_mr stale = { .magic = 0, .range = { .type = NCCL_PTR_CUDA } };
+	void *req = (void *)1;
 
 	(void)state;
 	set_env("2000", "100");
 	assert_false(flush(c, &host, 4096));
-	assert_false(flush(c, &gpu, 0));      /* nothing arrived: nothing to flush */
+	assert_int_equal(ofi_iflush(c, 0, NULL, NULL, NULL, &req), ncclSuccess); /* none */
+	assert_null(req);
 	assert_false(flush(c, &stale, 4096)); /* not a registration of ours */
 	assert_true(flush(c, &gpu, 4096));
 	assert_non_null(strstr(unit_log, "198.18.1.1:4000"));

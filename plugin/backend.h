@@ -27,6 +27,7 @@ enum braid_obj_magic {
 	BRAID_MAGIC_SEND = 0x73656e64,   /* "send" */
 	BRAID_MAGIC_RECV = 0x72656376,   /* "recv" */
 	BRAID_MAGIC_REQ = 0x72657175,    /* "requ" */
+	BRAID_MAGIC_FLUSH = 0x666c7368,  /* "flsh": a backend's flush request (test_flush) */
 	BRAID_MAGIC_MR = 0x6d726567,     /* "mreg" */
 	BRAID_MAGIC_CTX = 0x63747874,    /* "ctxt" */
 	BRAID_MAGIC_DEAD = 0x64656164,   /* "dead": freed */
@@ -126,6 +127,10 @@ struct braid_backend_ops {
 	 * one entry per buffer (braid_size_int). A request reported done (or failed) is freed:
 	 * NCCL never tests it again. */
 	ncclResult_t (*test)(void *request, int *done, int *sizes);
+	/* test() of a request iflush made with BRAID_MAGIC_FLUSH, optional: the core tells
+	 * the two apart by magic, on the path where it checks it anyway, so that a backend's
+	 * test() of data requests pays nothing for flushes */
+	ncclResult_t (*test_flush)(void *request, int *done, int *sizes);
 	ncclResult_t (*close_send)(void *send_comm);
 	ncclResult_t (*close_recv)(void *recv_comm);
 	ncclResult_t (*close_listen)(void *listen_comm);

@@ -511,9 +511,23 @@ ncclResult_t braid_iflush(void *recv_comm, int n, void **data, int *sizes, void 
 	return be->iflush(recv_comm, n, data, sizes, mhandles, request);
 }
 
+/* Not a data request: a backend's flush request, or NCCL's misuse. */
+static __attribute__((cold, noinline)) ncclResult_t test_other(void *request, int *done, int *sizes)
+{
+	if (request && ((const struct braid_obj *)request)->magic == BRAID_MAGIC_FLUSH &&
+	    be->test_flush)
+		return done ? be->test_flush(request, done, sizes) : ncclInvalidArgument;
+	BRAID_WARN("braid_test: %p is not a live braid request (NCCL misuse or a stale pointer)",
+		   request);
+	return ncclInternalError;
+}
+
 ncclResult_t braid_test(void *request, int *done, int *sizes)
 {
-	CHECK_OBJ(request, BRAID_MAGIC_REQ, "request");
+	if (__builtin_expect(!request ||
+				     ((const struct braid_obj *)request)->magic != BRAID_MAGIC_REQ,
+			     0))
+		return test_other(request, done, sizes);
 	if (!done)
 		return ncclInvalidArgument;
 	return be->test(request, done, sizes);

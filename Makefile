@@ -52,12 +52,16 @@ BRAID_VERSION := $(shell cat VERSION)
 WARNFLAGS := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wno-unused-parameter
 BRAID_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARNFLAGS) $(CFLAGS) $(SANFLAGS) -fPIC \
-	-fvisibility=hidden -MMD -MP -I. -Iinclude $(DEP_CFLAGS)
+	-fvisibility=hidden -MMD -MP -I. -Iinclude $(DEP_CFLAGS) $(FI_FEATURES)
 BRAID_LDFLAGS = $(SANFLAGS) $(LDFLAGS)
 
 # Headers only: libfabric and libibverbs are dlopen()ed at run time, never linked.
 DEP_CFLAGS = $(shell $(PKG_CONFIG) --cflags libfabric libibverbs hwloc 2>/dev/null)
 HWLOC_LIBS = $(shell $(PKG_CONFIG) --libs hwloc)
+# libfabric options that are enum members, which #ifdef cannot see: probed once per make
+FI_FEATURES := $(shell printf '\043include <rdma/fi_endpoint.h>\nint x = FI_OPT_SHARED_MEMORY_PERMITTED;\n' | \
+	$(CC) -I. -Iinclude $(DEP_CFLAGS) $(CFLAGS) -x c -fsyntax-only - 2>/dev/null && \
+	echo -DBRAID_HAVE_FI_OPT_SHM_PERMITTED)
 CMOCKA_CFLAGS = $(shell $(PKG_CONFIG) --cflags cmocka)
 CMOCKA_LIBS = $(shell $(PKG_CONFIG) --libs cmocka)
 

@@ -52,7 +52,8 @@
  * and for each new group; a NIC gone silent); ofi_watch.c (a thread on the NICs' links);
  * ofi_comm.c (the comm object); ofi_prof.c (profiler events); ofi_post.c (posting a
  * lane's part); ofi_cq.c (completions, progress, cancel); ofi_ep.c (a device's shared
- * endpoint, AV, announcement buffers); ofi_mr.c (registration, iflush); ofi_stripe.c (a
+ * endpoint, AV, announcement buffers); ofi_mr.c (registration); ofi_flush.c (iflush: a
+ * read of the buffer through the endpoint itself); ofi_stripe.c (a
  * fused comm's weights); ofi_move.c (parts moved off a NIC down); ofi_data.c (isend,
  * irecv, test); ofi_conn.c (listen, connect, accept, close); ofi_ops.c (the ops table,
  * isend/irecv with the profiler's handle, init, fini).
@@ -129,8 +130,10 @@ struct ofi_dev {
 	int mr_local, mr_endpoint; /* descriptors for local buffers; MRs bound to an endpoint */
 	int mr_virt_addr, mr_prov_key, mr_hmem; /* FI_MR_HMEM: device buffers need an MR */
 	uint64_t hmem_caps; /* info->caps when the provider reports FI_HMEM here (ofi_hmem.h), else 0 */
-	int numa_node;      /* of the NIC, from topo/; -1 unknown */
-	int is_iface;       /* its name was a network interface at init (read: ofi_live.c) */
+	int flush;        /* iflush reads through the endpoint itself (FI_RMA reads; ofi_flush.c) */
+	int flush_unable; /* flushes were due, but the provider offers no FI_RMA reads */
+	int numa_node;    /* of the NIC, from topo/; -1 unknown */
+	int is_iface;     /* its name was a network interface at init (read: ofi_live.c) */
 	char pci_path[256]; /* from topo/; "" unknown */
 	struct braid_ctr_dev *ctr;
 	pthread_mutex_t lock; /* opening, lane ids, the lane list, the AV table, the MR cache */
@@ -201,7 +204,9 @@ enum ofi_op_type {
 	OFI_OP_RECV,
 	OFI_OP_ANNOUNCE_SEND, /* receiver: an announcement sent without inject */
 	OFI_OP_ANNOUNCE_RECV, /* a shared announcement buffer */
-	/* a part moved off a lane whose NIC is down on the sender's side (ofi_move.c) */
+	OFI_OP_FLUSH,         /* iflush's read of a receive buffer (ofi_flush.c) */
+	/* a part moved off a lane whose NIC is down on the sender's side (ofi_move.c); these
+	 * stay last: ofi_cq.c tells them by type >= OFI_OP_SEND_MOVED (>= RECV_MOVING) */
 	OFI_OP_SEND_MOVED,  /* sender: sent on the lane it moved to */
 	OFI_OP_RECV_MOVING, /* receiver: its receive being cancelled on its own lane */
 	OFI_OP_RECV_MOVED,  /* cancelled there; then posted on the lane it moved to */
@@ -250,6 +255,7 @@ struct ofi_recv_lane {
 	size_t off[BRAID_MAX_RECVS];           /* where it starts in the buffer */
 	struct ofi_op op[BRAID_MAX_RECVS + 1]; /* + the announcement */
 	struct ofi_announce ann;
+	uint64_t flush_sink; /* a flush request's read lands here (registered: the pool) */
 };
 
 /* A receive's buffers, after its struct ofi_req. */
@@ -260,14 +266,16 @@ struct ofi_recv_part {
 	struct ofi_recv_lane rl[]; /* one per lane */
 };
 
+/* A request of a comm's pool: a send, a receive, or a flush (BRAID_MAGIC_FLUSH, a receive
+ * comm's: buffer 0 is the one read back, op[0] of each lane its read; ofi_flush.c). */
 struct ofi_req {
-	uint32_t magic; /* BRAID_MAGIC_REQ */
+	uint32_t magic; /* BRAID_MAGIC_REQ, BRAID_MAGIC_FLUSH */
 	uint8_t is_send;
 	uint8_t stalled;
 	uint8_t tick_left; /* waiting test() calls until the next clock read */
 	uint8_t noted;     /* sends: lanes whose part's completion the stripe has */
 	uint8_t skip;      /* sends: lanes the receiver posted no receive on (OFI_PART_POSTED) */
-	uint8_t lanes;     /* the lanes it has parts on: its group's (OFI_KIND_LANES) */
+	uint8_t lanes;     /* the lanes it has parts on: its group's (OFI_KIND_LANES); a flush 0 */
 	uint8_t moved;     /* lanes whose part went on another lane (ofi_move.c) */
 	int n;
 	ncclResult_t status; /* judged by the calling thread (the peer's goodbye) */
@@ -333,8 +341,9 @@ struct ofi_lane {
 	int parked;                   /* closed with operations outstanding */
 	ncclResult_t error;           /* ep_lock: sticky, from completions and posting */
 	struct ofi_lane *next, *prev; /* the device's lane list */
-	struct fid_mr *pool_mr;       /* receive requests hold announcements */
+	struct fid_mr *pool_mr;       /* receive requests hold announcements and flush sinks */
 	void *pool_desc;
+	struct ofi_av_entry *self_av; /* receiver, where flushes are due: our own endpoint */
 	/* operations the provider did not take (-FI_EAGAIN): posted from any progress of
 	 * the device, in order, so nothing ever waits inside a call (ep_lock) */
 	struct ofi_req *backlog[OFI_BACKLOG];
@@ -515,6 +524,9 @@ int ofi_devs_init(const struct braid_backend_env *env, char *why, size_t whylen)
 /* Free the devices; their endpoints, domains and fabrics are closed. */
 void ofi_devs_free(void);
 ncclResult_t ofi_get_props(int devidx, struct braid_dev_props *p);
+/* Whether d reads type's receive buffers back on iflush (BRAID_OFI_FLUSH, where the
+ * provider offers the reads: d->flush): they then register with FI_REMOTE_READ. */
+int ofi_flush_due(const struct ofi_dev *d, int type);
 
 /* ofi_comm.c */
 struct ofi_comm *ofi_comm_alloc(const struct braid_vdev *vd, int is_send, struct braid_link *lk);
@@ -532,6 +544,10 @@ int ofi_dev_open_ep(struct ofi_dev *d);
 void ofi_dev_close_ep(struct ofi_dev *d);
 /* A reference to the peer endpoint's AV entry in l->av, l->peer_addr; d->lock held. */
 int ofi_av_get(struct ofi_lane *l, const uint8_t *name, uint32_t len);
+/* A reference to the AV entry of endpoint name on d (inserted if new) in *out; d->lock
+ * held; whose: for a WARN. */
+int ofi_av_ref(struct ofi_dev *d, const uint8_t *name, uint32_t len, const char *whose,
+	       struct ofi_av_entry **out);
 void ofi_av_put(struct ofi_dev *d, struct ofi_av_entry *e);
 /* Register (and with FI_MR_ENDPOINT bind to the shared endpoint) one buffer of ours.
  * Takes ep_lock. */
@@ -548,8 +564,10 @@ int ofi_mr_bind_or_close(struct ofi_dev *d, int rc, struct fid_mr **mr);
 int ofi_post_send(struct ofi_lane *l, struct ofi_req *r);
 /* A receive's parts not posted yet on lane l, its announcement last; stops at -FI_EAGAIN. */
 int ofi_post_recv(struct ofi_lane *l, struct ofi_req *r);
-/* r's part on lane l, whichever kind r is. */
+/* r's part on lane l, a send or a receive. */
 int ofi_post_part(struct ofi_lane *l, struct ofi_req *r);
+/* A flush request's read on lane l (ofi_flush.c): 0, -FI_EAGAIN or the provider's error. */
+int ofi_post_flush(struct ofi_lane *l, struct ofi_req *r);
 /* A part moved to lane l (ofi_move.c): r's lane-`from` part sent, or buffer i's received,
  * on l under its moved tag, counted on l: 0, -FI_EAGAIN or the provider's error. */
 int ofi_post_moved_send(struct ofi_lane *l, struct ofi_req *r, int from);
@@ -597,9 +615,12 @@ int ofi_dev_lanes_left(const struct ofi_dev *d, const void *arg);
 ncclResult_t ofi_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
 ncclResult_t ofi_dereg_mr(void *comm, void *mhandle);
 void ofi_mr_cache_purge(struct ofi_dev *d);
-/* No flush READ yet: a request for one into GPU memory is told once (a WARN). */
+
+/* ofi_flush.c */
 ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
 			void **request);
+/* test() of a flush request (the core's test_flush). */
+ncclResult_t ofi_flush_test(void *request, int *done, int *sizes);
 
 /* ofi_data.c */
 ncclResult_t ofi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,

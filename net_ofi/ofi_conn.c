@@ -75,6 +75,8 @@ static void lane_unlink(struct ofi_lane *l)
 	l->id = 0;
 	ofi_av_put(d, l->av);
 	l->av = NULL;
+	ofi_av_put(d, l->self_av);
+	l->self_av = NULL;
 }
 
 /* The device's shared endpoint and an id there; a receiving lane registers the request
@@ -90,6 +92,10 @@ static int lane_open(struct ofi_lane *l)
 	rc = ofi_dev_open_ep(d);
 	if (!rc)
 		rc = lane_take_id(l);
+	/* flushes read through the endpoint itself (ofi_flush.c) */
+	if (!rc && !c->is_send && d->flush)
+		rc = ofi_av_ref(d, (const uint8_t *)d->ep_name, (uint32_t)d->ep_name_len,
+				"the flush's own address", &l->self_av);
 	pthread_mutex_unlock(&d->lock);
 	if (rc)
 		return rc;
@@ -103,8 +109,9 @@ static int lane_open(struct ofi_lane *l)
 	pthread_mutex_unlock(&d->ep_lock);
 	if (c->is_send)
 		return 0;
-	rc = ofi_mr_reg_raw(d, c->reqs.mem, c->reqs.elem_size * c->reqs.nelem, FI_SEND, &l->pool_mr,
-			    &l->pool_desc);
+	/* announcements go out of it, flush reads land in it */
+	rc = ofi_mr_reg_raw(d, c->reqs.mem, c->reqs.elem_size * c->reqs.nelem,
+			    FI_SEND | (d->flush ? FI_READ : 0), &l->pool_mr, &l->pool_desc);
 	if (rc)
 		BRAID_WARN("ofi: registering the request pool on device %s (provider %s, peer %s) "
 			   "failed: %s",
@@ -178,7 +185,8 @@ static void comm_free(struct ofi_comm *c)
 	for (uint32_t i = 0; i < c->reqs.nelem; i++) {
 		struct ofi_req *r = braid_pool_at(&c->reqs, i);
 
-		if (braid_pool_is_used(&c->reqs, i) && r->magic == BRAID_MAGIC_REQ)
+		if (braid_pool_is_used(&c->reqs, i) &&
+		    (r->magic == BRAID_MAGIC_REQ || r->magic == BRAID_MAGIC_FLUSH))
 			ofi_req_hold_mrs(r, -1);
 	}
 	/* What waits in a backlog is never posted now: the goodbye's progress would post it

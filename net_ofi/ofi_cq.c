@@ -112,9 +112,10 @@ static void slot_unposted(struct ofi_dev *d, struct ofi_op *op)
 
 static const char *op_name(const struct ofi_op *op)
 {
-	return op->type == OFI_OP_SEND   ? "a send"
-	       : op->type == OFI_OP_RECV ? "a receive"
-					 : "an announcement";
+	return op->type == OFI_OP_SEND    ? "a send"
+	       : op->type == OFI_OP_RECV  ? "a receive"
+	       : op->type == OFI_OP_FLUSH ? "a flush read"
+					  : "an announcement";
 }
 
 /* One error completion from the shared CQ: it fails the lane of its operation only.
@@ -170,6 +171,15 @@ static int handle_cq_error(struct ofi_dev *d)
 	}
 	if (!rl->failed)
 		rl->failed = e.err == FI_ECANCELED ? ncclSystemError : ncclRemoteError;
+	if (op->type == OFI_OP_FLUSH) {
+		/* a read of our own memory: its test() judges it (ofi_flush.c), and a NIC the
+		 * comm has since left out (failover) fails nothing */
+		BRAID_WARN("ofi: receive comm lane %u on %s peer %s: a flush read failed: %s "
+			   "(provider: %s)",
+			   l->id, d->name, l->comm->peer, ofi_strerror(e.err),
+			   fi_cq_strerror(d->cq, e.prov_errno, e.err_data, buf, sizeof(buf)));
+		return 0;
+	}
 	if (l->error != ncclSuccess) {
 		/* The first error was reported; the rest are its echo (flushed operations). */
 		BRAID_TRACE("ofi: further completion error on %s lane %u: %s", d->name, l->id,
@@ -247,7 +257,7 @@ static void handle_completion(struct ofi_dev *d, const struct fi_cq_tagged_entry
 		braid_ctr_count(l->ctr, d->ctr, BRAID_CTR(tx_bytes), r->slen[op->lane]);
 		if (op->counts)
 			braid_ctr_count(l->ctr, d->ctr, BRAID_CTR(tx_msgs), 1);
-	} else if (op->type != OFI_OP_ANNOUNCE_SEND) {
+	} else if (op->type >= OFI_OP_SEND_MOVED) { /* not an announcement, nor a flush */
 		moved_completion(d, op, e->len);
 	}
 }

@@ -676,7 +676,7 @@ void ofi_comm_bye(struct ofi_comm *c, struct braid_link_bye *bye)
 	for (uint32_t i = 0; i < c->reqs.nelem && i < OFI_MAX_INFLIGHT; i++) {
 		const struct ofi_req *r = braid_pool_at(&c->reqs, i);
 
-		if (braid_pool_is_used(&c->reqs, i))
+		if (braid_pool_is_used(&c->reqs, i) && r->magic != BRAID_MAGIC_FLUSH)
 			w[nw++] = (struct braid_judge_wait){ .first = r->first,
 							     .n = r->n,
 							     .done = done[i] };

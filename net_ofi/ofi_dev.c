@@ -15,6 +15,7 @@
 #include "net_ofi/ofi_hmem.h"
 #include "plugin/comm_limit.h"
 #include "plugin/cuda_dl.h"
+#include "plugin/gpudirect.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
 #include "topo/topo.h"
@@ -222,6 +223,71 @@ static void probe_hmem(struct ofi_dev *d)
 				: "not usable: host memory only");
 }
 
+/* What iflush needs: reads of our own registered memory through our own endpoint. */
+#define FLUSH_CAPS (FI_RMA | FI_READ | FI_REMOTE_READ)
+enum { FLUSH_AUTO, FLUSH_ALWAYS, FLUSH_NEVER }; /* BRAID_OFI_FLUSH */
+
+/*
+ * iflush reads the receive buffer back through the device's own endpoint (ofi_flush.c),
+ * which takes FI_RMA reads. They are asked for only where flushes are due, so a device
+ * with nothing to flush keeps the info it had: BRAID_OFI_FLUSH=auto on a device that
+ * registers CUDA memory (unless NCCL_GDR_FLUSH_DISABLE, as NCCL's IB transport reads
+ * it), or always. The info the provider answers with becomes the device's.
+ */
+static void probe_flush(struct ofi_dev *d)
+{
+	int mode = (int)braid_param_int(BRAID_P_OFI_FLUSH);
+	struct fi_info *hints, *list = NULL;
+	uint64_t want;
+
+	if (mode == FLUSH_NEVER ||
+	    (mode == FLUSH_AUTO && (!d->hmem_caps || braid_gdr_nccl_flush_disabled())))
+		return;
+	want = FLUSH_CAPS | (d->info->caps & FI_HMEM);
+	hints = make_hints(d->info->fabric_attr->prov_name);
+	if (!hints)
+		return;
+	free(hints->domain_attr->name);
+	hints->domain_attr->name = strdup(d->name);
+	hints->caps |= want;
+	if (d->hmem_caps)
+		hints->domain_attr->mr_mode = (int)ofi_hmem_mr_mode_offered();
+	if (!ofi_dl.getinfo(ofi.api_version, NULL, NULL, 0, hints, &list)) {
+		for (struct fi_info *i = list; i; i = i->next) {
+			struct fi_info *mine;
+
+			if ((i->caps & want) != want || strcmp(i->domain_attr->name, d->name))
+				continue;
+			mine = ofi_dl.dupinfo(i);
+			if (mine) {
+				mine->next = NULL;
+				ofi_dl.freeinfo(d->info);
+				d->info = mine;
+				d->hmem_caps = d->hmem_caps ? mine->caps : 0;
+				d->flush = 1;
+			}
+			break;
+		}
+		ofi_dl.freeinfo(list);
+	}
+	ofi_dl.freeinfo(hints);
+	if (d->flush)
+		BRAID_INFO(NCCL_INIT | NCCL_NET, "ofi: %s: iflush reads %s buffers back (FI_RMA)",
+			   d->name, mode == FLUSH_ALWAYS ? "every receive's" : "GPU receive");
+	d->flush_unable = !d->flush;
+	if (!d->flush) /* iflush WARNs if NCCL ever asks (GPUs under compute capability 9.0, ...) */
+		BRAID_INFO(NCCL_INIT | NCCL_NET,
+			   "ofi: %s: provider %s offers no FI_RMA reads here: iflush reads "
+			   "nothing back",
+			   d->name, d->info->fabric_attr->prov_name);
+}
+
+int ofi_flush_due(const struct ofi_dev *d, int type)
+{
+	return d->flush &&
+	       (type == NCCL_PTR_CUDA || braid_param_int(BRAID_P_OFI_FLUSH) == FLUSH_ALWAYS);
+}
+
 /*
  * fi_getinfo answers tcp;ofi_rxm's FI_THREAD_SAFE to the hint's FI_THREAD_DOMAIN (a level
  * that covers it), and a domain opened with that info locks inside every call: 17 of the
@@ -258,6 +324,7 @@ static int add_device(struct fi_info *info)
 	snprintf(d->name, sizeof(d->name), "%s", info->domain_attr->name);
 	d->is_iface = if_nametoindex(d->name) != 0;
 	probe_hmem(d);
+	probe_flush(d);
 	ask_thread_domain(d->info);
 	mr_mode = d->info->domain_attr->mr_mode;
 	d->mr_hmem = !!(mr_mode & FI_MR_HMEM);

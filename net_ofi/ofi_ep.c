@@ -26,9 +26,9 @@ static unsigned av_bucket(const uint8_t *name, uint32_t len)
 }
 
 /* A reference to the peer's entry, inserting it on first use; d->lock held. */
-int ofi_av_get(struct ofi_lane *l, const uint8_t *name, uint32_t len)
+int ofi_av_ref(struct ofi_dev *d, const uint8_t *name, uint32_t len, const char *whose,
+	       struct ofi_av_entry **out)
 {
-	struct ofi_dev *d = l->dev;
 	struct ofi_av_entry **head = &d->av_tab[av_bucket(name, len)], *e;
 	int n;
 
@@ -46,8 +46,8 @@ int ofi_av_get(struct ofi_lane *l, const uint8_t *name, uint32_t len)
 		pthread_mutex_unlock(&d->ep_lock);
 		if (n != 1) {
 			free(e);
-			BRAID_WARN("ofi: lane %u on %s: fi_av_insert of peer %s failed: %s", l->id,
-				   d->name, l->comm->peer, ofi_strerror(n < 0 ? n : -FI_EINVAL));
+			BRAID_WARN("ofi: %s on %s: fi_av_insert failed: %s", whose, d->name,
+				   ofi_strerror(n < 0 ? n : -FI_EINVAL));
 			return n < 0 ? n : -EINVAL;
 		}
 		braid_ctr_add(&d->ctr->av_entries, 1);
@@ -55,9 +55,20 @@ int ofi_av_get(struct ofi_lane *l, const uint8_t *name, uint32_t len)
 		*head = e;
 	}
 	e->refs++;
-	l->av = e;
-	l->peer_addr = e->addr;
+	*out = e;
 	return 0;
+}
+
+int ofi_av_get(struct ofi_lane *l, const uint8_t *name, uint32_t len)
+{
+	char whose[96];
+	int rc;
+
+	snprintf(whose, sizeof(whose), "lane %u, peer %s", l->id, l->comm->peer);
+	rc = ofi_av_ref(l->dev, name, len, whose, &l->av);
+	if (!rc)
+		l->peer_addr = l->av->addr;
+	return rc;
 }
 
 /* Drop the comm's reference; the last one removes the entry; d->lock held. */
@@ -122,8 +133,9 @@ int ofi_mr_reg_raw(struct ofi_dev *d, void *buf, size_t len, uint64_t access, st
 
 	*mr = NULL;
 	*desc = NULL;
-	if (!d->mr_local)
-		return 0; /* the provider takes plain pointers for local buffers */
+	/* the provider takes plain pointers for local buffers; a remote access needs a key */
+	if (!d->mr_local && !(access & (FI_REMOTE_READ | FI_REMOTE_WRITE)))
+		return 0;
 	key = ofi_mr_next_key(d);
 	pthread_mutex_lock(&d->ep_lock); /* FI_THREAD_DOMAIN: one libfabric call at a time */
 	rc = ofi_mr_bind_or_close(d, fi_mr_reg(d->domain, buf, len, access, 0, key, 0, mr, NULL),
@@ -379,6 +391,21 @@ static int open_ep(struct ofi_dev *d, int may_retry)
 		rc = fi_setopt(&d->ep->fid, FI_OPT_ENDPOINT, FI_OPT_CUDA_API_PERMITTED, &permitted,
 			       sizeof(permitted));
 		if (rc && rc != -FI_ENOPROTOOPT)
+			goto fail;
+	}
+#endif
+#ifdef BRAID_HAVE_FI_OPT_SHM_PERMITTED /* where libfabric's header has it (the Makefile) */
+	if (d->flush) {
+		bool permitted = false;
+
+		/* A flush reads our own memory through our own endpoint, and EFA carries a local
+		 * peer's traffic through shared memory, which orders nothing on the NIC's PCIe
+		 * path (aws-ofi-nccl turns it off for its flush too). A provider without the
+		 * option has no such path. */
+		step = "fi_setopt(FI_OPT_SHARED_MEMORY_PERMITTED)";
+		rc = fi_setopt(&d->ep->fid, FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED,
+			       &permitted, sizeof(permitted));
+		if (rc && rc != -FI_ENOPROTOOPT && rc != -FI_EOPNOTSUPP)
 			goto fail;
 	}
 #endif

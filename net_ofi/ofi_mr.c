@@ -3,8 +3,8 @@
  * Memory registration: NCCL's handle holds the buffer's registration on the device of
  * each lane of the comm, each through that device's cache (plugin/mr_cache.h). When the
  * provider binds MRs to endpoints (FI_MR_ENDPOINT), registrations bind to the device's
- * shared endpoint, so they are device-wide and cached all the same. And the flush NCCL asks
- * for after a receive into GPU memory.
+ * shared endpoint, so they are device-wide and cached all the same. Where iflush reads
+ * receive buffers back (ofi_flush.c), they are registered for that read as well.
  */
 #include <stdlib.h>
 
@@ -16,8 +16,9 @@
 
 /* CUDA memory (FI_HMEM): fi_mr_regattr with iface FI_HMEM_CUDA and the buffer's device,
  * from the CUDA driver; a registration wherever the provider needs one (FI_MR_LOCAL or
- * FI_MR_HMEM). d->lock held (the cache), as for host buffers. */
-static int reg_cuda(struct ofi_dev *d, void *buf, size_t len, struct fid_mr **mr, void **desc)
+ * FI_MR_HMEM) or a flush reads it back. d->lock held (the cache), as for host buffers. */
+static int reg_cuda(struct ofi_dev *d, void *buf, size_t len, uint64_t access, struct fid_mr **mr,
+		    void **desc)
 {
 	uint64_t mr_mode = d->info->domain_attr->mr_mode;
 	struct fi_mr_attr attr;
@@ -32,10 +33,9 @@ static int reg_cuda(struct ofi_dev *d, void *buf, size_t len, struct fid_mr **mr
 			   d->name, why);
 		return -FI_EINVAL;
 	}
-	if (!ofi_hmem_needs_registration(mr_mode, NCCL_PTR_CUDA))
+	if (!ofi_hmem_needs_registration(mr_mode, NCCL_PTR_CUDA) && !(access & FI_REMOTE_READ))
 		return 0;
-	ofi_hmem_mr_attr(&attr, &iov, buf, len, FI_SEND | FI_RECV, ofi_mr_next_key(d),
-			 NCCL_PTR_CUDA, dev);
+	ofi_hmem_mr_attr(&attr, &iov, buf, len, access, ofi_mr_next_key(d), NCCL_PTR_CUDA, dev);
 	pthread_mutex_lock(&d->ep_lock);
 	rc = ofi_mr_bind_or_close(d, fi_mr_regattr(d->domain, &attr, 0, mr), mr);
 	pthread_mutex_unlock(&d->ep_lock);
@@ -66,11 +66,12 @@ static int reg_range(void *dev, struct braid_mr_range *r)
 {
 	struct ofi_dev_mr *m = braid_container_of(r, struct ofi_dev_mr, range);
 	struct ofi_dev *d = dev;
+	uint64_t access = FI_SEND | FI_RECV | (ofi_flush_due(d, r->type) ? FI_REMOTE_READ : 0);
 
 	m->dev = d;
 	if (r->type == NCCL_PTR_CUDA) /* both leave nothing behind when they fail */
-		return reg_cuda(d, (void *)r->base, r->len, &m->mr, &m->desc);
-	return ofi_mr_reg_raw(d, (void *)r->base, r->len, FI_SEND | FI_RECV, &m->mr, &m->desc);
+		return reg_cuda(d, (void *)r->base, r->len, access, &m->mr, &m->desc);
+	return ofi_mr_reg_raw(d, (void *)r->base, r->len, access, &m->mr, &m->desc);
 }
 
 static struct braid_mr_range *dev_mr_alloc(void)
@@ -179,7 +180,8 @@ static void forget_mr(struct ofi_comm *c, struct ofi_mr *m)
 	for (uint32_t i = 0; i < reqs->nelem; i++) {
 		struct ofi_req *r = braid_pool_at(reqs, i);
 
-		if (!braid_pool_is_used(reqs, i) || r->magic != BRAID_MAGIC_REQ)
+		if (!braid_pool_is_used(reqs, i) ||
+		    (r->magic != BRAID_MAGIC_REQ && r->magic != BRAID_MAGIC_FLUSH))
 			continue;
 		if (r->is_send && r->smr == m) {
 			r->smr = NULL;
@@ -215,39 +217,4 @@ void ofi_mr_cache_purge(struct ofi_dev *d)
 {
 	/* Registrations NCCL never released (it does not always, at exit). */
 	braid_mr_cache_drain(&d->cache, dev_mr_release);
-}
-
-/*
- * NCCL asks for a flush only after a receive the NIC wrote into GPU memory, where the GPU
- * might otherwise read bytes still on their way (ncclTopoNeedFlush: compute capability
- * under 9.0, a GPU that reaches its CPU over C2C with the NIC close by, or
- * NCCL_NET_FORCE_FLUSH=1; not when NCCL flushes through gdrcopy itself). net_ib reads the
- * buffer back (ib_flush.c); net_ofi has no such read yet, and its ptrSupport offers CUDA
- * wherever the provider has FI_HMEM. So the first such request says it, once per
- * process: a job that may read stale bytes is told how to stay safe.
- */
-ncclResult_t ofi_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles,
-			void **request)
-{
-	static int warned;
-	const struct ofi_comm *c = recv_comm;
-
-	(void)data, (void)sizes; /* NCCL flushes only what brought bytes, and sizes[] is
-				 * numbered by its subs, not by the buffers here */
-	*request = NULL;
-	for (int i = 0; i < n; i++) {
-		const struct ofi_mr *m = to_ofi_mr(mhandles[i]);
-
-		if (!m || m->magic != BRAID_MAGIC_MR || m->range.type != NCCL_PTR_CUDA ||
-		    __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-			continue;
-		BRAID_WARN("ofi: receive comm from %s: NCCL asked to flush a receive into GPU "
-			   "memory, and net_ofi has no GPUDirect flush: the GPU may read bytes the "
-			   "NIC has not finished writing. Set NCCL_NET_GDR_LEVEL=LOC to receive "
-			   "through host memory, or NCCL_GDRCOPY_ENABLE=1 "
-			   "NCCL_GDRCOPY_FLUSH_ENABLE=1 for NCCL's own flush (needs gdrcopy) "
-			   "(said once)",
-			   c->peer);
-	}
-	return ncclSuccess;
 }

@@ -123,6 +123,7 @@ const struct braid_backend_ops braid_ofi_ops = {
 	.irecv = ofi_irecv,
 	.iflush = ofi_iflush,
 	.test = ofi_test,
+	.test_flush = ofi_flush_test,
 	.close_send = ofi_close_comm,
 	.close_recv = ofi_close_comm,
 	.close_listen = ofi_close_listen,

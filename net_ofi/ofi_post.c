@@ -188,6 +188,36 @@ int ofi_post_moved_recv(struct ofi_lane *l, struct ofi_req *r, int from, int i)
 	return 0;
 }
 
+/*
+ * A flush (ofi_flush.c): one byte of the buffer read through the device's own endpoint
+ * into the request's sink, with the registration's key, at its address or, without
+ * FI_MR_VIRT_ADDR, its offset in the registration.
+ */
+int ofi_post_flush(struct ofi_lane *l, struct ofi_req *r)
+{
+	struct ofi_recv_part *recv = ofi_req_recv(r);
+	struct ofi_recv_lane *part = &recv->rl[l->k];
+	const struct ofi_dev_mr *m = recv->mr[0]->lane[l->k];
+	uint64_t addr = (uint64_t)(uintptr_t)recv->buf[0], key = fi_mr_key(m->mr);
+	struct ofi_req_lane *rl = &r->l[l->k];
+	ssize_t rc;
+
+	if (rl->posted)
+		return 0;
+	if (key == FI_KEY_NOTAVAIL) /* a raw key (FI_MR_RAW), which braid does not ask for */
+		return -FI_ENOKEY;
+	if (!l->dev->mr_virt_addr)
+		addr -= m->range.base;
+	rc = fi_read(l->dev->ep, &part->flush_sink, 1, l->pool_desc, l->self_av->addr, addr, key,
+		     &part->op[0].fictx);
+	if (rc)
+		return (int)rc;
+	rl->pending++;
+	rl->posted = (uint8_t)(r->n + 1); /* the read is all there is */
+	l->outstanding++;
+	return 0;
+}
+
 int ofi_post_weights(struct ofi_lane *l, uint64_t wire, uint32_t seq)
 {
 	const struct ofi_announce m = { .dst = l->peer_id,
@@ -220,15 +250,20 @@ int ofi_post_backlog(struct ofi_lane *l)
 {
 	while (ofi_lane_backlogged(l)) {
 		struct ofi_req *r = l->backlog[l->backlog_head % OFI_BACKLOG];
-		int rc = ofi_post_part(l, r);
+		/* A data request waits here only for its part on l (r->lanes has l); a flush
+		 * has no parts (lanes 0). Not r->magic: isend and irecv set it after they
+		 * post, without the lock. */
+		int flush = !r->lanes;
+		int rc = flush ? ofi_post_flush(l, r) : ofi_post_part(l, r);
+		const char *what = r->is_send ? "send" : flush ? "flush read" : "receive";
 
 		if (rc == -FI_EAGAIN)
 			return rc;
 		if (rc) {
 			BRAID_WARN("ofi: %s comm lane %u on %s to %s: posting a deferred %s failed: "
 				   "%s",
-				   ofi_comm_kind(l->comm), l->id, l->dev->name, l->comm->peer,
-				   r->is_send ? "send" : "receive", ofi_strerror(rc));
+				   ofi_comm_kind(l->comm), l->id, l->dev->name, l->comm->peer, what,
+				   ofi_strerror(rc));
 			ofi_lane_fail(l, ncclSystemError);
 			l->backlog_head = l->backlog_tail;
 			return 0;

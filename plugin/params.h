@@ -47,6 +47,11 @@ enum braid_param_type {
 	  "about 15 min (tcp_retries2). A send still waiting this long after the receiver "        \
 	  "announced its buffer (a black hole on a one-NIC comm, or a stopped peer) is WARNed, "   \
 	  "naming its NIC, and fails nothing.")                                                    \
+	X(OFI_FLUSH, "BRAID_OFI_FLUSH", BRAID_PARAM_ENUM, "auto", 0, 0, "auto|always|never", NULL, \
+	  "net_ofi: iflush after a receive into GPU memory: auto (a 1-byte fi_read of the "        \
+	  "buffer through the device's own endpoint, where the provider registers CUDA memory "    \
+	  "and offers FI_RMA reads, unless NCCL_GDR_FLUSH_DISABLE is set, as NCCL's IB "           \
+	  "transport does), always (also for host memory: a test hook), never.")                   \
 	X(SOCKET_IFNAME, "BRAID_SOCKET_IFNAME", BRAID_PARAM_STR, "", 0, 0, NULL,                   \
 	  "NCCL_SOCKET_IFNAME",                                                                    \
 	  "Interface(s) for the out-of-band TCP handshake: comma list of name prefixes, ^ to "     \

@@ -8,6 +8,8 @@
 set -u
 here=$(dirname "$0")
 . "$here/lib.sh"
+# the iflush step reads the buffer back on ofi too (net_ofi/ofi_flush.c), not a NULL request
+export BRAID_OFI_FLUSH=${BRAID_OFI_FLUSH:-always}
 runs_local=${KILLS_RUNS:-6}
 runs_netns=${KILLS_NETNS_RUNS:-2}
 runs=$runs_local

@@ -1003,11 +1003,32 @@ out:
 #define FL_MSGS 32
 #define FL_SIZE 1024
 
+/* The backend's flush knob: both backends read every receive back when it says always. */
+static const char *flush_knob(void)
+{
+	const char *be = getenv("BRAID_BACKEND");
+
+	return !be                  ? NULL
+	       : !strcmp(be, "ib")  ? "BRAID_IB_FLUSH"
+	       : !strcmp(be, "ofi") ? "BRAID_OFI_FLUSH"
+				    : NULL;
+}
+
+static bool flush_promised(void)
+{
+	const char *knob = flush_knob(), *v = knob ? getenv(knob) : NULL;
+
+	return v && !strcmp(v, "always");
+}
+
 /*
  * 64 receive comms, each with 32 receives done, then an iflush for every one of them,
- * all in flight at once before any is tested. BRAID_IB_FLUSH=always makes the verbs
- * backend flush host memory too (without a GPU nothing else would); a backend with
- * nothing to flush answers with NULL requests, which NCCL allows.
+ * all in flight at once before any is tested. BRAID_IB_FLUSH=always and
+ * BRAID_OFI_FLUSH=always make the backends flush host memory too (without a GPU nothing
+ * else would), so under BRAID_BACKEND=ib or ofi every iflush must return a request;
+ * otherwise a backend with nothing to flush answers with NULL requests, which NCCL allows.
+ * Then as many flushes again, left untested through deregMr and close, as ncclCommAbort
+ * leaves them.
  */
 int sc_flush(struct side *s)
 {
@@ -1021,6 +1042,7 @@ int sc_flush(struct side *s)
 	ncclResult_t r;
 
 	setenv("BRAID_IB_FLUSH", "always", 0);
+	setenv("BRAID_OFI_FLUSH", "always", 0);
 	conf_step(s, "init");
 	r = s->api->init(s->api, &s->ctx, s->seed);
 	if (r != ncclSuccess)
@@ -1182,8 +1204,31 @@ int sc_flush(struct side *s)
 			}
 		conf_log(s, "%d iflush calls on %d comms at once: %d flush requests, all done",
 			 FL_COMMS * FL_MSGS, FL_COMMS, nflush);
+		if (flush_promised() && nflush != FL_COMMS * FL_MSGS) {
+			conf_fail(s, "%s=always, yet %d of %d iflush calls returned no request",
+				  flush_knob(), FL_COMMS * FL_MSGS - nflush, FL_COMMS * FL_MSGS);
+			goto out;
+		}
 	}
 	ret = rdv_sync(s, "fl-done");
+	if (!ret && receiver) {
+		/* as ncclCommAbort: deregMr, then close, with flushes still in flight */
+		conf_step(s, "iflush of every receive again, then deregMr and close untested");
+		for (int c = 0; c < FL_COMMS; c++)
+			for (int m = 0; m < FL_MSGS; m++) {
+				void *data = buf[c].p + m * FL_SIZE;
+				int size = FL_SIZE;
+
+				r = s->api->iflush(s->api, comm[c], 1, &data, &size, &buf[c].mh,
+						   &freq[c][m]);
+				if (r != ncclSuccess) {
+					ret = conf_fail(s,
+							"iflush on comm %d (#%d) returned %s (%d)",
+							c, m, netapi_result_str(r), r);
+					goto out;
+				}
+			}
+	}
 out:
 	for (int c = 0; c < FL_COMMS; c++) {
 		if (buf[c].p)

@@ -175,6 +175,32 @@ static int hmem_cuda_usable(struct fi_info *info)
 	return rc == 0;
 }
 
+/* The init hints for d's own domain, with caps added (the probes below). */
+static struct fi_info *domain_hints(const struct ofi_dev *d, uint64_t caps)
+{
+	struct fi_info *hints = make_hints(d->info->fabric_attr->prov_name);
+
+	if (!hints)
+		return NULL;
+	free(hints->domain_attr->name);
+	hints->domain_attr->name = strdup(d->name);
+	hints->caps |= caps;
+	return hints;
+}
+
+/* A copy of i (one entry) becomes d's info; 0, or -1 (no memory: d keeps its own). */
+static int take_info(struct ofi_dev *d, const struct fi_info *i)
+{
+	struct fi_info *mine = ofi_dl.dupinfo(i);
+
+	if (!mine)
+		return -1;
+	mine->next = NULL;
+	ofi_dl.freeinfo(d->info);
+	d->info = mine;
+	return 0;
+}
+
 /* FI_HMEM, asked only where a CUDA driver could name a buffer's device (else nothing
  * changes): when the provider reports it for this domain, that info (its caps, its mr_mode
  * with FI_MR_HMEM where it needs it) becomes the device's. */
@@ -186,17 +212,12 @@ static void probe_hmem(struct ofi_dev *d)
 		return;
 	/* The init hints, not a copy of the info: its sizes (inject, queues) may exceed what
 	 * the provider offers with FI_HMEM. */
-	hints = make_hints(d->info->fabric_attr->prov_name);
+	hints = domain_hints(d, FI_HMEM);
 	if (!hints)
 		return;
-	free(hints->domain_attr->name);
-	hints->domain_attr->name = strdup(d->name);
-	hints->caps |= FI_HMEM;
 	hints->domain_attr->mr_mode = (int)ofi_hmem_mr_mode_offered();
 	if (!ofi_dl.getinfo(ofi.api_version, NULL, NULL, 0, hints, &list)) {
 		for (struct fi_info *i = list; i; i = i->next) {
-			struct fi_info *mine;
-
 			if (!(i->caps & FI_HMEM) || strcmp(i->domain_attr->name, d->name))
 				continue;
 			if (!hmem_cuda_usable(i)) {
@@ -206,13 +227,8 @@ static void probe_hmem(struct ofi_dev *d)
 					   d->name);
 				break;
 			}
-			mine = ofi_dl.dupinfo(i);
-			if (mine) {
-				mine->next = NULL;
-				ofi_dl.freeinfo(d->info);
-				d->info = mine;
-				d->hmem_caps = mine->caps;
-			}
+			if (!take_info(d, i))
+				d->hmem_caps = d->info->caps;
 			break;
 		}
 		ofi_dl.freeinfo(list);
@@ -244,26 +260,17 @@ static void probe_flush(struct ofi_dev *d)
 	    (mode == FLUSH_AUTO && (!d->hmem_caps || braid_gdr_nccl_flush_disabled())))
 		return;
 	want = FLUSH_CAPS | (d->info->caps & FI_HMEM);
-	hints = make_hints(d->info->fabric_attr->prov_name);
+	hints = domain_hints(d, want);
 	if (!hints)
 		return;
-	free(hints->domain_attr->name);
-	hints->domain_attr->name = strdup(d->name);
-	hints->caps |= want;
 	if (d->hmem_caps)
 		hints->domain_attr->mr_mode = (int)ofi_hmem_mr_mode_offered();
 	if (!ofi_dl.getinfo(ofi.api_version, NULL, NULL, 0, hints, &list)) {
 		for (struct fi_info *i = list; i; i = i->next) {
-			struct fi_info *mine;
-
 			if ((i->caps & want) != want || strcmp(i->domain_attr->name, d->name))
 				continue;
-			mine = ofi_dl.dupinfo(i);
-			if (mine) {
-				mine->next = NULL;
-				ofi_dl.freeinfo(d->info);
-				d->info = mine;
-				d->hmem_caps = d->hmem_caps ? mine->caps : 0;
+			if (!take_info(d, i)) {
+				d->hmem_caps = d->hmem_caps ? d->info->caps : 0;
 				d->flush = 1;
 			}
 			break;

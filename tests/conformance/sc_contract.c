@@ -1021,6 +1021,28 @@ static bool flush_promised(void)
 	return v && !strcmp(v, "always");
 }
 
+/* An iflush of every receive of every comm, none tested; 0, or -1 after a FAIL line.
+ * *nflush counts the requests returned. */
+static int flush_every_receive(struct side *s, void *const *comm, struct cbuf *buf,
+			       void *freq[][FL_MSGS], int *nflush)
+{
+	for (int c = 0; c < FL_COMMS; c++)
+		for (int m = 0; m < FL_MSGS; m++) {
+			void *data = buf[c].p + m * FL_SIZE;
+			int size = FL_SIZE;
+			ncclResult_t r = s->api->iflush(s->api, comm[c], 1, &data, &size,
+							&buf[c].mh, &freq[c][m]);
+
+			if (r != ncclSuccess)
+				return conf_fail(s,
+						 "iflush on comm %d (#%d, %d flushes in flight) "
+						 "returned %s (%d)",
+						 c, m, *nflush, netapi_result_str(r), r);
+			*nflush += freq[c][m] != NULL;
+		}
+	return 0;
+}
+
 /*
  * 64 receive comms, each with 32 receives done, then an iflush for every one of them,
  * all in flight at once before any is tested. BRAID_IB_FLUSH=always and
@@ -1168,22 +1190,8 @@ int sc_flush(struct side *s)
 	}
 	if (receiver) {
 		conf_step(s, "iflush of all %d receives before testing any", FL_COMMS * FL_MSGS);
-		for (int c = 0; c < FL_COMMS; c++)
-			for (int m = 0; m < FL_MSGS; m++) {
-				void *data = buf[c].p + m * FL_SIZE;
-				int size = FL_SIZE;
-
-				r = s->api->iflush(s->api, comm[c], 1, &data, &size, &buf[c].mh,
-						   &freq[c][m]);
-				if (r != ncclSuccess) {
-					conf_fail(s,
-						  "iflush on comm %d (#%d, %d flushes in flight) "
-						  "returned %s (%d)",
-						  c, m, nflush, netapi_result_str(r), r);
-					goto out;
-				}
-				nflush += freq[c][m] != NULL;
-			}
+		if (flush_every_receive(s, comm, buf, freq, &nflush))
+			goto out;
 		t0 = now_s();
 		for (int c = 0; c < FL_COMMS; c++)
 			for (int m = 0; m < FL_MSGS; m++) {
@@ -1214,20 +1222,8 @@ int sc_flush(struct side *s)
 	if (!ret && receiver) {
 		/* as ncclCommAbort: deregMr, then close, with flushes still in flight */
 		conf_step(s, "iflush of every receive again, then deregMr and close untested");
-		for (int c = 0; c < FL_COMMS; c++)
-			for (int m = 0; m < FL_MSGS; m++) {
-				void *data = buf[c].p + m * FL_SIZE;
-				int size = FL_SIZE;
-
-				r = s->api->iflush(s->api, comm[c], 1, &data, &size, &buf[c].mh,
-						   &freq[c][m]);
-				if (r != ncclSuccess) {
-					ret = conf_fail(s,
-							"iflush on comm %d (#%d) returned %s (%d)",
-							c, m, netapi_result_str(r), r);
-					goto out;
-				}
-			}
+		nflush = 0;
+		ret = flush_every_receive(s, comm, buf, freq, &nflush);
 	}
 out:
 	for (int c = 0; c < FL_COMMS; c++) {

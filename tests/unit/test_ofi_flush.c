@@ -183,17 +183,27 @@ static ncclResult_t test_until_done(void *req, int *calls)
 	return rc;
 }
 
+/* iflush of 64 bytes at data, registered as m: its request (one must come) */
+static void *flush_request(struct ofi_comm *c, struct ofi_mr *m, void *data)
+{
+	void *mh = m, *req = NULL;
+	int size = 64;
+
+	assert_int_equal(ofi_iflush(c, 1, &data, &size, &mh, &req), ncclSuccess);
+	assert_non_null(req);
+	return req;
+}
+
 static void a_read_the_provider_refuses_for_now_goes_from_the_backlog(void **state)
 {
 	const int answers[3][2] = { { 0, 0 }, { -FI_EAGAIN, 0 }, { 0, 0 } };
 	struct ofi_mr m;
 	struct ofi_comm *c = flush_comm(&m, answers);
-	void *data = rbuf + 100, *mh = &m, *req = NULL;
-	int size = 64, calls;
+	void *data = rbuf + 100, *req;
+	int calls;
 
 	(void)state;
-	assert_int_equal(ofi_iflush(c, 1, &data, &size, &mh, &req), ncclSuccess);
-	assert_non_null(req);
+	req = flush_request(c, &m, data);
 	assert_true(ofi_lane_backlogged(&c->lane[1])); /* refused for now: it waits there */
 	for (int k = 0; k < 3; k++)
 		fdev[k].complete = 1;
@@ -219,12 +229,11 @@ static void a_read_that_fails_to_post_fails_its_flush_without_a_hang(void **stat
 	const int answers[3][2] = { { 0, 0 }, { -FI_EAGAIN, 0 }, { -FI_EIO, -FI_EIO } };
 	struct ofi_mr m;
 	struct ofi_comm *c = flush_comm(&m, answers);
-	void *data = rbuf, *mh = &m, *req = NULL;
-	int size = 64, calls;
+	void *req;
+	int calls;
 
 	(void)state;
-	assert_int_equal(ofi_iflush(c, 1, &data, &size, &mh, &req), ncclSuccess);
-	assert_non_null(req); /* lane 0's read is out: the request stays until it is in */
+	req = flush_request(c, &m, rbuf); /* lane 0's read is out: it stays until it is in */
 	assert_non_null(strstr(unit_log, "the flush read on fake2"));
 	assert_false(ofi_lane_backlogged(&c->lane[1]));
 	fdev[0].complete = 1;
@@ -241,12 +250,11 @@ static void a_flush_dropped_by_deregmr_ends_at_its_next_test(void **state)
 	const int answers[3][2] = { { 0, 0 }, { -FI_EAGAIN, -FI_EAGAIN }, { 0, 0 } };
 	struct ofi_mr m;
 	struct ofi_comm *c = flush_comm(&m, answers);
-	void *data = rbuf, *mh = &m, *req = NULL;
-	int size = 64, calls;
+	void *req;
+	int calls;
 
 	(void)state;
-	assert_int_equal(ofi_iflush(c, 1, &data, &size, &mh, &req), ncclSuccess);
-	assert_non_null(req);
+	req = flush_request(c, &m, rbuf);
 	assert_int_equal(m.users, 1);
 	for (int k = 0; k < 3; k++)
 		fdev[k].complete = 1;

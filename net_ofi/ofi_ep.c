@@ -372,8 +372,8 @@ static int open_ep(struct ofi_dev *d, int may_retry)
 	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE };
 	/* A hint: one entry per peer endpoint, shared by the comms to it. */
 	struct fi_av_attr av_attr = { .type = FI_AV_TABLE, .count = 256 };
+	int rc, shm_off = 0, cuda_api_off = 0;
 	const char *step;
-	int rc;
 
 	if (d->info->domain_attr->av_type != FI_AV_UNSPEC)
 		av_attr.type = d->info->domain_attr->av_type;
@@ -392,6 +392,7 @@ static int open_ep(struct ofi_dev *d, int may_retry)
 			       sizeof(permitted));
 		if (rc && rc != -FI_ENOPROTOOPT)
 			goto fail;
+		cuda_api_off = !rc;
 	}
 #endif
 #ifdef BRAID_HAVE_FI_OPT_SHM_PERMITTED /* where libfabric's header has it (the Makefile) */
@@ -407,8 +408,21 @@ static int open_ep(struct ofi_dev *d, int may_retry)
 			       &permitted, sizeof(permitted));
 		if (rc && rc != -FI_ENOPROTOOPT && rc != -FI_EOPNOTSUPP)
 			goto fail;
+		shm_off = !rc;
 	}
 #endif
+	if (d->flush &&
+	    !ofi_hmem_self_read_on_nic(d->info->fabric_attr->prov_name, shm_off, cuda_api_off,
+				       getenv("FI_EFA_ENABLE_SHM_TRANSFER"))) {
+		/* iflush WARNs instead, if NCCL ever asks (ofi_flush.c) */
+		d->flush = 0;
+		d->flush_unable = 1;
+		BRAID_INFO(NCCL_INIT | NCCL_NET,
+			   "ofi: %s: a read of its own memory would go through EFA's shared memory "
+			   "(this libfabric cannot turn it off here): iflush reads nothing back; "
+			   "FI_EFA_ENABLE_SHM_TRANSFER=0 lets it",
+			   d->name);
+	}
 	step = "fi_cq_open";
 	rc = fi_cq_open(d->domain, &cq_attr, &d->cq, NULL);
 	if (rc)

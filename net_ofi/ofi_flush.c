@@ -11,8 +11,9 @@
  * received bytes, on every NIC of the comm (which one wrote is not known); not on a NIC
  * the receiver leaves out of new groups (its link is down: nothing more comes through it).
  *
- * Where the provider offers no FI_RMA reads (ofi_dev.c, probe_flush), the first request
- * to flush GPU memory WARNs, once per process, with the ways to stay safe.
+ * Where the provider offers no FI_RMA reads (ofi_dev.c, probe_flush), or EFA would carry
+ * the read through its shared memory (ofi_ep.c), the first request to flush GPU memory
+ * WARNs, once per process, with the ways to stay safe.
  */
 #include "net_ofi/ofi.h"
 #include "plugin/log.h"
@@ -25,8 +26,10 @@ static void warn_no_flush(const struct ofi_comm *c)
 	if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
 		return;
 	BRAID_WARN("ofi: receive comm from %s: NCCL asked to flush a receive into GPU memory, "
-		   "and provider %s offers no FI_RMA read to flush it with: the GPU may read "
-		   "bytes the NIC has not finished writing. Set NCCL_NET_GDR_LEVEL=LOC to receive "
+		   "and net_ofi cannot read it back through the NIC here (provider %s: no FI_RMA "
+		   "read, or EFA's shared-memory path, which FI_EFA_ENABLE_SHM_TRANSFER=0 turns "
+		   "off): the GPU may read bytes the NIC has not finished writing. Set "
+		   "NCCL_NET_GDR_LEVEL=LOC to receive "
 		   "through host memory, or NCCL_GDRCOPY_ENABLE=1 NCCL_GDRCOPY_FLUSH_ENABLE=1 for "
 		   "NCCL's own flush (needs gdrcopy) (said once)",
 		   c->peer, ofi.provider);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "nccl_net_abi.h"
+#include "plugin/params.h"
 
 uint64_t ofi_hmem_mr_mode_offered(void)
 {
@@ -53,4 +54,16 @@ int ofi_hmem_forbid_cuda_api(uint64_t hmem_caps)
 	(void)hmem_caps;
 	return 0; /* libfabric < 1.18: no such option */
 #endif
+}
+
+int ofi_hmem_self_read_on_nic(const char *prov, int shm_off, int cuda_api_off,
+			      const char *efa_shm_env)
+{
+	static const struct braid_param_desc efa_shm = { .name = "FI_EFA_ENABLE_SHM_TRANSFER",
+							 .type = BRAID_PARAM_BOOL };
+	int64_t on = 1;
+
+	if (strcmp(prov, "efa") || shm_off || cuda_api_off)
+		return 1;
+	return efa_shm_env && !braid_param_parse(&efa_shm, efa_shm_env, &on) && !on;
 }

@@ -36,4 +36,14 @@ void ofi_hmem_mr_attr(struct fi_mr_attr *attr, struct iovec *iov, void *buf, siz
  * 1.18+) and the device does FI_HMEM. */
 int ofi_hmem_forbid_cuda_api(uint64_t hmem_caps);
 
+/* Whether a read of our own memory through our own endpoint goes through the NIC, as a
+ * flush must (net_ofi/ofi_flush.c). EFA carries a peer on the same host, itself included,
+ * through its shm provider unless that is off: FI_OPT_SHARED_MEMORY_PERMITTED set false
+ * (libfabric 1.21+; shm_off), FI_OPT_CUDA_API_PERMITTED set false on an FI_HMEM endpoint
+ * (1.18+, where EFA then drops shm; cuda_api_off), or FI_EFA_ENABLE_SHM_TRANSFER false
+ * (efa_shm_env, NULL: unset). efa-direct has no shm path, verbs;ofi_rxm reads through the
+ * NIC, and tcp and shm move host memory with the CPU whichever way. */
+int ofi_hmem_self_read_on_nic(const char *prov, int shm_off, int cuda_api_off,
+			      const char *efa_shm_env);
+
 #endif

@@ -91,9 +91,27 @@ static void cuda_api_permitted(void **state)
 	assert_int_equal(ofi_hmem_forbid_cuda_api(FI_HMEM | FI_TAGGED), have);
 }
 
+/* EFA reads its own memory through its shm provider unless something turned that off:
+ * then a flush would order nothing on the NIC (aws-ofi-nccl turns shm off for its flush). */
+static void a_self_read_goes_through_the_nic_only_where_shm_is_off(void **state)
+{
+	(void)state;
+	assert_false(ofi_hmem_self_read_on_nic("efa", 0, 0, NULL));
+	assert_false(ofi_hmem_self_read_on_nic("efa", 0, 0, "1"));
+	assert_false(ofi_hmem_self_read_on_nic("efa", 0, 0, "garbage")); /* not read as off */
+	assert_true(ofi_hmem_self_read_on_nic("efa", 0, 0, "0"));
+	assert_true(ofi_hmem_self_read_on_nic("efa", 0, 0, "false"));
+	assert_true(ofi_hmem_self_read_on_nic("efa", 1, 0, NULL)); /* SHARED_MEMORY_PERMITTED */
+	assert_true(ofi_hmem_self_read_on_nic("efa", 0, 1, NULL)); /* CUDA_API_PERMITTED */
+	assert_true(ofi_hmem_self_read_on_nic("efa-direct", 0, 0, NULL));
+	assert_true(ofi_hmem_self_read_on_nic("verbs;ofi_rxm", 0, 0, NULL));
+	assert_true(ofi_hmem_self_read_on_nic("tcp;ofi_rxm", 0, 0, NULL));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(a_self_read_goes_through_the_nic_only_where_shm_is_off),
 		cmocka_unit_test(ptr_support),
 		cmocka_unit_test(mr_mode_offered_has_what_efa_needs),
 		cmocka_unit_test(needs_registration),
